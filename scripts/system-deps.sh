@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the system packages the test suite needs (Debian): redis-server for
+# the job store tests, chromium for the widget tests. Does nothing when present.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "Missing system packages: ${need[*]}. Install them with: sudo apt-get install -y ${need[*]}" >&2
+  exit 1
+fi
+echo "Installing system packages: ${need[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null

@@ -1,0 +1,133 @@
+"""FakeBackend: a deterministic, scripted model with no network.
+
+A script is a list of turns, one per model call. A turn is either a list of
+events (and ``BackendError`` instances, raised at that point of the stream)
+or a callable ``(messages, tools) -> events`` that decides from what it was
+sent. Every request is recorded so tests can assert what a real provider
+would have been sent.
+
+    backend = FakeBackend([
+        [reasoning("Look the address up."), tool_call("lookup_address", {"address": "0xabc"})],
+        [text("It is an exchange deposit address.")],
+    ])
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tahrix_lab.agent.backends.base import DoneEvent, Event, ReasoningEvent, TextEvent, ToolSpec, ToolUseEvent
+from tahrix_lab.agent.errors import BackendError
+from tahrix_lab.agent.transcript import Message
+
+ScriptItem = Event | BackendError
+Turn = Sequence[ScriptItem] | Callable[[Sequence[Message], Sequence[ToolSpec]], Iterable[ScriptItem]]
+
+_ids = itertools.count(1)
+
+
+def text(value: str) -> TextEvent:
+    return {"kind": "text", "text": value}
+
+
+def reasoning(value: str, signature: str | None = None) -> ReasoningEvent:
+    event: ReasoningEvent = {"kind": "reasoning", "text": value}
+    if signature is not None:
+        event["signature"] = signature
+    return event
+
+
+def tool_call(name: str, args: dict[str, Any] | None = None, *, id: str | None = None) -> ToolUseEvent:
+    return {"kind": "tool_use", "id": id or f"call_{next(_ids)}", "name": name, "input": dict(args or {})}
+
+
+def estimate_tokens(value: str) -> int:
+    """A deterministic stand-in for a tokenizer: about four characters a token."""
+    return max(1, (len(value) + 3) // 4) if value else 0
+
+
+@dataclass
+class Request:
+    system: str | None
+    messages: list[Message]
+    tools: list[ToolSpec]
+    model: str
+    inference: dict[str, Any] | None
+
+
+@dataclass
+class FakeBackend:
+    """See the module docstring. ``name`` is ``"fake"`` unless told otherwise
+    (a test can pose as another family to check what is sent where)."""
+
+    script: list[Turn] = field(default_factory=list)
+    name: str = "fake"
+    usage: bool = True
+    requests: list[Request] = field(default_factory=list)
+
+    def stream(
+        self,
+        *,
+        system: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        model: str,
+        inference: dict[str, Any] | None,
+    ) -> Iterator[Event]:
+        self.requests.append(Request(system, list(messages), list(tools), model, inference))
+        call = len(self.requests) - 1
+        if call >= len(self.script):
+            raise BackendError(
+                f"The fake backend's script has {len(self.script)} turns; call {call + 1} has none.",
+                status=None,
+                retryable=False,
+            )
+        turn = self.script[call]
+        items: Iterable[ScriptItem] = turn(messages, tools) if callable(turn) else turn
+        return self._play(items, system, messages, tools)
+
+    def _play(
+        self, items: Iterable[ScriptItem], system: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> Iterator[Event]:
+        out_chars = 0
+        saw_tool = False
+        for item in items:
+            if isinstance(item, BackendError):
+                raise item
+            kind = item["kind"]
+            if kind == "done":
+                yield item
+                return
+            if kind == "tool_use":
+                saw_tool = True
+                out_chars += len(json.dumps(item.get("input")))
+            else:
+                out_chars += len(item.get("text", ""))  # type: ignore[arg-type]
+            yield item
+        finish: DoneEvent = {
+            "kind": "done",
+            "stop_reason": "tool_use" if saw_tool else "end_turn",
+            "raw_stop_reason": "tool_use" if saw_tool else "end_turn",
+            "usage": self._usage(system, messages, tools, out_chars) if self.usage else None,
+        }
+        yield finish
+
+    @staticmethod
+    def _usage(
+        system: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec], out_chars: int
+    ) -> dict[str, int | None]:
+        chars = len(system or "") + len(json.dumps(list(tools)))
+        for m in messages:
+            for p in m.parts:
+                chars += len(p.text or "") + len(json.dumps(p.tool_input or p.tool_result or {}))
+        return {
+            "input_tokens": estimate_tokens("x" * chars),
+            "output_tokens": estimate_tokens("x" * out_chars),
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "reasoning_tokens": None,
+        }

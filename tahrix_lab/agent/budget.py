@@ -1,0 +1,242 @@
+"""Denial-of-wallet guard, checked before every model call.
+
+Buckets: tokens per user per minute and per hour (input + output), dollars
+per user over a rolling 30 days, and dollars for everyone over a rolling 30
+days. Dollars come from ``genai-prices`` through a ``Pricer``.
+
+``check`` must stay cheap however long the transcript grows, so the budget
+keeps a ledger in memory: it reads the store once (last 30 days), then only
+the calls newer than what it has seen, and keeps running sums in time-ordered
+deques that drop expired entries from the front. Calls by other processes
+sharing the database are picked up on the next check.
+
+A model with no known price is priced as unknown, not as zero: it is logged
+once and counted in ``unknown_cost_calls``; pass ``assume_unknown=(in, out)``
+(USD per million tokens) to charge such calls at an assumed rate.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from tahrix_lab.agent.errors import BudgetExceeded
+from tahrix_lab.agent.pricing import Pricer
+from tahrix_lab.agent.transcript import Usage, utcnow
+
+if TYPE_CHECKING:
+    from tahrix_lab.agent.store import TranscriptStore
+
+log = logging.getLogger(__name__)
+
+MINUTE = timedelta(minutes=1)
+HOUR = timedelta(hours=1)
+MONTH = timedelta(days=30)
+
+BUCKETS = ("per_minute_tokens", "per_hour_tokens", "monthly_usd", "global_monthly_usd")
+
+
+@dataclass
+class _Window:
+    """A rolling window: a deque of (time, amount) with a running total."""
+
+    span: timedelta
+    entries: deque[tuple[datetime, float]] = field(default_factory=deque)
+    total: float = 0.0
+
+    def add(self, at: datetime, amount: float) -> None:
+        if self.entries and at < self.entries[-1][0]:
+            # Rare (another process's clock): keep the deque ordered.
+            items = sorted([*self.entries, (at, amount)], key=lambda e: e[0])
+            self.entries = deque(items)
+        else:
+            self.entries.append((at, amount))
+        self.total += amount
+
+    def value(self, now: datetime) -> float:
+        cutoff = now - self.span
+        entries = self.entries
+        while entries and entries[0][0] <= cutoff:
+            self.total -= entries.popleft()[1]
+        if not entries:
+            self.total = 0.0  # no float drift once empty
+        return self.total
+
+
+@dataclass
+class _UserLedger:
+    minute: _Window = field(default_factory=lambda: _Window(MINUTE))
+    hour: _Window = field(default_factory=lambda: _Window(HOUR))
+    month: _Window = field(default_factory=lambda: _Window(MONTH))
+    unknown_cost_calls: int = 0
+
+
+class Budget:
+    """See the module docstring. ``None`` for a cap means no cap."""
+
+    def __init__(
+        self,
+        per_minute_tokens: int | None = None,
+        per_hour_tokens: int | None = None,
+        monthly_usd: float | None = None,
+        global_monthly_usd: float | None = None,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        pricer: Pricer | None = None,
+        assume_unknown: tuple[float, float] | None = None,
+        store: TranscriptStore | None = None,
+    ) -> None:
+        self.per_minute_tokens = per_minute_tokens
+        self.per_hour_tokens = per_hour_tokens
+        self.monthly_usd = monthly_usd
+        self.global_monthly_usd = global_monthly_usd
+        self.clock = clock
+        self.pricer = pricer or Pricer()
+        self.assume_unknown = assume_unknown
+        self.store = store
+        self._lock = threading.Lock()
+        self._users: dict[str, _UserLedger] = {}
+        self._global = _Window(MONTH)
+        self._session_users: dict[str, str] = {}
+        self._rates: dict[tuple[str | None, str | None], tuple[float, float, float, float] | None] = {}
+        self._watermark: datetime | None = None
+        self._loaded_from: TranscriptStore | None = None
+
+    # -- public -------------------------------------------------------------
+    def check(self, user: str, *, store: TranscriptStore | None = None) -> None:
+        """Raise ``BudgetExceeded`` (with a calm message) if any bucket is full."""
+        fill = self.meter(user, store=store)
+        for bucket in BUCKETS:
+            value = fill.get(bucket)
+            if value is not None and value >= 1.0:
+                raise BudgetExceeded(bucket, self._message(bucket))
+
+    def meter(self, user: str, *, store: TranscriptStore | None = None) -> dict[str, float | None]:
+        """Each configured bucket's fill fraction (0.0 empty … 1.0 full) for this user."""
+        now = self.clock()
+        with self._lock:
+            self._refresh(store or self.store, now)
+            ledger = self._users.get(user) or _UserLedger()
+            used = {
+                "per_minute_tokens": ledger.minute.value(now),
+                "per_hour_tokens": ledger.hour.value(now),
+                "monthly_usd": ledger.month.value(now),
+                "global_monthly_usd": self._global.value(now),
+            }
+        caps = self.caps()
+        return {b: (used[b] / caps[b] if caps[b] else None) if caps[b] is not None else None for b in BUCKETS}
+
+    def spent(self, user: str, *, store: TranscriptStore | None = None) -> dict[str, float]:
+        """The raw amounts behind ``meter``: tokens in the last minute and hour, USD in 30 days."""
+        now = self.clock()
+        with self._lock:
+            self._refresh(store or self.store, now)
+            ledger = self._users.get(user) or _UserLedger()
+            return {
+                "per_minute_tokens": ledger.minute.value(now),
+                "per_hour_tokens": ledger.hour.value(now),
+                "monthly_usd": ledger.month.value(now),
+                "global_monthly_usd": self._global.value(now),
+                "unknown_cost_calls": float(ledger.unknown_cost_calls),
+            }
+
+    def caps(self) -> dict[str, float | None]:
+        return {
+            "per_minute_tokens": self.per_minute_tokens,
+            "per_hour_tokens": self.per_hour_tokens,
+            "monthly_usd": self.monthly_usd,
+            "global_monthly_usd": self.global_monthly_usd,
+        }
+
+    def record(
+        self, user: str, usage: Usage, *, model: str | None, backend: str | None, at: datetime | None = None
+    ) -> None:
+        """Count a call that is not in a store the budget reads (embedding in other engines)."""
+        with self._lock:
+            self._add(user, at or self.clock(), usage, model, backend)
+
+    # -- ledger ---------------------------------------------------------------
+    def _refresh(self, store: TranscriptStore | None, now: datetime) -> None:
+        if store is None:
+            return
+        if store is not self._loaded_from:
+            self._loaded_from = store
+            self._watermark = now - MONTH
+        cur = store.cursor()
+        rows = cur.execute(
+            "SELECT session_id, created_at, model_id, backend, input_tokens, output_tokens, "
+            "cache_read_tokens, cache_write_tokens FROM messages "
+            "WHERE role = 'assistant' AND created_at > ? ORDER BY created_at",
+            [self._watermark],
+        ).fetchall()
+        if not rows:
+            return
+        missing = list({r[0] for r in rows} - self._session_users.keys())
+        if missing:
+            for sid, user in cur.execute('SELECT id, "user" FROM sessions WHERE id IN ?', [missing]).fetchall():
+                self._session_users[sid] = user
+        for sid, at, model, backend, inp, out, cr, cw in rows:
+            self._add(self._session_users.get(sid, "?"), at, Usage(inp, out, cr, cw), model, backend)
+        self._watermark = rows[-1][1]
+
+    def _add(self, user: str, at: datetime, usage: Usage, model: str | None, backend: str | None) -> None:
+        ledger = self._users.get(user)
+        if ledger is None:
+            ledger = self._users[user] = _UserLedger()
+        tokens = usage.total_tokens
+        if tokens:
+            ledger.minute.add(at, tokens)
+            ledger.hour.add(at, tokens)
+        usd = self._usd(usage, model, backend)
+        if usd is None:
+            if usage.known:
+                ledger.unknown_cost_calls += 1
+            return
+        if usd:
+            ledger.month.add(at, usd)
+            self._global.add(at, usd)
+
+    def _usd(self, usage: Usage, model: str | None, backend: str | None) -> float | None:
+        key = (model, backend)
+        if key not in self._rates:
+            self._rates[key] = self._unit_rates(model, backend)
+        rates = self._rates[key]
+        if rates is None:
+            return None
+        per_in, per_out, per_read, per_write = rates
+        read = usage.cache_read_tokens or 0
+        write = usage.cache_write_tokens or 0
+        plain = max((usage.input_tokens or 0) - read - write, 0)
+        return (plain * per_in + read * per_read + write * per_write + (usage.output_tokens or 0) * per_out) / 1e6
+
+    def _unit_rates(self, model: str | None, backend: str | None) -> tuple[float, float, float, float] | None:
+        """USD per million tokens of each kind (prices are linear in tokens for a budget's purposes)."""
+        m = 1_000_000
+        p = self.pricer.price
+        base = p(model, Usage(input_tokens=m, output_tokens=0), backend=backend)
+        if base is None:
+            if self.assume_unknown is not None:
+                per_in, per_out = self.assume_unknown
+                return (per_in, per_out, per_in, per_in)
+            return None
+        out = p(model, Usage(input_tokens=0, output_tokens=m), backend=backend) or 0.0
+        read = p(model, Usage(input_tokens=m, output_tokens=0, cache_read_tokens=m), backend=backend)
+        write = p(model, Usage(input_tokens=m, output_tokens=0, cache_write_tokens=m), backend=backend)
+        return (base, out, base if read is None else read, base if write is None else write)
+
+    def _message(self, bucket: str) -> str:
+        caps: dict[str, Any] = self.caps()
+        return {
+            "per_minute_tokens": "You're sending requests faster than your per-minute allowance. "
+            "Please wait a minute and try again.",
+            "per_hour_tokens": "You've used this hour's token allowance. It frees up gradually over the next hour.",
+            "monthly_usd": f"You've reached your spending limit of ${caps['monthly_usd']:,.2f} for the last 30 days. "
+            "An administrator can raise it.",
+            "global_monthly_usd": "The team's spending limit for the last 30 days has been reached, so the assistant "
+            "is paused. An administrator can raise it.",
+        }[bucket]

@@ -1,0 +1,99 @@
+"""The engine's errors, split by who must act.
+
+    TahrixError
+     ├── ConfigurationError      the developer's or operator's mistake (bad backend
+     │    │                      name, missing credentials, unknown session)
+     │    └── StoreLockedError   the database file is held by another process
+     ├── BackendError            the provider failed (status, retryable, raw cause)
+     ├── UserFacingError         a refusal the user should read as it is
+     │    └── BudgetExceeded     a budget bucket is full (bucket, calm message)
+     ├── ToolDenied              a tool call outside the session's grant
+     └── ToolRetry               raised by a tool: "try again" with a hint for the model
+
+The loop never lets any of these escape as an exception during a run: it logs
+the raw detail for the operator and yields a calm sentence for the user.
+"""
+
+from __future__ import annotations
+
+
+class TahrixError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class ConfigurationError(TahrixError):
+    """A mistake in code or configuration: fix the setup, not the input."""
+
+
+class StoreLockedError(ConfigurationError):
+    """The DuckDB file is held by another process."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(
+            f"The transcript database {path!r} is in use by another process. "
+            "Close the other Tahrix Lab process (or notebook kernel) that has it open, "
+            "or point TAHRIX_DB at another file."
+        )
+
+
+class BackendError(TahrixError):
+    """A provider (or the transport to it) failed.
+
+    ``status`` is the HTTP status when there was one; ``retryable`` says whether
+    the same request may succeed later (throttling, 429, 5xx, dropped
+    connections, timeouts); ``retry_after`` is the provider's hint in seconds;
+    ``cause`` keeps the raw SDK exception for the operator's log.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.cause = cause
+
+    def __repr__(self) -> str:
+        return f"BackendError({self.message!r}, status={self.status}, retryable={self.retryable})"
+
+
+class UserFacingError(TahrixError):
+    """An error whose message is already written for the user."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BudgetExceeded(UserFacingError):
+    """A budget bucket is full; ``bucket`` names it (e.g. ``"per_minute_tokens"``)."""
+
+    def __init__(self, bucket: str, message: str) -> None:
+        super().__init__(message)
+        self.bucket = bucket
+
+
+class ToolDenied(TahrixError):
+    """The session's grant does not allow this tool call."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ToolRetry(TahrixError):
+    """Raised by a tool to ask the model to try again; the message is shown to the model."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

@@ -1,0 +1,480 @@
+"""The loop: a plain synchronous generator of ``(event, payload)`` tuples.
+
+It knows no wire format; surfaces (the widget, the job service, the CLI, the
+SSE encoder) translate the tuples. Events and their payloads:
+
+    token        {"kind": "text", "text": str}
+    reasoning    {"kind": "reasoning", "text": str, "signature"?: str, "redacted"?: str}
+    tool_use     {"kind": "tool_use", "id": str, "name": str, "input": dict | None, "raw"?: str}
+    tool_result  {"id", "name", "status": "ok"|"error", "result": dict, "duration_ms": float}
+    follow_up    {"cycle": int, "text": "Synthesizing results..."}  (before each call that follows tool results)
+    effects      {"effects": [dict, ...]}
+    usage        {"backend", "model", "usage": dict, "cost_usd": float | None,
+                  "latency_ms", "ttft_ms", "stop_reason", "position"}  (once per model call)
+    done         {"session_id", "stop_reason"}  (stop_reason "cancelled" when stopped)
+    error        {"kind": "backend"|"budget"|"cycle_limit"|"internal", "message": str (calm,
+                  for the user), "retryable": bool, ...}
+
+No provider or tool failure escapes as an exception: the raw error goes to the
+log (with traceback) and the user gets a calm sentence. Closing the generator
+(``gen.close()``) or setting ``cancel`` stops the run; what was streamed so far
+is persisted either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tahrix_lab.agent.backends.base import Backend, ToolSpec
+from tahrix_lab.agent.budget import Budget
+from tahrix_lab.agent.errors import BackendError, BudgetExceeded
+from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
+from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.tools import (
+    DEFAULT_MAX_RESULT_BYTES,
+    REGISTRY,
+    ToolRegistry,
+    error_result,
+    model_facing,
+    run_tool,
+)
+from tahrix_lab.agent.transcript import Message, Part, Session, StopReason, Usage
+
+log = logging.getLogger(__name__)
+
+MAX_TOOL_CYCLES = 8
+FOLLOW_UP_TEXT = "Synthesizing results..."
+INTERRUPTED = error_result(
+    "interrupted", "This tool call was interrupted before it returned a result; call it again if it is still needed."
+)
+
+LoopEvent = tuple[str, dict[str, Any]]
+
+
+@dataclass
+class RetryPolicy:
+    """Retries of a model call that failed *before its first event*; never after.
+
+    Exponential backoff with full jitter, honouring the provider's
+    ``Retry-After`` when it gives one, capped at ``max_delay``.
+    """
+
+    attempts: int = 3
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+    def delay(self, attempt: int, error: BackendError) -> float:
+        if error.retry_after is not None:
+            return min(max(error.retry_after, 0.0), self.max_delay)
+        return random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))
+
+
+def calm_message(error: BackendError) -> str:
+    """The sentence a user sees for a provider failure (the raw one goes to the log)."""
+    if error.retryable:
+        return "The model provider is busy or unreachable right now. Please try again in a minute."
+    if error.status in (401, 403):
+        return "The model provider did not accept our credentials. An operator needs to check the configuration."
+    if error.status == 404:
+        return "The model provider does not know the requested model. An operator needs to check the model id."
+    if error.status is not None and 400 <= error.status < 500:
+        return "The model provider could not accept this request. The details are in the log for the operator."
+    return "Something went wrong while talking to the model provider. The details are in the log for the operator."
+
+
+def build_messages(messages: Sequence[Message], max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> list[Message]:
+    """The history as sent to a backend.
+
+    Repairs a ``tool_use`` left without a result (the process died in between)
+    with an ``interrupted`` error result, so the history is valid for every
+    provider, and caps each tool result to what the model may see.
+    """
+    out: list[Message] = []
+    for i, msg in enumerate(messages):
+        if msg.role == "tool":
+            msg = _replace_parts(
+                msg,
+                [
+                    _with_result(p, model_facing(p.tool_result, max_result_bytes))
+                    if p.type == "tool_result" and p.tool_result is not None
+                    else p
+                    for p in msg.parts
+                ],
+            )
+            if out and out[-1].role == "tool":  # a repair message already stands here
+                out[-1] = _replace_parts(out[-1], [*out[-1].parts, *msg.parts])
+                continue
+        out.append(msg)
+        if msg.role != "assistant":
+            continue
+        wanted = [p for p in msg.parts if p.type == "tool_use"]
+        if not wanted:
+            continue
+        following = messages[i + 1] if i + 1 < len(messages) else None
+        answered = (
+            {p.tool_use_id for p in following.parts if p.type == "tool_result"}
+            if following is not None and following.role == "tool"
+            else set()
+        )
+        missing = [p for p in wanted if p.tool_use_id not in answered]
+        if missing:
+            repairs = [Part.of_tool_result(p.tool_use_id or "", p.tool_name, INTERRUPTED, "error") for p in missing]
+            out.append(Message(role="tool", parts=repairs, session_id=msg.session_id, created_at=msg.created_at))
+    return out
+
+
+def _replace_parts(msg: Message, parts: list[Part]) -> Message:
+    clone = Message.from_dict(msg.to_dict())
+    clone.parts = parts
+    clone.created_at = msg.created_at
+    return clone
+
+
+def _with_result(part: Part, result: dict[str, Any]) -> Part:
+    if result is part.tool_result:
+        return part
+    return Part.of_tool_result(part.tool_use_id or "", part.tool_name, result, part.tool_status or "ok")
+
+
+class _Call:
+    """What one model call has produced so far (the partial answer)."""
+
+    __slots__ = ("buffer", "buffer_kind", "done", "first_at", "parts", "signature")
+
+    def __init__(self) -> None:
+        self.parts: list[Part] = []
+        self.buffer: list[str] = []
+        self.buffer_kind: str | None = None
+        self.signature: str | None = None
+        self.done: dict[str, Any] | None = None
+        self.first_at: float | None = None
+
+    def flush(self) -> None:
+        if self.buffer_kind == "text":
+            self.parts.append(Part.of_text("".join(self.buffer)))
+        elif self.buffer_kind == "reasoning":
+            self.parts.append(Part.of_reasoning("".join(self.buffer), self.signature))
+        self.buffer = []
+        self.buffer_kind = None
+        self.signature = None
+
+    def finish(self) -> list[Part]:
+        self.flush()
+        return self.parts
+
+
+def run_agent(
+    session: Session | str,
+    *,
+    store: TranscriptStore,
+    backend: Backend,
+    model: str,
+    inference: dict[str, Any] | None = None,
+    context: Any = None,
+    budget: Budget | None = None,
+    max_tool_cycles: int = MAX_TOOL_CYCLES,
+    follow_up_instruction: str | None = None,
+    tools: Sequence[ToolSpec] | None = None,
+    registry: ToolRegistry | None = None,
+    retry: RetryPolicy | None = None,
+    cancel: threading.Event | None = None,
+    pricer: Pricer | None = None,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+) -> Iterator[LoopEvent]:
+    """Run the model on the session's stored history until it answers.
+
+    The caller persists the user's message first (or uses ``ask``). ``tools``
+    overrides the catalog for the session's purpose; ``context`` is passed to
+    every tool (a ``ContextProvider`` is resolved per call).
+    """
+    run = _Run(
+        session=session if isinstance(session, Session) else store.get_session(session),
+        store=store,
+        backend=backend,
+        model=model,
+        inference=inference,
+        context=context,
+        budget=budget,
+        max_tool_cycles=max_tool_cycles,
+        follow_up_instruction=follow_up_instruction,
+        tools=tools,
+        registry=registry or REGISTRY,
+        retry=retry or RetryPolicy(),
+        cancel=cancel,
+        pricer=pricer or (budget.pricer if budget is not None else DEFAULT_PRICER),
+        max_result_bytes=max_result_bytes,
+    )
+    try:
+        yield from run.run()
+    except Exception:
+        log.exception("the agent loop failed on session %s", run.session.id)
+        yield "error", {
+            "kind": "internal",
+            "message": "Something went wrong on our side while answering. The details are in the log for the operator.",
+            "retryable": False,
+        }
+
+
+def ask(
+    store: TranscriptStore,
+    session: Session | str,
+    text: str,
+    *,
+    media: Sequence[Part] = (),
+    **kwargs: Any,
+) -> Iterator[LoopEvent]:
+    """Persist the user's message now and return the loop over it."""
+    session_id = session.id if isinstance(session, Session) else session
+    store.append_message(session_id, Message.user(text, *media))
+    return run_agent(session, store=store, **kwargs)
+
+
+@dataclass
+class _Run:
+    session: Session
+    store: TranscriptStore
+    backend: Backend
+    model: str
+    inference: dict[str, Any] | None
+    context: Any
+    budget: Budget | None
+    max_tool_cycles: int
+    follow_up_instruction: str | None
+    tools: Sequence[ToolSpec] | None
+    registry: ToolRegistry
+    retry: RetryPolicy
+    cancel: threading.Event | None
+    pricer: Pricer
+    max_result_bytes: int
+
+    def run(self) -> Iterator[LoopEvent]:
+        specs = list(self.tools) if self.tools is not None else self.registry.catalog_for(self.session.purpose)
+        offered = [s["name"] for s in specs]
+        cycle = 0
+        while True:
+            if self.budget is not None:
+                try:
+                    self.budget.check(self.session.user, store=self.store)
+                except BudgetExceeded as exc:
+                    log.info("budget refused user %s: %s", self.session.user, exc.bucket)
+                    yield "error", {"kind": "budget", "bucket": exc.bucket, "message": exc.message, "retryable": True}
+                    return
+            history = build_messages(self.store.load_messages(self.session.id), self.max_result_bytes)
+            system = self.session.system_prompt
+            if cycle > 0:
+                yield "follow_up", {"cycle": cycle, "text": FOLLOW_UP_TEXT}
+                if self.follow_up_instruction:
+                    system = f"{system}\n\n{self.follow_up_instruction}" if system else self.follow_up_instruction
+
+            call = _Call()
+            started = time.perf_counter()
+            outcome = yield from self._stream(call, system, history, specs)
+            if outcome != "ok":
+                return
+
+            parts = call.finish()
+            done = call.done or {}
+            usage = Usage.from_dict(done.get("usage"))
+            elapsed = (time.perf_counter() - started) * 1000
+            message = self.store.append_message(
+                self.session.id,
+                Message(
+                    role="assistant",
+                    parts=parts,
+                    backend=self.backend.name,
+                    model_id=self.model,
+                    stop_reason=done.get("stop_reason", "other"),
+                    raw_stop_reason=done.get("raw_stop_reason"),
+                    usage=usage,
+                    tools_offered=offered,
+                    latency_ms=elapsed,
+                    ttft_ms=((call.first_at - started) * 1000) if call.first_at is not None else None,
+                ),
+            )
+            yield "usage", self._usage_payload(message)
+
+            tool_uses = message.tool_uses()
+            if not tool_uses:
+                yield "done", {"session_id": self.session.id, "stop_reason": message.stop_reason}
+                return
+            if cycle >= self.max_tool_cycles:
+                self._close_unanswered(tool_uses, "The tool-call limit for one question was reached; not run.")
+                log.warning("session %s hit the tool-cycle ceiling (%d)", self.session.id, self.max_tool_cycles)
+                yield "error", {
+                    "kind": "cycle_limit",
+                    "message": (
+                        f"I stopped after {self.max_tool_cycles} rounds of tool calls without reaching an answer. "
+                        "Try a narrower question, or ask me to continue."
+                    ),
+                    "retryable": False,
+                }
+                return
+
+            yield from self._run_tools(tool_uses, offered)
+            if self.cancel is not None and self.cancel.is_set():
+                yield "done", {"session_id": self.session.id, "stop_reason": "cancelled"}
+                return
+            cycle += 1
+
+    # -- one model call ------------------------------------------------------
+    def _stream(
+        self, call: _Call, system: str | None, history: list[Message], specs: list[ToolSpec]
+    ) -> Iterator[LoopEvent]:  # returns "ok" | "stopped" through StopIteration
+        attempt = 0
+        while True:
+            try:
+                stream = self.backend.stream(
+                    system=system, messages=history, tools=specs, model=self.model, inference=self.inference
+                )
+                for ev in stream:
+                    if call.first_at is None:
+                        call.first_at = time.perf_counter()
+                    kind = ev["kind"]
+                    if kind == "text":
+                        if call.buffer_kind != "text":
+                            call.flush()
+                            call.buffer_kind = "text"
+                        call.buffer.append(ev["text"])
+                        yield "token", ev  # type: ignore[misc]
+                    elif kind == "reasoning":
+                        self._on_reasoning(call, ev)  # type: ignore[arg-type]
+                        yield "reasoning", ev  # type: ignore[misc]
+                    elif kind == "tool_use":
+                        call.flush()
+                        call.parts.append(Part.of_tool_use(ev["id"], ev["name"], ev["input"], ev.get("raw")))  # type: ignore[typeddict-item]
+                        yield "tool_use", ev  # type: ignore[misc]
+                    elif kind == "done":
+                        call.done = dict(ev)
+                    if self.cancel is not None and self.cancel.is_set():
+                        _close(stream)
+                        self._persist_partial(call, "cancelled")
+                        yield "done", {"session_id": self.session.id, "stop_reason": "cancelled"}
+                        return "stopped"
+                return "ok"
+            except GeneratorExit:
+                self._persist_partial(call, "cancelled")
+                raise
+            except BackendError as exc:
+                if call.first_at is None and exc.retryable and attempt + 1 < self.retry.attempts:
+                    delay = self.retry.delay(attempt, exc)
+                    log.warning("backend %s failed (attempt %d), retrying in %.2fs: %r", self.backend.name, attempt + 1, delay, exc)
+                    attempt += 1
+                    self.retry.sleep(delay)
+                    continue
+                yield from self._fail(call, exc)
+                return "stopped"
+            except Exception as exc:  # an adapter bug must not crash the surface either
+                yield from self._fail(call, BackendError(f"unexpected {type(exc).__name__}: {exc}", cause=exc))
+                return "stopped"
+
+    def _on_reasoning(self, call: _Call, ev: dict[str, Any]) -> None:
+        if "redacted" in ev:
+            call.flush()
+            call.parts.append(Part.of_reasoning(None, ev["redacted"]))
+            return
+        if call.buffer_kind != "reasoning":
+            call.flush()
+            call.buffer_kind = "reasoning"
+        if ev.get("text"):
+            call.buffer.append(ev["text"])
+        if ev.get("signature"):
+            call.signature = ev["signature"]
+
+    def _fail(self, call: _Call, exc: BackendError) -> Iterator[LoopEvent]:
+        log.error(
+            "backend %s failed on session %s (status=%s, retryable=%s): %s",
+            self.backend.name, self.session.id, exc.status, exc.retryable, exc.message,
+            exc_info=exc.cause or exc,
+        )  # fmt: skip
+        self._persist_partial(call, "error", raw=f"error: {exc.message}"[:500])
+        yield "error", {"kind": "backend", "message": calm_message(exc), "retryable": exc.retryable, "status": exc.status}
+
+    def _persist_partial(self, call: _Call, reason: StopReason, raw: str | None = None) -> None:
+        """Keep what the user already saw: the partial answer, marked as such."""
+        parts = call.finish()
+        if not parts:
+            return
+        message = self.store.append_message(
+            self.session.id,
+            Message(
+                role="assistant",
+                parts=parts,
+                backend=self.backend.name,
+                model_id=self.model,
+                stop_reason=reason,
+                raw_stop_reason=raw or reason,
+                usage=Usage(),
+            ),
+        )
+        tool_uses = message.tool_uses()
+        if tool_uses:
+            self._close_unanswered(tool_uses, "The answer was cut off before this tool ran.")
+
+    def _close_unanswered(self, tool_uses: list[Part], why: str) -> None:
+        result = error_result("not_run", why)
+        self.store.append_message(
+            self.session.id,
+            Message(
+                role="tool",
+                parts=[Part.of_tool_result(p.tool_use_id or "", p.tool_name, result, "error") for p in tool_uses],
+            ),
+        )
+
+    # -- tools ------------------------------------------------------------------
+    def _run_tools(self, tool_uses: list[Part], offered: list[str]) -> Iterator[LoopEvent]:
+        results: list[Part] = []
+        effects: list[dict[str, Any]] = []
+        try:
+            for use in tool_uses:
+                if self.cancel is not None and self.cancel.is_set():
+                    results.append(
+                        Part.of_tool_result(use.tool_use_id or "", use.tool_name, error_result("cancelled", "Stopped by the user."), "error")
+                    )
+                    continue
+                out = run_tool(use, self.context, registry=self.registry, offered=offered, session=self.session)
+                results.append(out.to_part())
+                effects.extend(out.effects)
+                yield "tool_result", {
+                    "id": out.tool_use_id,
+                    "name": out.name,
+                    "status": out.status,
+                    "result": out.result,
+                    "duration_ms": out.duration_ms,
+                }
+        finally:
+            # Persist whatever ran, even when the consumer stops mid-way.
+            answered = {p.tool_use_id for p in results}
+            for use in tool_uses:
+                if use.tool_use_id not in answered:
+                    results.append(
+                        Part.of_tool_result(use.tool_use_id or "", use.tool_name, error_result("cancelled", "Stopped by the user."), "error")
+                    )
+            self.store.append_message(self.session.id, Message(role="tool", parts=results))
+        if effects:
+            yield "effects", {"effects": effects}
+
+    def _usage_payload(self, message: Message) -> dict[str, Any]:
+        usage = message.usage or Usage()
+        return {
+            "backend": message.backend,
+            "model": message.model_id,
+            "usage": usage.to_dict(),
+            "cost_usd": self.pricer.price(message.model_id, usage, backend=message.backend, at=message.created_at),
+            "latency_ms": message.latency_ms,
+            "ttft_ms": message.ttft_ms,
+            "stop_reason": message.stop_reason,
+            "position": message.position,
+        }
+
+
+def _close(stream: Any) -> None:
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()

@@ -1,0 +1,54 @@
+"""``tahrix …`` commands. Each layer contributes its own in a ``commands``
+module with ``add_commands(subparsers)``; this file only assembles them."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from tahrix_lab import __version__
+from tahrix_lab.agent.errors import TahrixError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tahrix_lab.case import commands as case_commands
+    from tahrix_lab.jobs import commands as jobs_commands
+    from tahrix_lab.lab import commands as lab_commands
+
+    parser = argparse.ArgumentParser(prog="tahrix", description="Tahrix Lab: on-chain investigations with an LLM assistant.")
+    parser.add_argument("--version", action="version", version=f"tahrix-lab {__version__}")
+    parser.add_argument("--db", help="the DuckDB file (default: $TAHRIX_DB or ./tahrix.duckdb)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log details (raw provider errors) to stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in (case_commands, jobs_commands, lab_commands):
+        module.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.db:
+        os.environ["TAHRIX_DB"] = args.db
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except TahrixError as exc:
+        print(f"tahrix: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""tahrix_lab.jobs"""

@@ -1,0 +1,128 @@
+"""Render the loop's ``(event, payload)`` tuples in a terminal, in order.
+
+Shared by ``tahrix demo`` and ``tahrix show``: reasoning dimmed, each tool
+call with its arguments and a one-line result summary, the answer as it
+streams, a quiet usage line per model call, calm errors in yellow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from tahrix_lab.agent.transcript import Message
+
+
+def summarise(result: dict[str, Any], limit: int = 160) -> str:
+    """One line about a tool result: its error, or its keys and sizes."""
+    if "error" in result and isinstance(result["error"], dict):
+        return f"error: {result['error'].get('message', result['error'])}"[:limit]
+    bits = []
+    for key, value in result.items():
+        if isinstance(value, list):
+            bits.append(f"{key}: {len(value)} rows")
+        elif isinstance(value, dict):
+            bits.append(f"{key}: {{{len(value)} fields}}")
+        else:
+            bits.append(f"{key}: {value}")
+    return ", ".join(bits)[:limit]
+
+
+def format_cost(cost: float | None) -> str:
+    return "cost unknown" if cost is None else f"${cost:.4f}"
+
+
+class FlowPrinter:
+    """Prints loop events as they arrive; keeps totals for a closing line."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False)
+        self._mode: str | None = None
+        self.total_cost: float | None = 0.0
+        self.calls = 0
+        self.tokens = 0
+
+    def _start(self, mode: str) -> None:
+        if self._mode in ("token", "reasoning") and mode != self._mode:
+            self.console.print()
+        self._mode = mode
+
+    def __call__(self, event: str, payload: dict[str, Any]) -> None:
+        c = self.console
+        if event == "token":
+            if self._mode != "token":
+                self._start("token")
+                c.print("[bold green]assistant[/] ", end="")
+            c.print(escape(payload["text"]), end="", soft_wrap=True)
+        elif event == "reasoning":
+            if payload.get("text"):
+                if self._mode != "reasoning":
+                    self._start("reasoning")
+                    c.print("[dim italic]thinking[/] ", end="")
+                c.print(f"[dim]{escape(payload['text'])}[/]", end="", soft_wrap=True)
+        elif event == "tool_use":
+            self._start("tool")
+            args = payload.get("raw") if payload.get("input") is None else json.dumps(payload["input"])
+            c.print(f"[cyan]→ {escape(payload['name'])}[/]([dim]{escape(str(args))[:200]}[/])")
+        elif event == "tool_result":
+            self._start("tool")
+            mark = "[green]✓[/]" if payload["status"] == "ok" else "[red]✗[/]"
+            c.print(f"  {mark} {escape(payload['name'])}: {escape(summarise(payload['result']))}")
+        elif event == "follow_up":
+            self._start("follow_up")
+            c.print(f"[dim]… {escape(payload['text'])}[/]")
+        elif event == "effects":
+            self._start("effects")
+            kinds = ", ".join(str(e.get("type")) for e in payload["effects"])
+            c.print(f"[magenta]✎ changed: {escape(kinds)}[/]")
+        elif event == "usage":
+            self._start("usage")
+            usage = payload.get("usage") or {}
+            self.calls += 1
+            self.tokens += (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)
+            cost = payload.get("cost_usd")
+            self.total_cost = None if cost is None or self.total_cost is None else self.total_cost + cost
+            c.print(
+                f"[dim]  {payload.get('model')} · in {usage.get('input_tokens')} / out {usage.get('output_tokens')}"
+                f" tokens · {format_cost(cost)}[/]"
+            )
+        elif event == "error":
+            self._start("error")
+            c.print(f"[yellow]! {escape(payload['message'])}[/]")
+        elif event == "done":
+            self._start("done")
+
+
+def print_flow(events: Iterable[tuple[str, dict[str, Any]]], console: Console | None = None) -> FlowPrinter:
+    printer = FlowPrinter(console)
+    for event, payload in events:
+        printer(event, payload)
+    return printer
+
+
+def message_events(messages: Iterable[Message]) -> list[tuple[str, dict[str, Any]]]:
+    """A stored transcript as the loop's tuples, so it renders like a live run."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for m in messages:
+        if m.role == "user":
+            out.append(("user", {"text": m.text}))
+            continue
+        for p in m.parts:
+            if p.type == "text":
+                out.append(("token", {"kind": "text", "text": p.text or ""}))
+            elif p.type == "reasoning":
+                out.append(("reasoning", {"kind": "reasoning", "text": p.text or "[redacted reasoning]"}))
+            elif p.type == "tool_use":
+                out.append(("tool_use", {"kind": "tool_use", "id": p.tool_use_id, "name": p.tool_name,
+                                         "input": p.tool_input, "raw": p.text}))  # fmt: skip
+            elif p.type == "tool_result":
+                out.append(("tool_result", {"id": p.tool_use_id, "name": p.tool_name, "status": p.tool_status,
+                                            "result": p.tool_result or {}}))  # fmt: skip
+        if m.role == "assistant":
+            out.append(("usage", {"model": m.model_id, "backend": m.backend,
+                                  "usage": (m.usage.to_dict() if m.usage else {}), "cost_usd": None}))  # fmt: skip
+    return out
