@@ -18,10 +18,14 @@ def build_parser() -> argparse.ArgumentParser:
     from tahrix_lab.jobs import commands as jobs_commands
     from tahrix_lab.lab import commands as lab_commands
 
-    parser = argparse.ArgumentParser(prog="tahrix", description="Tahrix Lab: on-chain investigations with an LLM assistant.")
+    parser = argparse.ArgumentParser(
+        prog="tahrix", description="Tahrix Lab: on-chain investigations with an LLM assistant."
+    )
     parser.add_argument("--version", action="version", version=f"tahrix-lab {__version__}")
     parser.add_argument("--db", help="the DuckDB file (default: $TAHRIX_DB or ./tahrix.duckdb)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log details (raw provider errors) to stderr")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log details (raw provider errors) to stderr"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in (case_commands, jobs_commands, lab_commands):
         module.add_commands(sub)

@@ -129,7 +129,11 @@ class Budget:
                 "global_monthly_usd": self._global.value(now),
             }
         caps = self.caps()
-        return {b: (used[b] / caps[b] if caps[b] else None) if caps[b] is not None else None for b in BUCKETS}
+        fill: dict[str, float | None] = {}
+        for bucket in BUCKETS:
+            cap = caps[bucket]
+            fill[bucket] = None if cap is None else (used[bucket] / cap if cap > 0 else 1.0)
+        return fill
 
     def spent(self, user: str, *, store: TranscriptStore | None = None) -> dict[str, float]:
         """The raw amounts behind ``meter``: tokens in the last minute and hour, USD in 30 days."""
@@ -178,7 +182,9 @@ class Budget:
             return
         missing = list({r[0] for r in rows} - self._session_users.keys())
         if missing:
-            for sid, user in cur.execute('SELECT id, "user" FROM sessions WHERE id IN ?', [missing]).fetchall():
+            for sid, user in cur.execute(
+                'SELECT id, "user" FROM sessions WHERE id IN ?', [missing]
+            ).fetchall():
                 self._session_users[sid] = user
         for sid, at, model, backend, inp, out, cr, cw in rows:
             self._add(self._session_users.get(sid, "?"), at, Usage(inp, out, cr, cw), model, backend)
@@ -212,7 +218,9 @@ class Budget:
         read = usage.cache_read_tokens or 0
         write = usage.cache_write_tokens or 0
         plain = max((usage.input_tokens or 0) - read - write, 0)
-        return (plain * per_in + read * per_read + write * per_write + (usage.output_tokens or 0) * per_out) / 1e6
+        return (
+            plain * per_in + read * per_read + write * per_write + (usage.output_tokens or 0) * per_out
+        ) / 1e6
 
     def _unit_rates(self, model: str | None, backend: str | None) -> tuple[float, float, float, float] | None:
         """USD per million tokens of each kind (prices are linear in tokens for a budget's purposes)."""

@@ -27,7 +27,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +51,8 @@ log = logging.getLogger(__name__)
 MAX_TOOL_CYCLES = 8
 FOLLOW_UP_TEXT = "Synthesizing results..."
 INTERRUPTED = error_result(
-    "interrupted", "This tool call was interrupted before it returned a result; call it again if it is still needed."
+    "interrupted",
+    "This tool call was interrupted before it returned a result; call it again if it is still needed.",
 )
 
 LoopEvent = tuple[str, dict[str, Any]]
@@ -81,15 +82,23 @@ def calm_message(error: BackendError) -> str:
     if error.retryable:
         return "The model provider is busy or unreachable right now. Please try again in a minute."
     if error.status in (401, 403):
-        return "The model provider did not accept our credentials. An operator needs to check the configuration."
+        return (
+            "The model provider did not accept our credentials. An operator needs to check the configuration."
+        )
     if error.status == 404:
-        return "The model provider does not know the requested model. An operator needs to check the model id."
+        return (
+            "The model provider does not know the requested model. An operator needs to check the model id."
+        )
     if error.status is not None and 400 <= error.status < 500:
-        return "The model provider could not accept this request. The details are in the log for the operator."
+        return (
+            "The model provider could not accept this request. The details are in the log for the operator."
+        )
     return "Something went wrong while talking to the model provider. The details are in the log for the operator."
 
 
-def build_messages(messages: Sequence[Message], max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> list[Message]:
+def build_messages(
+    messages: Sequence[Message], max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+) -> list[Message]:
     """The history as sent to a backend.
 
     Repairs a ``tool_use`` left without a result (the process died in between)
@@ -125,8 +134,12 @@ def build_messages(messages: Sequence[Message], max_result_bytes: int = DEFAULT_
         )
         missing = [p for p in wanted if p.tool_use_id not in answered]
         if missing:
-            repairs = [Part.of_tool_result(p.tool_use_id or "", p.tool_name, INTERRUPTED, "error") for p in missing]
-            out.append(Message(role="tool", parts=repairs, session_id=msg.session_id, created_at=msg.created_at))
+            repairs = [
+                Part.of_tool_result(p.tool_use_id or "", p.tool_name, INTERRUPTED, "error") for p in missing
+            ]
+            out.append(
+                Message(role="tool", parts=repairs, session_id=msg.session_id, created_at=msg.created_at)
+            )
     return out
 
 
@@ -215,11 +228,14 @@ def run_agent(
         yield from run.run()
     except Exception:
         log.exception("the agent loop failed on session %s", run.session.id)
-        yield "error", {
-            "kind": "internal",
-            "message": "Something went wrong on our side while answering. The details are in the log for the operator.",
-            "retryable": False,
-        }
+        yield (
+            "error",
+            {
+                "kind": "internal",
+                "message": "Something went wrong on our side while answering. The details are in the log for the operator.",
+                "retryable": False,
+            },
+        )
 
 
 def ask(
@@ -255,7 +271,9 @@ class _Run:
     max_result_bytes: int
 
     def run(self) -> Iterator[LoopEvent]:
-        specs = list(self.tools) if self.tools is not None else self.registry.catalog_for(self.session.purpose)
+        specs = (
+            list(self.tools) if self.tools is not None else self.registry.catalog_for(self.session.purpose)
+        )
         offered = [s["name"] for s in specs]
         cycle = 0
         while True:
@@ -264,14 +282,19 @@ class _Run:
                     self.budget.check(self.session.user, store=self.store)
                 except BudgetExceeded as exc:
                     log.info("budget refused user %s: %s", self.session.user, exc.bucket)
-                    yield "error", {"kind": "budget", "bucket": exc.bucket, "message": exc.message, "retryable": True}
+                    yield (
+                        "error",
+                        {"kind": "budget", "bucket": exc.bucket, "message": exc.message, "retryable": True},
+                    )
                     return
             history = build_messages(self.store.load_messages(self.session.id), self.max_result_bytes)
             system = self.session.system_prompt
             if cycle > 0:
                 yield "follow_up", {"cycle": cycle, "text": FOLLOW_UP_TEXT}
                 if self.follow_up_instruction:
-                    system = f"{system}\n\n{self.follow_up_instruction}" if system else self.follow_up_instruction
+                    system = (
+                        f"{system}\n\n{self.follow_up_instruction}" if system else self.follow_up_instruction
+                    )
 
             call = _Call()
             started = time.perf_counter()
@@ -305,16 +328,23 @@ class _Run:
                 yield "done", {"session_id": self.session.id, "stop_reason": message.stop_reason}
                 return
             if cycle >= self.max_tool_cycles:
-                self._close_unanswered(tool_uses, "The tool-call limit for one question was reached; not run.")
-                log.warning("session %s hit the tool-cycle ceiling (%d)", self.session.id, self.max_tool_cycles)
-                yield "error", {
-                    "kind": "cycle_limit",
-                    "message": (
-                        f"I stopped after {self.max_tool_cycles} rounds of tool calls without reaching an answer. "
-                        "Try a narrower question, or ask me to continue."
-                    ),
-                    "retryable": False,
-                }
+                self._close_unanswered(
+                    tool_uses, "The tool-call limit for one question was reached; not run."
+                )
+                log.warning(
+                    "session %s hit the tool-cycle ceiling (%d)", self.session.id, self.max_tool_cycles
+                )
+                yield (
+                    "error",
+                    {
+                        "kind": "cycle_limit",
+                        "message": (
+                            f"I stopped after {self.max_tool_cycles} rounds of tool calls without reaching an answer. "
+                            "Try a narrower question, or ask me to continue."
+                        ),
+                        "retryable": False,
+                    },
+                )
                 return
 
             yield from self._run_tools(tool_uses, offered)
@@ -326,14 +356,16 @@ class _Run:
     # -- one model call ------------------------------------------------------
     def _stream(
         self, call: _Call, system: str | None, history: list[Message], specs: list[ToolSpec]
-    ) -> Iterator[LoopEvent]:  # returns "ok" | "stopped" through StopIteration
+    ) -> Generator[LoopEvent, None, str]:  # returns "ok" or "stopped"
         attempt = 0
         while True:
             try:
                 stream = self.backend.stream(
                     system=system, messages=history, tools=specs, model=self.model, inference=self.inference
                 )
-                for ev in stream:
+                event: Any
+                for event in stream:
+                    ev: dict[str, Any] = event
                     if call.first_at is None:
                         call.first_at = time.perf_counter()
                     kind = ev["kind"]
@@ -342,14 +374,14 @@ class _Run:
                             call.flush()
                             call.buffer_kind = "text"
                         call.buffer.append(ev["text"])
-                        yield "token", ev  # type: ignore[misc]
+                        yield "token", ev
                     elif kind == "reasoning":
-                        self._on_reasoning(call, ev)  # type: ignore[arg-type]
-                        yield "reasoning", ev  # type: ignore[misc]
+                        self._on_reasoning(call, ev)
+                        yield "reasoning", ev
                     elif kind == "tool_use":
                         call.flush()
-                        call.parts.append(Part.of_tool_use(ev["id"], ev["name"], ev["input"], ev.get("raw")))  # type: ignore[typeddict-item]
-                        yield "tool_use", ev  # type: ignore[misc]
+                        call.parts.append(Part.of_tool_use(ev["id"], ev["name"], ev["input"], ev.get("raw")))
+                        yield "tool_use", ev
                     elif kind == "done":
                         call.done = dict(ev)
                     if self.cancel is not None and self.cancel.is_set():
@@ -364,14 +396,22 @@ class _Run:
             except BackendError as exc:
                 if call.first_at is None and exc.retryable and attempt + 1 < self.retry.attempts:
                     delay = self.retry.delay(attempt, exc)
-                    log.warning("backend %s failed (attempt %d), retrying in %.2fs: %r", self.backend.name, attempt + 1, delay, exc)
+                    log.warning(
+                        "backend %s failed (attempt %d), retrying in %.2fs: %r",
+                        self.backend.name,
+                        attempt + 1,
+                        delay,
+                        exc,
+                    )
                     attempt += 1
                     self.retry.sleep(delay)
                     continue
                 yield from self._fail(call, exc)
                 return "stopped"
             except Exception as exc:  # an adapter bug must not crash the surface either
-                yield from self._fail(call, BackendError(f"unexpected {type(exc).__name__}: {exc}", cause=exc))
+                yield from self._fail(
+                    call, BackendError(f"unexpected {type(exc).__name__}: {exc}", cause=exc)
+                )
                 return "stopped"
 
     def _on_reasoning(self, call: _Call, ev: dict[str, Any]) -> None:
@@ -394,7 +434,15 @@ class _Run:
             exc_info=exc.cause or exc,
         )  # fmt: skip
         self._persist_partial(call, "error", raw=f"error: {exc.message}"[:500])
-        yield "error", {"kind": "backend", "message": calm_message(exc), "retryable": exc.retryable, "status": exc.status}
+        yield (
+            "error",
+            {
+                "kind": "backend",
+                "message": calm_message(exc),
+                "retryable": exc.retryable,
+                "status": exc.status,
+            },
+        )
 
     def _persist_partial(self, call: _Call, reason: StopReason, raw: str | None = None) -> None:
         """Keep what the user already saw: the partial answer, marked as such."""
@@ -423,7 +471,9 @@ class _Run:
             self.session.id,
             Message(
                 role="tool",
-                parts=[Part.of_tool_result(p.tool_use_id or "", p.tool_name, result, "error") for p in tool_uses],
+                parts=[
+                    Part.of_tool_result(p.tool_use_id or "", p.tool_name, result, "error") for p in tool_uses
+                ],
             ),
         )
 
@@ -435,26 +485,41 @@ class _Run:
             for use in tool_uses:
                 if self.cancel is not None and self.cancel.is_set():
                     results.append(
-                        Part.of_tool_result(use.tool_use_id or "", use.tool_name, error_result("cancelled", "Stopped by the user."), "error")
+                        Part.of_tool_result(
+                            use.tool_use_id or "",
+                            use.tool_name,
+                            error_result("cancelled", "Stopped by the user."),
+                            "error",
+                        )
                     )
                     continue
-                out = run_tool(use, self.context, registry=self.registry, offered=offered, session=self.session)
+                out = run_tool(
+                    use, self.context, registry=self.registry, offered=offered, session=self.session
+                )
                 results.append(out.to_part())
                 effects.extend(out.effects)
-                yield "tool_result", {
-                    "id": out.tool_use_id,
-                    "name": out.name,
-                    "status": out.status,
-                    "result": out.result,
-                    "duration_ms": out.duration_ms,
-                }
+                yield (
+                    "tool_result",
+                    {
+                        "id": out.tool_use_id,
+                        "name": out.name,
+                        "status": out.status,
+                        "result": out.result,
+                        "duration_ms": out.duration_ms,
+                    },
+                )
         finally:
             # Persist whatever ran, even when the consumer stops mid-way.
             answered = {p.tool_use_id for p in results}
             for use in tool_uses:
                 if use.tool_use_id not in answered:
                     results.append(
-                        Part.of_tool_result(use.tool_use_id or "", use.tool_name, error_result("cancelled", "Stopped by the user."), "error")
+                        Part.of_tool_result(
+                            use.tool_use_id or "",
+                            use.tool_name,
+                            error_result("cancelled", "Stopped by the user."),
+                            "error",
+                        )
                     )
             self.store.append_message(self.session.id, Message(role="tool", parts=results))
         if effects:
@@ -466,7 +531,9 @@ class _Run:
             "backend": message.backend,
             "model": message.model_id,
             "usage": usage.to_dict(),
-            "cost_usd": self.pricer.price(message.model_id, usage, backend=message.backend, at=message.created_at),
+            "cost_usd": self.pricer.price(
+                message.model_id, usage, backend=message.backend, at=message.created_at
+            ),
             "latency_ms": message.latency_ms,
             "ttft_ms": message.ttft_ms,
             "stop_reason": message.stop_reason,

@@ -24,7 +24,9 @@ def applied_migrations(conn: duckdb.DuckDBPyConnection, namespace: str) -> list[
         "CREATE TABLE IF NOT EXISTS _migrations (namespace VARCHAR NOT NULL, name VARCHAR NOT NULL, "
         "applied_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp, PRIMARY KEY (namespace, name))"
     )
-    rows = conn.execute("SELECT name FROM _migrations WHERE namespace = ? ORDER BY applied_at, name", [namespace])
+    rows = conn.execute(
+        "SELECT name FROM _migrations WHERE namespace = ? ORDER BY applied_at, name", [namespace]
+    )
     return [r[0] for r in rows.fetchall()]
 
 

@@ -41,7 +41,12 @@ class Pricer:
         self.aliases = dict(aliases or {})
 
     def price(
-        self, model_id: str | None, usage: Usage | None, *, backend: str | None = None, at: datetime | None = None
+        self,
+        model_id: str | None,
+        usage: Usage | None,
+        *,
+        backend: str | None = None,
+        at: datetime | None = None,
     ) -> float | None:
         """USD for one call, or ``None`` when the model or the usage is unknown."""
         if not model_id or usage is None or not usage.known:
@@ -60,7 +65,7 @@ class Pricer:
 def price_calculation(
     model_id: str, usage: Usage, *, backend: str | None = None, at: datetime | None = None
 ) -> Decimal | None:
-    provider = PROVIDER_BY_BACKEND.get(backend or "", None)
+    provider = PROVIDER_BY_BACKEND.get(backend or "")
     kwargs: dict[str, Any] = {
         "input_tokens": usage.input_tokens or 0,
         "output_tokens": usage.output_tokens or 0,
@@ -77,7 +82,9 @@ def price_calculation(
         with _lock:
             if model_id not in _unknown_logged:
                 _unknown_logged.add(model_id)
-                log.warning("No price is known for model %r (backend %s); its cost is unknown.", model_id, backend)
+                log.warning(
+                    "No price is known for model %r (backend %s); its cost is unknown.", model_id, backend
+                )
         return None
     return Decimal(result.total_price)
 

@@ -125,7 +125,12 @@ class TranscriptStore:
     database lives in the same file).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, connection: duckdb.DuckDBPyConnection | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        connection: duckdb.DuckDBPyConnection | None = None,
+    ):
         self.path = str(path) if path is not None else default_path()
         self._conn = connection if connection is not None else connect(self.path)
         self._local = threading.local()
@@ -191,11 +196,15 @@ class TranscriptStore:
         return s
 
     def get_session(self, session_id: str) -> Session:
-        row = self.cursor().execute(
-            'SELECT id, "user", purpose, status, system_prompt, created_at, replay_of, title '
-            "FROM sessions WHERE id = ?",
-            [session_id],
-        ).fetchone()
+        row = (
+            self.cursor()
+            .execute(
+                'SELECT id, "user", purpose, status, system_prompt, created_at, replay_of, title '
+                "FROM sessions WHERE id = ?",
+                [session_id],
+            )
+            .fetchone()
+        )
         if row is None:
             raise ConfigurationError(f"No session with id {session_id!r} in {self.path!r}.")
         return _session_from_row(row)
@@ -204,7 +213,9 @@ class TranscriptStore:
         allowed = {"status", "title", "system_prompt"}
         unknown = set(changes) - allowed
         if unknown:
-            raise ConfigurationError(f"Cannot change {sorted(unknown)} on a session; allowed: {sorted(allowed)}")
+            raise ConfigurationError(
+                f"Cannot change {sorted(unknown)} on a session; allowed: {sorted(allowed)}"
+            )
         if not changes:
             return
         sets = ", ".join(f"{k} = ?" for k in changes)
@@ -221,7 +232,8 @@ class TranscriptStore:
         limit: int | None = None,
     ) -> list[Session]:
         """Sessions, newest first, filtered by user, purpose and creation time."""
-        where, params = ["TRUE"], []
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
         for clause, value in (
             ('"user" = ?', user),
             ("purpose = ?", purpose),
@@ -297,9 +309,17 @@ class TranscriptStore:
         for r in part_rows:
             parts.setdefault(r[1], []).append(
                 Part(
-                    type=r[3], text=r[4], tool_use_id=r[5], tool_name=r[6], tool_input=_load(r[7]),
-                    tool_result=_load(r[8]), tool_status=r[9], media_ref=r[10], media_type=r[11], signature=r[12],
-                )  # fmt: skip
+                    type=r[3],
+                    text=r[4],
+                    tool_use_id=r[5],
+                    tool_name=r[6],
+                    tool_input=_load(r[7]),
+                    tool_result=_load(r[8]),
+                    tool_status=r[9],
+                    media_ref=r[10],
+                    media_type=r[11],
+                    signature=r[12],
+                )
             )
         messages = []
         for r in rows:
@@ -325,7 +345,8 @@ class TranscriptStore:
 
     def usage_rows(self, user: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
         """One row per model call (assistant message): who, when, which model, tokens."""
-        where, params = ["m.role = 'assistant'"], []
+        where: list[str] = ["m.role = 'assistant'"]
+        params: list[Any] = []
         if user is not None:
             where.append('s."user" = ?')
             params.append(user)

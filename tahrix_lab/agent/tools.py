@@ -234,13 +234,19 @@ def run_tool(
     name = tool_use.tool_name or ""
     started = time.perf_counter()
 
-    def outcome(status: ToolStatus, result: dict[str, Any], effects: list[dict[str, Any]] | None = None) -> ToolOutcome:
-        return ToolOutcome(call_id, name, status, result, effects or [], (time.perf_counter() - started) * 1000)
+    def outcome(
+        status: ToolStatus, result: dict[str, Any], effects: list[dict[str, Any]] | None = None
+    ) -> ToolOutcome:
+        return ToolOutcome(
+            call_id, name, status, result, effects or [], (time.perf_counter() - started) * 1000
+        )
 
     tool = reg.get(name)
     if tool is None or (offered is not None and name not in offered):
         names = list(offered) if offered is not None else [t.name for t in reg]
-        return outcome("error", error_result("unknown_tool", f"There is no tool named {name!r}.", available=names))
+        return outcome(
+            "error", error_result("unknown_tool", f"There is no tool named {name!r}.", available=names)
+        )
 
     args = tool_use.tool_input
     if args is None:
@@ -288,7 +294,10 @@ def run_tool(
     except (TypeError, ValueError) as exc:
         log.error("tool %s returned a result that is not JSON: %s", name, exc)
         return outcome(
-            "error", error_result("unserialisable_result", f"The tool {name} returned a result that is not JSON: {exc}")
+            "error",
+            error_result(
+                "unserialisable_result", f"The tool {name} returned a result that is not JSON: {exc}"
+            ),
         )
     status: ToolStatus = "error" if set(value) == {"error"} else "ok"
     return outcome(status, value, list(effects) if isinstance(effects, list) else [])

@@ -135,7 +135,11 @@ class Part:
         cls, tool_use_id: str, name: str | None, result: dict[str, Any], status: ToolStatus = "ok"
     ) -> Part:
         return cls(
-            type="tool_result", tool_use_id=tool_use_id, tool_name=name, tool_result=result, tool_status=status
+            type="tool_result",
+            tool_use_id=tool_use_id,
+            tool_name=name,
+            tool_result=result,
+            tool_status=status,
         )
 
     @classmethod
@@ -195,7 +199,15 @@ class Message:
             "created_at": self.created_at.isoformat(),
             "parts": [p.to_dict() for p in self.parts],
         }
-        for name in ("backend", "model_id", "stop_reason", "raw_stop_reason", "tools_offered", "latency_ms", "ttft_ms"):
+        for name in (
+            "backend",
+            "model_id",
+            "stop_reason",
+            "raw_stop_reason",
+            "tools_offered",
+            "latency_ms",
+            "ttft_ms",
+        ):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value

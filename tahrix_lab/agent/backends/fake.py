@@ -20,7 +20,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tahrix_lab.agent.backends.base import DoneEvent, Event, ReasoningEvent, TextEvent, ToolSpec, ToolUseEvent
+from tahrix_lab.agent.backends.base import (
+    DoneEvent,
+    Event,
+    ReasoningEvent,
+    TextEvent,
+    ToolSpec,
+    ToolUseEvent,
+    UsageDict,
+)
 from tahrix_lab.agent.errors import BackendError
 from tahrix_lab.agent.transcript import Message
 
@@ -91,7 +99,11 @@ class FakeBackend:
         return self._play(items, system, messages, tools)
 
     def _play(
-        self, items: Iterable[ScriptItem], system: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self,
+        items: Iterable[ScriptItem],
+        system: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
     ) -> Iterator[Event]:
         out_chars = 0
         saw_tool = False
@@ -119,7 +131,7 @@ class FakeBackend:
     @staticmethod
     def _usage(
         system: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec], out_chars: int
-    ) -> dict[str, int | None]:
+    ) -> UsageDict:
         chars = len(system or "") + len(json.dumps(list(tools)))
         for m in messages:
             for p in m.parts:
