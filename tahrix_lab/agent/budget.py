@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tahrix_lab.agent.errors import BudgetExceeded
 from tahrix_lab.agent.pricing import Pricer
@@ -238,13 +238,16 @@ class Budget:
         return (base, out, base if read is None else read, base if write is None else write)
 
     def _message(self, bucket: str) -> str:
-        caps: dict[str, Any] = self.caps()
-        return {
-            "per_minute_tokens": "You're sending requests faster than your per-minute allowance. "
-            "Please wait a minute and try again.",
-            "per_hour_tokens": "You've used this hour's token allowance. It frees up gradually over the next hour.",
-            "monthly_usd": f"You've reached your spending limit of ${caps['monthly_usd']:,.2f} for the last 30 days. "
-            "An administrator can raise it.",
-            "global_monthly_usd": "The team's spending limit for the last 30 days has been reached, so the assistant "
-            "is paused. An administrator can raise it.",
-        }[bucket]
+        if bucket == "per_minute_tokens":
+            return "You're sending requests faster than your per-minute allowance. Please wait a minute and try again."
+        if bucket == "per_hour_tokens":
+            return "You've used this hour's token allowance. It frees up gradually over the next hour."
+        if bucket == "monthly_usd":
+            return (
+                f"You've reached your spending limit of ${self.monthly_usd or 0:,.2f} for the last 30 days. "
+                "An administrator can raise it."
+            )
+        return (
+            "The team's spending limit for the last 30 days has been reached, so the assistant is paused. "
+            "An administrator can raise it."
+        )

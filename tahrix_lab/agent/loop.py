@@ -101,59 +101,61 @@ def build_messages(
 ) -> list[Message]:
     """The history as sent to a backend.
 
-    Repairs a ``tool_use`` left without a result (the process died in between)
-    with an ``interrupted`` error result, so the history is valid for every
-    provider, and caps each tool result to what the model may see.
+    Every assistant ``tool_use`` is answered by the tool message that follows,
+    in call order: a call left without a result (the process died in between)
+    gets an ``interrupted`` error result, so the history is valid for every
+    provider. Each tool result is capped to what the model may see. The stored
+    messages are not modified.
     """
     out: list[Message] = []
-    for i, msg in enumerate(messages):
-        if msg.role == "tool":
-            msg = _replace_parts(
-                msg,
-                [
-                    _with_result(p, model_facing(p.tool_result, max_result_bytes))
-                    if p.type == "tool_result" and p.tool_result is not None
-                    else p
-                    for p in msg.parts
-                ],
-            )
-            if out and out[-1].role == "tool":  # a repair message already stands here
-                out[-1] = _replace_parts(out[-1], [*out[-1].parts, *msg.parts])
-                continue
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        i += 1
+        if msg.role == "tool":  # a tool message with no assistant call before it: pass it on, capped
+            out.append(_replace_parts(msg, [_capped(p, max_result_bytes) for p in msg.parts]))
+            continue
         out.append(msg)
-        if msg.role != "assistant":
+        calls = msg.tool_uses() if msg.role == "assistant" else []
+        if not calls:
             continue
-        wanted = [p for p in msg.parts if p.type == "tool_use"]
-        if not wanted:
-            continue
-        following = messages[i + 1] if i + 1 < len(messages) else None
-        answered = (
-            {p.tool_use_id for p in following.parts if p.type == "tool_result"}
-            if following is not None and following.role == "tool"
-            else set()
-        )
-        missing = [p for p in wanted if p.tool_use_id not in answered]
-        if missing:
-            repairs = [
-                Part.of_tool_result(p.tool_use_id or "", p.tool_name, INTERRUPTED, "error") for p in missing
-            ]
-            out.append(
-                Message(role="tool", parts=repairs, session_id=msg.session_id, created_at=msg.created_at)
-            )
+        results: dict[str | None, Part] = {}
+        template = msg
+        if i < len(messages) and messages[i].role == "tool":
+            template = messages[i]
+            results = {p.tool_use_id: p for p in template.parts if p.type == "tool_result"}
+            extras = [p for p in template.parts if p.type != "tool_result"]
+            i += 1
+        else:
+            extras = []
+        parts = [
+            _capped(results.pop(c.tool_use_id), max_result_bytes)
+            if c.tool_use_id in results
+            else Part.of_tool_result(c.tool_use_id or "", c.tool_name, INTERRUPTED, "error")
+            for c in calls
+        ]
+        parts += [_capped(p, max_result_bytes) for p in results.values()] + extras
+        out.append(_replace_parts(template, parts, role="tool"))
     return out
 
 
-def _replace_parts(msg: Message, parts: list[Part]) -> Message:
-    clone = Message.from_dict(msg.to_dict())
-    clone.parts = parts
-    clone.created_at = msg.created_at
-    return clone
-
-
-def _with_result(part: Part, result: dict[str, Any]) -> Part:
+def _capped(part: Part, max_bytes: int) -> Part:
+    if part.type != "tool_result" or part.tool_result is None:
+        return part
+    result = model_facing(part.tool_result, max_bytes)
     if result is part.tool_result:
         return part
     return Part.of_tool_result(part.tool_use_id or "", part.tool_name, result, part.tool_status or "ok")
+
+
+def _replace_parts(msg: Message, parts: list[Part], role: str | None = None) -> Message:
+    return Message(
+        role=role or msg.role,  # type: ignore[arg-type]
+        parts=parts,
+        session_id=msg.session_id,
+        position=msg.position,
+        created_at=msg.created_at,
+    )
 
 
 class _Call:

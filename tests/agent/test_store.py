@@ -1,0 +1,216 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tahrix_lab.agent import Message, Part, Session, StoreLockedError, TranscriptStore, Usage
+from tahrix_lab.agent.errors import ConfigurationError
+from tahrix_lab.agent.migrations import Migration, applied_migrations, apply_migrations
+from tahrix_lab.agent.store import MIGRATIONS
+
+
+def rich_conversation() -> list[Message]:
+    """Every part type and every per-call field, to prove the round trip is lossless."""
+    t0 = datetime(2026, 3, 12, 2, 14, tzinfo=UTC)
+    return [
+        Message.user("Trace 0xabc", Part.of_media("image", "/cases/shot.png", "image/png")),
+        Message(
+            role="assistant",
+            created_at=t0 + timedelta(seconds=2),
+            parts=[
+                Part.of_reasoning("I should look it up.", signature="c2lnbmF0dXJl"),
+                Part.of_reasoning(None, signature="cmVkYWN0ZWQ="),
+                Part.of_text("Looking **now**.\n"),
+                Part.of_tool_use(
+                    "tu_1", "lookup_address", {"address": "0xabc", "nested": {"n": [1, 2.5, None]}}
+                ),
+                Part.of_tool_use("tu_2", "bad_args", None, raw='{"address": 0xabc'),
+            ],
+            backend="bedrock",
+            model_id="us.anthropic.claude-sonnet-4-20250514-v1:0",
+            stop_reason="tool_use",
+            raw_stop_reason="tool_use",
+            usage=Usage(1200, 80, 1000, 0, 12),
+            tools_offered=["lookup_address", "bad_args"],
+            latency_ms=812.5,
+            ttft_ms=120.25,
+        ),
+        Message(
+            role="tool",
+            created_at=t0 + timedelta(seconds=3),
+            parts=[
+                Part.of_tool_result("tu_1", "lookup_address", {"items": [{"label": "ExchangeA"}]}),
+                Part.of_tool_result(
+                    "tu_2", "bad_args", {"error": {"type": "invalid_json", "message": "x"}}, "error"
+                ),
+            ],
+        ),
+        Message(
+            role="assistant",
+            created_at=t0 + timedelta(seconds=4),
+            parts=[Part.of_text("It is ExchangeA — «ünïcode» ✓")],
+            backend="openai",
+            model_id="gpt-4o-mini",
+            stop_reason="end_turn",
+            raw_stop_reason="stop",
+            usage=Usage(),  # a stream without usage: unknown, not zero
+            tools_offered=[],
+            latency_ms=10.0,
+            ttft_ms=None,
+        ),
+        Message(role="user", parts=[Part.of_media("document", "s3://bucket/report.pdf", "application/pdf")]),
+    ]
+
+
+def test_migrates_a_blank_database_and_records_each_migration(tmp_path: Path) -> None:
+    path = tmp_path / "t.duckdb"
+    TranscriptStore(path).close()
+    conn = duckdb.connect(str(path))
+    tables = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    assert {"sessions", "messages", "parts", "_migrations"} <= tables
+    assert applied_migrations(conn, "transcript") == [m.name for m in MIGRATIONS]
+    conn.close()
+    # Opening again applies nothing new and keeps the data.
+    store = TranscriptStore(path)
+    assert apply_migrations(store.connection, "transcript", MIGRATIONS) == []
+
+
+def test_a_new_migration_applies_once_on_an_old_database(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path / "t.duckdb")
+    s = store.create_session(user="u")
+    extra = (*MIGRATIONS, Migration("0002_probe", "CREATE TABLE probe (x INTEGER)"))
+    assert apply_migrations(store.connection, "transcript", extra) == ["0002_probe"]
+    assert apply_migrations(store.connection, "transcript", extra) == []
+    assert store.get_session(s.id).user == "u"
+
+
+def test_transcript_round_trips_losslessly(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path / "t.duckdb")
+    session = store.create_session(
+        user="ana", purpose="investigation", system_prompt="Cite evidence.", title="T"
+    )
+    original = rich_conversation()
+    for m in original:
+        store.append_message(session.id, m)
+    store.close()
+
+    reopened = TranscriptStore(tmp_path / "t.duckdb")
+    loaded = reopened.load_messages(session.id)
+    assert [m.to_dict() for m in loaded] == [m.to_dict() for m in original]
+    assert [m.position for m in loaded] == [0, 1, 2, 3, 4]
+    assert loaded[1].parts[1].is_redacted_reasoning
+    assert loaded[3].usage == Usage()  # unknown stays unknown
+    assert reopened.get_session(session.id) == session
+
+
+def test_list_sessions_filters_by_user_purpose_and_time() -> None:
+    store = TranscriptStore(":memory:")
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    for i, (user, purpose) in enumerate([("a", "chat"), ("a", "investigation"), ("b", "chat")]):
+        store.create_session(session=Session(user=user, purpose=purpose, created_at=t + timedelta(days=i)))
+    assert [s.user for s in store.list_sessions(user="a")] == ["a", "a"]
+    assert [s.purpose for s in store.list_sessions(purpose="chat")] == ["chat", "chat"]
+    assert len(store.list_sessions(since=t + timedelta(days=1))) == 2
+    assert len(store.list_sessions(until=t + timedelta(days=1))) == 1
+    newest = store.list_sessions(limit=1)[0]
+    assert newest.user == "b"
+
+
+def test_usage_rows_one_per_model_call() -> None:
+    store = TranscriptStore(":memory:")
+    s = store.create_session(user="ana")
+    for m in rich_conversation():
+        store.append_message(s.id, m)
+    rows = store.usage_rows(user="ana")
+    assert [(r["model_id"], r["input_tokens"], r["cache_read_tokens"]) for r in rows] == [
+        ("us.anthropic.claude-sonnet-4-20250514-v1:0", 1200, 1000),
+        ("gpt-4o-mini", None, None),
+    ]
+    assert store.usage_rows(user="nobody") == []
+    assert len(store.usage_rows(since=datetime(2026, 3, 12, 2, 14, 3, tzinfo=UTC))) == 1
+
+
+def test_unknown_session_is_a_clear_error() -> None:
+    store = TranscriptStore(":memory:")
+    with pytest.raises(ConfigurationError, match="No session with id 'nope'"):
+        store.get_session("nope")
+
+
+def test_ten_threads_write_into_one_file_with_no_row_lost_or_misordered(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path / "t.duckdb")
+    sessions = [store.create_session(user=f"u{i}") for i in range(10)]
+    # Two threads per session too: positions must stay dense and unique.
+    shared = store.create_session(user="shared")
+    errors: list[BaseException] = []
+
+    def writer(session: Session, n: int) -> None:
+        try:
+            for i in range(n):
+                store.append_message(session.id, Message.user(f"{session.user}:{i}"))
+                store.append_message(shared.id, Message.user(f"shared:{session.user}:{i}"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(s, 30)) for s in sessions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for s in sessions:
+        texts = [m.text for m in store.load_messages(s.id)]
+        assert texts == [f"{s.user}:{i}" for i in range(30)]
+    shared_messages = store.load_messages(shared.id)
+    assert [m.position for m in shared_messages] == list(range(300))
+    for s in sessions:  # each writer's own order is kept inside the shared session
+        mine = [m.text for m in shared_messages if m.text.startswith(f"shared:{s.user}:")]
+        assert mine == [f"shared:{s.user}:{i}" for i in range(30)]
+
+
+def test_a_file_held_by_another_process_gives_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "held.duckdb"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb,time; c=duckdb.connect({str(path)!r}); print('ok', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "ok"
+        with pytest.raises(StoreLockedError) as info:
+            TranscriptStore(path)
+        assert str(path) in str(info.value)
+        assert "another process" in str(info.value)
+        assert "Traceback" not in str(info.value)
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    time.sleep(0.1)
+    TranscriptStore(path).close()  # free again once the holder is gone
+
+
+def test_update_and_delete_session() -> None:
+    store = TranscriptStore(":memory:")
+    s = store.create_session()
+    store.append_message(s.id, Message.user("hi"))
+    store.update_session(s.id, status="closed", title="Done")
+    assert (store.get_session(s.id).status, store.get_session(s.id).title) == ("closed", "Done")
+    with pytest.raises(ConfigurationError):
+        store.update_session(s.id, user="mallory")
+    store.delete_session(s.id)
+    assert store.load_messages(s.id) == []
+    with pytest.raises(ConfigurationError):
+        store.get_session(s.id)
