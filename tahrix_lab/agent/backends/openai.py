@@ -1,0 +1,470 @@
+"""Any OpenAI-compatible Chat Completions endpoint, on the official ``openai`` SDK.
+
+OpenAI, vLLM, Ollama, llama.cpp server, OpenRouter, LM Studio, DeepSeek: all
+speak Chat Completions with ``stream=True``. The module-level functions are
+the two translations and can be tested without a client:
+
+    as_wire_messages / as_wire_tools / as_wire_request   neutral -> wire
+    map_stream / map_stop_reason / map_usage              wire -> events
+    map_error                                             any failure -> BackendError
+
+``OpenAIBackend`` only sets up the client (SDK retries off: the loop retries)
+and runs a request through them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import openai
+from openai.types.chat import ChatCompletionChunk
+
+from tahrix_lab.agent.backends.base import DoneEvent, Event, ToolSpec, ToolUseEvent, UsageDict
+from tahrix_lab.agent.backends.headers import parse_retry_after
+from tahrix_lab.agent.backends.media import Media, MediaError, load_media
+from tahrix_lab.agent.errors import BackendError, ConfigurationError
+from tahrix_lab.agent.transcript import Message, Part, StopReason
+
+log = logging.getLogger(__name__)
+
+FAMILY = "openai"
+
+FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+
+# Keys of ``inference`` this adapter reads; the other family's extras are ignored
+# so one inference dict can follow a conversation across providers.
+NEUTRAL_KEYS = frozenset({"max_tokens", "temperature", "top_p", "stop_sequences"})
+OPENAI_KEYS = frozenset({"extra_body", "extra_headers", "reasoning_effort", "seed", "parallel_tool_calls"})
+OTHER_FAMILY_KEYS = frozenset({"additional_model_request_fields", "guardrail_config", "performance_config"})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelQuirks:
+    """What differs between models behind the same API, as data."""
+
+    max_tokens_field: str = "max_tokens"
+    sampling: bool = True  # accepts temperature / top_p
+
+
+REASONING_MODEL = ModelQuirks(max_tokens_field="max_completion_tokens", sampling=False)
+
+# model-id prefix (after any "vendor/" part) -> quirks; first match wins
+QUIRKS: tuple[tuple[str, ModelQuirks], ...] = (
+    ("o1", REASONING_MODEL),
+    ("o3", REASONING_MODEL),
+    ("o4", REASONING_MODEL),
+    ("gpt-5", REASONING_MODEL),
+)
+
+# How each document format reaches an OpenAI-compatible endpoint: PDFs as file
+# parts, text formats inline as text. A format missing here (docx) is refused.
+DOCUMENT_MODES: dict[str, Literal["file", "text"]] = {
+    "pdf": "file",
+    "csv": "text",
+    "txt": "text",
+    "md": "text",
+    "html": "text",
+}
+
+Loader = Callable[[Part], Media]
+
+
+def quirks_for(model: str) -> ModelQuirks:
+    bare = model.rsplit("/", 1)[-1].lower()
+    for prefix, quirks in QUIRKS:
+        if bare.startswith(prefix):
+            return quirks
+    return ModelQuirks()
+
+
+# -- neutral -> wire ------------------------------------------------------------
+def as_wire_messages(
+    system: str | None, messages: Sequence[Message], *, load: Loader = load_media
+) -> list[dict[str, Any]]:
+    """The Chat Completions ``messages`` list for a neutral history.
+
+    Reasoning never goes back (OpenAI-compatible servers reject or ignore it,
+    and opaque signatures belong to the family that made them); each tool
+    result is its own ``role: "tool"`` message."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for msg in messages:
+        if msg.role == "tool":
+            out.extend(_tool_message(p) for p in msg.parts if p.type == "tool_result")
+        elif msg.role == "assistant":
+            out.append(_assistant_message(msg))
+        else:
+            out.append({"role": "user", "content": _user_content(msg.parts, load)})
+    return out
+
+
+def _tool_message(part: Part) -> dict[str, Any]:
+    return {
+        "role": "tool",
+        "tool_call_id": part.tool_use_id or "",
+        "content": tool_result_text(part.tool_result),
+    }
+
+
+def tool_result_text(result: dict[str, Any] | None) -> str:
+    """The one serialisation of a tool result, so replays send the same bytes."""
+    return json.dumps(result if result is not None else {}, ensure_ascii=False)
+
+
+def _assistant_message(msg: Message) -> dict[str, Any]:
+    text = "".join(p.text or "" for p in msg.parts if p.type == "text")
+    wire: dict[str, Any] = {"role": "assistant", "content": text or None}
+    calls = [
+        {
+            "id": p.tool_use_id or "",
+            "type": "function",
+            "function": {"name": p.tool_name or "", "arguments": tool_arguments(p)},
+        }
+        for p in msg.parts
+        if p.type == "tool_use"
+    ]
+    if calls:
+        wire["tool_calls"] = calls
+    elif wire["content"] is None:
+        wire["content"] = ""
+    return wire
+
+
+def tool_arguments(part: Part) -> str:
+    """The raw argument text as the provider sent it, else the input as JSON."""
+    if part.text is not None:
+        return part.text
+    return json.dumps(part.tool_input if part.tool_input is not None else {}, ensure_ascii=False)
+
+
+def _user_content(parts: Sequence[Part], load: Loader) -> str | list[dict[str, Any]]:
+    if all(p.type == "text" for p in parts):
+        return "".join(p.text or "" for p in parts)
+    content: list[dict[str, Any]] = []
+    for part in parts:
+        if part.type == "text":
+            if part.text:
+                content.append({"type": "text", "text": part.text})
+        elif part.type in ("image", "document"):
+            content.append(_media_part(load(part)))
+    return content
+
+
+def _media_part(media: Media) -> dict[str, Any]:
+    encoded = base64.b64encode(media.data).decode("ascii")
+    if media.kind == "image":
+        return {"type": "image_url", "image_url": {"url": f"data:{media.media_type};base64,{encoded}"}}
+    mode = DOCUMENT_MODES.get(media.format)
+    if mode == "file":
+        return {
+            "type": "file",
+            "file": {
+                "filename": f"{media.name}.{media.format}",
+                "file_data": f"data:{media.media_type};base64,{encoded}",
+            },
+        }
+    if mode == "text":
+        try:
+            body = media.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MediaError(
+                f"The {media.format} document {media.name!r} is not UTF-8 text.", cause=exc
+            ) from exc
+        return {"type": "text", "text": f'<document name="{media.name}.{media.format}">\n{body}\n</document>'}
+    allowed = ", ".join(sorted(DOCUMENT_MODES))
+    raise MediaError(
+        f"OpenAI-compatible endpoints cannot take {media.format} documents ({media.name!r}); "
+        f"convert it to one of: {allowed}."
+    )
+
+
+def as_wire_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
+        }
+        for t in tools
+    ]
+
+
+def as_wire_request(
+    *,
+    system: str | None,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    model: str,
+    inference: dict[str, Any] | None,
+    load: Loader = load_media,
+) -> dict[str, Any]:
+    """Keyword arguments for ``client.chat.completions.create``."""
+    inference = dict(inference or {})
+    unknown = set(inference) - NEUTRAL_KEYS - OPENAI_KEYS - OTHER_FAMILY_KEYS
+    if unknown:
+        raise ConfigurationError(
+            f"Unknown inference setting(s) {sorted(unknown)} for the openai backend; "
+            f"known: {sorted(NEUTRAL_KEYS | OPENAI_KEYS)}."
+        )
+    quirks = quirks_for(model)
+    request: dict[str, Any] = {
+        "model": model,
+        "messages": as_wire_messages(system, messages, load=load),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if tools:
+        request["tools"] = as_wire_tools(tools)
+    if inference.get("max_tokens") is not None:
+        request[quirks.max_tokens_field] = inference["max_tokens"]
+    for key in ("temperature", "top_p"):
+        if inference.get(key) is not None:
+            if quirks.sampling:
+                request[key] = inference[key]
+            else:
+                log.debug("model %s takes no %s; not sent", model, key)
+    if inference.get("stop_sequences"):
+        request["stop"] = list(inference["stop_sequences"])
+    for key in sorted(OPENAI_KEYS):
+        if inference.get(key) is not None:
+            request[key] = inference[key]
+    return request
+
+
+# -- wire -> events -------------------------------------------------------------
+def map_stop_reason(raw: str | None) -> StopReason:
+    return FINISH_REASONS.get(raw or "", "other")
+
+
+def map_usage(usage: Any) -> UsageDict | None:
+    """Normalise a Chat Completions ``usage`` object (any of the shapes servers send).
+
+    ``prompt_tokens`` already includes cached tokens; DeepSeek reports cache hits
+    as ``prompt_cache_hit_tokens``. Unknown counts stay ``None``."""
+    if usage is None:
+        return None
+    extra = getattr(usage, "model_extra", None) or {}
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    if cached is None:
+        cached = extra.get("prompt_cache_hit_tokens")
+    out_details = getattr(usage, "completion_tokens_details", None)
+    reasoning = getattr(out_details, "reasoning_tokens", None) if out_details is not None else None
+    return {
+        "input_tokens": getattr(usage, "prompt_tokens", None),
+        "output_tokens": getattr(usage, "completion_tokens", None),
+        "cache_read_tokens": cached,
+        "cache_write_tokens": None,
+        "reasoning_tokens": reasoning,
+    }
+
+
+class _ToolCall:
+    __slots__ = ("args", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name: str | None = None
+        self.args: list[str] = []
+
+    def event(self) -> ToolUseEvent:
+        raw = "".join(self.args)
+        parsed: dict[str, Any] | None
+        if not raw.strip():
+            parsed = {}
+        else:
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                value = None
+            parsed = value if isinstance(value, dict) else None
+        return {
+            "kind": "tool_use",
+            "id": self.id or f"call_{uuid.uuid4().hex[:24]}",
+            "name": self.name or "",
+            "input": parsed,
+            "raw": raw,
+        }
+
+
+def map_stream(chunks: Iterable[ChatCompletionChunk]) -> Iterator[Event]:
+    """Events from Chat Completions chunks, ending with one ``done``.
+
+    Tool-call fragments are gathered per ``index`` and emitted whole; usage is
+    taken from whichever chunk carries it (trailing, on the finish chunk, or
+    after it). A stream without a finish reason was cut short: that is an error."""
+    calls: dict[int, _ToolCall] = {}
+    finish: str | None = None
+    usage: Any = None
+    for chunk in chunks:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            delta = choice.delta
+            extra = delta.model_extra
+            if extra:
+                thought = extra.get("reasoning_content") or extra.get("reasoning")
+                if thought and isinstance(thought, str):
+                    yield {"kind": "reasoning", "text": thought}
+            if delta.content:
+                yield {"kind": "text", "text": delta.content}
+            if delta.tool_calls:
+                for fragment in delta.tool_calls:
+                    call = calls.get(fragment.index)
+                    if call is None:
+                        # a new index means the earlier calls are complete
+                        for index in sorted(i for i in calls if i < fragment.index):
+                            yield calls.pop(index).event()
+                        call = calls[fragment.index] = _ToolCall()
+                    if fragment.id and call.id is None:
+                        call.id = fragment.id
+                    function = fragment.function
+                    if function is not None:
+                        if function.name and call.name is None:
+                            call.name = function.name
+                        if function.arguments:
+                            call.args.append(function.arguments)
+            if choice.finish_reason:
+                finish = choice.finish_reason
+                for index in sorted(calls):
+                    yield calls.pop(index).event()
+    if finish is None:
+        raise BackendError("The model's stream ended before it finished its answer.", retryable=True)
+    for index in sorted(calls):
+        yield calls.pop(index).event()
+    done: DoneEvent = {
+        "kind": "done",
+        "stop_reason": map_stop_reason(finish),
+        "raw_stop_reason": finish,
+        "usage": map_usage(usage),
+    }
+    yield done
+
+
+# -- failures -------------------------------------------------------------------
+def map_error(exc: BaseException) -> BackendError:
+    """The one place where an SDK or transport failure becomes a ``BackendError``."""
+    if isinstance(exc, BackendError):
+        return exc
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        headers = dict(exc.response.headers) if exc.response is not None else None
+        return BackendError(
+            f"The OpenAI-compatible endpoint answered HTTP {status}: {exc.message}",
+            status=status,
+            retryable=status in RETRYABLE_STATUS or status >= 500,
+            retry_after=parse_retry_after(headers),
+            cause=exc,
+        )
+    if isinstance(exc, openai.APITimeoutError):
+        return BackendError("The OpenAI-compatible endpoint timed out.", retryable=True, cause=exc)
+    if isinstance(exc, openai.APIConnectionError):
+        detail = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+        return BackendError(
+            f"Could not reach the OpenAI-compatible endpoint, or it dropped the connection{detail}.",
+            retryable=True,
+            cause=exc,
+        )
+    if isinstance(exc, openai.APIError):  # an in-band {"error": ...} chunk
+        body = exc.body if isinstance(exc.body, dict) else {}
+        code = body.get("code")
+        in_band = code if isinstance(code, int) else None
+        retryable = in_band is not None and (in_band in RETRYABLE_STATUS or in_band >= 500)
+        return BackendError(
+            f"The OpenAI-compatible endpoint reported an error in its stream: {exc.message}",
+            status=in_band,
+            retryable=retryable,
+            cause=exc,
+        )
+    if isinstance(exc, ValueError):  # json.JSONDecodeError and friends: a malformed event
+        return BackendError(f"The endpoint sent a malformed stream event: {exc}", retryable=True, cause=exc)
+    if isinstance(exc, openai.OpenAIError):
+        return BackendError(f"The OpenAI SDK failed: {exc}", cause=exc)
+    if isinstance(exc, OSError):
+        return BackendError(f"The connection to the endpoint failed: {exc}", retryable=True, cause=exc)
+    return BackendError(f"The OpenAI-compatible request failed: {type(exc).__name__}: {exc}", cause=exc)
+
+
+# -- the client -----------------------------------------------------------------
+class OpenAIBackend:
+    """A ``Backend`` for any OpenAI-compatible endpoint.
+
+    ``base_url`` ``None`` means api.openai.com (then ``api_key`` or
+    ``OPENAI_API_KEY`` is required); local servers need no key. ``client`` is
+    an ``openai.OpenAI`` to use as it is (tests, custom HTTP set-up)."""
+
+    name = FAMILY
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: openai.OpenAI | None = None,
+        *,
+        timeout: float = 120.0,
+        connect_timeout: float = 10.0,
+        load: Loader = load_media,
+    ) -> None:
+        self.load = load
+        if client is not None:
+            self.client = client
+            return
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not api_key:
+            if base_url is None:
+                raise ConfigurationError(
+                    "The openai backend needs an API key: set OPENAI_API_KEY "
+                    "(or OPENAI_BASE_URL for a local OpenAI-compatible server)."
+                )
+            api_key = "not-needed"  # vLLM, Ollama, llama.cpp and LM Studio accept any key
+        import httpx2
+
+        self.client = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key,
+            max_retries=0,  # the loop retries, before the first event only
+            timeout=httpx2.Timeout(timeout, connect=connect_timeout),
+        )
+
+    def stream(
+        self,
+        *,
+        system: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        model: str,
+        inference: dict[str, Any] | None,
+    ) -> Iterator[Event]:
+        request = as_wire_request(
+            system=system, messages=messages, tools=tools, model=model, inference=inference, load=self.load
+        )
+        extra_body = request.pop("extra_body", None)
+        extra_headers = request.pop("extra_headers", None)
+        try:
+            sdk_stream = self.client.chat.completions.create(
+                **request, extra_body=extra_body, extra_headers=extra_headers
+            )
+        except Exception as exc:
+            raise map_error(exc) from exc
+        try:
+            yield from map_stream(sdk_stream)
+        except Exception as exc:
+            raise map_error(exc) from exc
+        finally:
+            sdk_stream.close()
