@@ -1,0 +1,448 @@
+"""Cost analysis in DuckDB: the ``usage`` and ``costs`` views and helpers that return DataFrames.
+
+Prices are data from ``genai-prices``, never typed here. Pricing 10 million
+calls one by one in Python would take minutes, so the rates are copied once
+into a small ``prices`` table — one row per (model, backend, validity period,
+input-token tier) with USD per million tokens of each kind — and the ``costs``
+view joins the calls with it in SQL:
+
+    usage   one row per model call: user, session, purpose, case_id (when the
+            case package links sessions in ``case_sessions``), backend, model,
+            tokens, latency, time.
+    prices  rates for the models present, with ``valid_from``/``valid_to``
+            taken from the table's price-change dates (historic prices at the
+            call's time) and ``min_input_tokens``/``max_input_tokens`` for
+            tiered prices (a tier applies to all tokens once crossed, as in
+            genai-prices).
+    costs   usage + ``cost_usd`` (NULL when unknown, never 0) + ``unknown_price``
+            (why the cost is unknown).
+
+Usage convention (see ``Usage``): ``input_tokens`` includes cache reads and
+writes, so the plain input is ``input - cache_read - cache_write``.
+
+Known approximation: time-of-day prices (off-peak discounts) are priced at the
+rate in force at midnight UTC.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import pandas as pd
+from genai_prices import __version__ as GENAI_PRICES_VERSION
+from genai_prices import data_snapshot
+from genai_prices import types as gp_types
+
+from tahrix_lab.agent.budget import Budget
+from tahrix_lab.agent.errors import ConfigurationError
+from tahrix_lab.agent.pricing import DEFAULT_PRICER, PROVIDER_BY_BACKEND, Pricer, price_calculation
+from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.transcript import Usage
+
+log = logging.getLogger(__name__)
+
+# The dimensions a cost report may be grouped by, and the SQL for each.
+DIMENSIONS: dict[str, str] = {
+    "model": "u.model",
+    "backend": "u.backend",
+    "user": 'u."user"',
+    "purpose": "u.purpose",
+    "case": "u.case_id",
+    "session": "u.session_id",
+    "hour": "date_trunc('hour', u.created_at)",
+    "day": "date_trunc('day', u.created_at)",
+    "week": "date_trunc('week', u.created_at)",
+    "month": "date_trunc('month', u.created_at)",
+}
+# which dimensions need the sessions table (or case_sessions) joined in
+_NEEDS_SESSIONS = {"user", "purpose", "case", "session"}
+
+_PRICES_DDL = """
+CREATE TABLE IF NOT EXISTS prices (
+    model_id VARCHAR NOT NULL,
+    backend VARCHAR,
+    valid_from TIMESTAMPTZ,
+    valid_to TIMESTAMPTZ,
+    min_input_tokens BIGINT NOT NULL,
+    max_input_tokens BIGINT,
+    input_per_mtok DOUBLE NOT NULL,
+    output_per_mtok DOUBLE NOT NULL,
+    cache_read_per_mtok DOUBLE NOT NULL,
+    cache_write_per_mtok DOUBLE NOT NULL,
+    source VARCHAR NOT NULL
+);
+CREATE TABLE IF NOT EXISTS prices_unknown (model_id VARCHAR, backend VARCHAR, source VARCHAR);
+"""
+
+# cost of one call given a joined ``p`` (prices) row; NULL when tokens are unknown
+_COST_SQL = """
+CASE WHEN p.model_id IS NULL OR (u.input_tokens IS NULL AND u.output_tokens IS NULL) THEN NULL ELSE (
+    greatest(coalesce(u.input_tokens, 0) - coalesce(u.cache_read_tokens, 0) - coalesce(u.cache_write_tokens, 0), 0)
+        * p.input_per_mtok
+    + coalesce(u.cache_read_tokens, 0) * p.cache_read_per_mtok
+    + coalesce(u.cache_write_tokens, 0) * p.cache_write_per_mtok
+    + coalesce(u.output_tokens, 0) * p.output_per_mtok) / 1e6 END
+"""
+_NOTE_SQL = """
+CASE WHEN u.input_tokens IS NULL AND u.output_tokens IS NULL THEN 'usage not reported'
+     WHEN p.model_id IS NULL THEN 'no price known for ' || coalesce(u.model, '?') || ' on ' || coalesce(u.backend, '?')
+END
+"""
+_PRICE_JOIN = """
+LEFT JOIN prices p
+  ON p.model_id = u.model AND p.backend IS NOT DISTINCT FROM u.backend
+ AND (p.valid_from IS NULL OR u.created_at >= p.valid_from)
+ AND (p.valid_to IS NULL OR u.created_at < p.valid_to)
+ AND coalesce(u.input_tokens, 0) > p.min_input_tokens
+ AND (p.max_input_tokens IS NULL OR coalesce(u.input_tokens, 0) <= p.max_input_tokens)
+"""
+
+
+@dataclass(frozen=True)
+class Rate:
+    """USD per million tokens of each kind, valid in [valid_from, valid_to) for
+    calls whose input tokens lie in (min_input_tokens, max_input_tokens]."""
+
+    model_id: str
+    backend: str | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    min_input_tokens: int
+    max_input_tokens: int | None
+    input_per_mtok: float
+    output_per_mtok: float
+    cache_read_per_mtok: float
+    cache_write_per_mtok: float
+
+
+# -- rates from genai-prices -------------------------------------------------------------
+
+
+def _model_info(model_id: str, backend: str | None) -> gp_types.ModelInfo | None:
+    provider = PROVIDER_BY_BACKEND.get(backend or "")
+    try:
+        _, info = data_snapshot.get_snapshot().find_provider_model(model_id, None, provider, None)
+    except LookupError:
+        return None
+    return info
+
+
+def _breakpoints(info: gp_types.ModelInfo) -> tuple[list[date], list[int]]:
+    """The dates the model's price changed and the input-token tier thresholds."""
+    dates: set[date] = set()
+    prices: list[gp_types.ModelPrice] = []
+    if isinstance(info.prices, gp_types.ModelPrice):
+        prices.append(info.prices)
+    else:
+        for cond in info.prices:
+            prices.append(cond.prices)
+            if isinstance(cond.constraint, gp_types.StartDateConstraint):
+                dates.add(cond.constraint.start_date)
+    tiers: set[int] = set()
+    for mp in prices:
+        for value in vars(mp).values():
+            if isinstance(value, gp_types.TieredPrices):
+                tiers.update(t.start for t in value.tiers)
+    return sorted(dates), sorted(tiers)
+
+
+def _unit_rates(
+    model_id: str, backend: str | None, at: datetime, input_tokens: int, pricer: Pricer
+) -> tuple[float, float, float, float] | None:
+    """Rates at ``at`` for a call of ``input_tokens`` input tokens, derived from
+    genai-prices by pricing a few probe usages (prices are linear within a tier)."""
+
+    def calc(**kw: int) -> Decimal | None:
+        usage = Usage(**kw)
+        if model_id in pricer.assume:
+            value = pricer.price(model_id, usage, backend=backend, at=at)
+            return None if value is None else Decimal(str(value))
+        return price_calculation(pricer.aliases.get(model_id, model_id), usage, backend=backend, at=at)
+
+    n = input_tokens
+    base = calc(input_tokens=n, output_tokens=0)
+    if base is None:
+        return None
+    out = calc(input_tokens=n, output_tokens=1_000_000)
+    read = calc(input_tokens=n, output_tokens=0, cache_read_tokens=n)
+    write = calc(input_tokens=n, output_tokens=0, cache_write_tokens=n)
+    m = Decimal(1_000_000)
+    per_in = base * m / n
+    per_out = (out - base) if out is not None else Decimal(0)
+    # cached tokens are part of input_tokens: price(n with n cached) = n * cached_rate
+    per_read = read * m / n if read is not None else per_in
+    per_write = write * m / n if write is not None else per_in
+    return float(per_in), float(per_out), float(per_read), float(per_write)
+
+
+def rates_for(model_id: str, backend: str | None, pricer: Pricer | None = None) -> list[Rate]:
+    """Every rate row for one model on one backend (empty when the price is unknown)."""
+    pricer = pricer or DEFAULT_PRICER
+    info = None if model_id in pricer.assume else _model_info(pricer.aliases.get(model_id, model_id), backend)
+    dates, tiers = _breakpoints(info) if info is not None else ([], [])
+    starts: list[datetime | None] = [None, *(datetime(d.year, d.month, d.day, tzinfo=UTC) for d in dates)]
+    bounds = [-1, *tiers]
+    rows: list[Rate] = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else None
+        # before the first change date genai-prices uses the first price: probe just before it
+        probe = start if start is not None else (end - timedelta(days=1) if end else datetime.now(UTC))
+        for j, lo in enumerate(bounds):
+            hi = bounds[j + 1] if j + 1 < len(bounds) else None
+            rates = _unit_rates(model_id, backend, probe, max(lo + 1, 1), pricer)
+            if rates is None:
+                return []
+            rows.append(Rate(model_id, backend, start, end, lo, hi, *rates))
+    return rows
+
+
+def refresh_prices(store: TranscriptStore, pricer: Pricer | None = None, *, rebuild: bool = False) -> int:
+    """Fill ``prices`` for every (model, backend) in the transcript that has no rates yet.
+
+    Rebuilds when the installed genai-prices version changed. Returns the number
+    of new (model, backend) pairs looked up.
+    """
+    cur = store.cursor()
+    cur.execute(_PRICES_DDL)
+    source = f"genai-prices {GENAI_PRICES_VERSION}"
+    stale = cur.execute("SELECT count(*) FROM prices WHERE source <> ?", [source]).fetchone()
+    if rebuild or (stale and stale[0]):
+        cur.execute("DELETE FROM prices")
+        cur.execute("DELETE FROM prices_unknown")
+    pairs = cur.execute(
+        """
+        SELECT DISTINCT m.model_id, m.backend FROM messages m
+        WHERE m.role = 'assistant' AND m.model_id IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM prices p WHERE p.model_id = m.model_id
+                          AND p.backend IS NOT DISTINCT FROM m.backend)
+          AND NOT EXISTS (SELECT 1 FROM prices_unknown q WHERE q.model_id = m.model_id
+                          AND q.backend IS NOT DISTINCT FROM m.backend)
+        """
+    ).fetchall()
+    for model_id, backend in pairs:
+        rows = rates_for(model_id, backend, pricer)
+        if not rows:
+            cur.execute("INSERT INTO prices_unknown VALUES (?, ?, ?)", [model_id, backend, source])
+            continue
+        cur.executemany(
+            "INSERT INTO prices VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                [
+                    r.model_id, r.backend, r.valid_from, r.valid_to, r.min_input_tokens, r.max_input_tokens,
+                    r.input_per_mtok, r.output_per_mtok, r.cache_read_per_mtok, r.cache_write_per_mtok, source,
+                ]
+                for r in rows
+            ],
+        )  # fmt: skip
+    return len(pairs)
+
+
+# -- views --------------------------------------------------------------------------------
+
+
+def _has_table(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = cur.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ? AND table_schema = current_schema()",
+        [name],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _usage_sql(cur: duckdb.DuckDBPyConnection, *, with_sessions: bool = True) -> str:
+    """One row per model call; joins sessions (and case links) only when asked."""
+    if not with_sessions:
+        return (
+            'SELECT NULL::VARCHAR AS "user", m.session_id, NULL::VARCHAR AS purpose, NULL::VARCHAR AS case_id, '
+            "m.position, m.created_at, m.backend, m.model_id AS model, m.input_tokens, m.output_tokens, "
+            "m.cache_read_tokens, m.cache_write_tokens, m.reasoning_tokens, m.latency_ms, m.ttft_ms, "
+            "m.stop_reason FROM messages m WHERE m.role = 'assistant'"
+        )
+    case_join, case_col = "", "NULL::VARCHAR"
+    if _has_table(cur, "case_sessions"):
+        # a session is linked to at most one case in practice; min() keeps one row per call regardless
+        case_join = (
+            "LEFT JOIN (SELECT session_id, min(CAST(case_id AS VARCHAR)) AS case_id FROM case_sessions "
+            "GROUP BY session_id) cs ON cs.session_id = m.session_id"
+        )
+        case_col = "cs.case_id"
+    return (
+        f'SELECT s."user", m.session_id, s.purpose, {case_col} AS case_id, m.position, m.created_at, '
+        "m.backend, m.model_id AS model, m.input_tokens, m.output_tokens, m.cache_read_tokens, "
+        "m.cache_write_tokens, m.reasoning_tokens, m.latency_ms, m.ttft_ms, m.stop_reason "
+        f"FROM messages m JOIN sessions s ON s.id = m.session_id {case_join} WHERE m.role = 'assistant'"
+    )
+
+
+def create_views(store: TranscriptStore, pricer: Pricer | None = None) -> None:
+    """(Re)create ``usage``, ``prices`` and ``costs`` in the store's database."""
+    refresh_prices(store, pricer)
+    cur = store.cursor()
+    cur.execute(f"CREATE OR REPLACE VIEW usage AS {_usage_sql(cur)}")
+    cur.execute(
+        f"CREATE OR REPLACE VIEW costs AS SELECT u.*, {_COST_SQL} AS cost_usd, {_NOTE_SQL} AS unknown_price "
+        f"FROM usage u {_PRICE_JOIN}"
+    )
+
+
+# -- reports ------------------------------------------------------------------------------
+
+
+def _dims(by: str | Iterable[str]) -> list[str]:
+    names = [b.strip() for b in by.split(",")] if isinstance(by, str) else [str(b) for b in by]
+    names = [n for n in names if n]
+    unknown = [n for n in names if n not in DIMENSIONS]
+    if unknown:
+        raise ConfigurationError(
+            f"Cannot group costs by {', '.join(map(repr, unknown))}; choose from: {', '.join(DIMENSIONS)}."
+        )
+    return names
+
+
+def costs(
+    store: TranscriptStore | None = None,
+    by: str | Sequence[str] = ("model", "day"),
+    *,
+    since: datetime | date | None = None,
+    until: datetime | date | None = None,
+    user: str | None = None,
+    purpose: str | None = None,
+    case: str | None = None,
+    pricer: Pricer | None = None,
+) -> pd.DataFrame:
+    """Calls, tokens and USD grouped by ``by`` (any of ``DIMENSIONS``), newest period last.
+
+    ``cost_usd`` sums the calls whose price is known; ``unknown_cost_calls``
+    counts the others (their cost is unknown, not zero).
+    """
+    dims = _dims(by)
+    store = store if store is not None else TranscriptStore()
+    refresh_prices(store, pricer)
+    cur = store.cursor()
+    needs_sessions = bool(set(dims) & _NEEDS_SESSIONS) or any(v is not None for v in (user, purpose, case))
+    where, params = ["TRUE"], []
+    for clause, value in (
+        ("u.created_at >= ?", _as_time(since)),
+        ("u.created_at < ?", _as_time(until)),
+        ('u."user" = ?', user),
+        ("u.purpose = ?", purpose),
+        ("u.case_id = ?", case),
+    ):
+        if value is not None:
+            where.append(clause)
+            params.append(value)
+    select = [f'{DIMENSIONS[d]} AS "{d}"' for d in dims]
+    group = ", ".join(str(i + 1) for i in range(len(dims)))
+    sql = f"""
+        SELECT {", ".join([*select, ""])}
+               count(*) AS calls,
+               sum(u.input_tokens) AS input_tokens,
+               sum(u.output_tokens) AS output_tokens,
+               sum(u.cache_read_tokens) AS cache_read_tokens,
+               sum(u.cache_write_tokens) AS cache_write_tokens,
+               sum({_COST_SQL}) AS cost_usd,
+               count(*) FILTER (WHERE ({_COST_SQL}) IS NULL) AS unknown_cost_calls
+        FROM ({_usage_sql(cur, with_sessions=needs_sessions)}) u {_PRICE_JOIN}
+        WHERE {" AND ".join(where)}
+        {f"GROUP BY {group} ORDER BY {group}" if dims else ""}
+    """
+    df = cur.execute(sql, params).df()
+    for col in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+        df[col] = df[col].astype("Int64")
+    return df
+
+
+def _as_time(value: datetime | date | None) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def costs_by_user(store: TranscriptStore, **kw: Any) -> pd.DataFrame:
+    return costs(store, ("user",), **kw).sort_values("cost_usd", ascending=False, ignore_index=True)
+
+
+def costs_by_case(store: TranscriptStore, **kw: Any) -> pd.DataFrame:
+    return costs(store, ("case",), **kw).sort_values("cost_usd", ascending=False, ignore_index=True)
+
+
+def costs_by_purpose(store: TranscriptStore, **kw: Any) -> pd.DataFrame:
+    return costs(store, ("purpose",), **kw).sort_values("cost_usd", ascending=False, ignore_index=True)
+
+
+def month_start(now: datetime | None = None) -> datetime:
+    now = now or datetime.now(UTC)
+    return datetime(now.year, now.month, 1, tzinfo=UTC)
+
+
+def month_to_date(store: TranscriptStore, user: str, *, now: datetime | None = None) -> pd.DataFrame:
+    """One user's spend since the first of this month, by model."""
+    return costs(store, ("model",), user=user, since=month_start(now))
+
+
+def call_costs(
+    store: TranscriptStore, *, session_id: str | None = None, pricer: Pricer | None = None
+) -> pd.DataFrame:
+    """The ``costs`` view as a DataFrame, one row per call (optionally for one session)."""
+    create_views(store, pricer)
+    if session_id is None:
+        return store.cursor().execute("SELECT * FROM costs ORDER BY created_at").df()
+    return (
+        store.cursor()
+        .execute("SELECT * FROM costs WHERE session_id = ? ORDER BY position", [session_id])
+        .df()
+    )
+
+
+def budget_status(store: TranscriptStore, budget: Budget, users: Iterable[str] | None = None) -> pd.DataFrame:
+    """Each user's spend and fill against ``budget`` (the same buckets the loop enforces),
+    nearest to a cap first."""
+    if users is None:
+        users = [
+            r[0] for r in store.cursor().execute('SELECT DISTINCT "user" FROM sessions ORDER BY 1').fetchall()
+        ]
+    rows = []
+    for user in users:
+        spent = budget.spent(user, store=store)
+        fill = budget.meter(user, store=store)
+        fills = [v for v in fill.values() if v is not None]
+        rows.append(
+            {
+                "user": user,
+                "usd_30d": spent["monthly_usd"],
+                "monthly_cap_usd": budget.monthly_usd,
+                "monthly_fill": fill["monthly_usd"],
+                "hour_tokens": spent["per_hour_tokens"],
+                "hour_fill": fill["per_hour_tokens"],
+                "minute_fill": fill["per_minute_tokens"],
+                "max_fill": max(fills) if fills else None,
+                "unknown_cost_calls": int(spent["unknown_cost_calls"]),
+            }
+        )
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    return df.sort_values("max_fill", ascending=False, na_position="last", ignore_index=True)
+
+
+__all__ = [
+    "DIMENSIONS",
+    "Rate",
+    "budget_status",
+    "call_costs",
+    "costs",
+    "costs_by_case",
+    "costs_by_purpose",
+    "costs_by_user",
+    "create_views",
+    "month_to_date",
+    "rates_for",
+    "refresh_prices",
+]
