@@ -1,11 +1,380 @@
-"""`tahrix` commands contributed by tahrix_lab.lab."""
+"""`tahrix` commands contributed by tahrix_lab.lab: sessions, show, replay, diff, costs,
+export, import and lab."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from tahrix_lab.agent.errors import ConfigurationError
+from tahrix_lab.agent.store import TranscriptStore
+
+KERNEL_NAME = "tahrix-lab"
+KERNEL_DISPLAY_NAME = "Tahrix Lab (project venv)"
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def add_commands(sub: Any) -> None:
     """Add this layer's subcommands to the `tahrix` parser."""
-    _ = (sub, argparse)
+    p = sub.add_parser("sessions", help="list stored sessions, newest first")
+    p.add_argument("--user")
+    p.add_argument("--purpose")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(func=_sessions)
+
+    p = sub.add_parser("show", help="render a stored session's flow in order")
+    p.add_argument("id", help="session id (a unique prefix is enough)")
+    p.set_defaults(func=_show)
+
+    p = sub.add_parser("replay", help="replay sessions' user turns on another backend/model")
+    p.add_argument("ids", nargs="+", metavar="ID", help="session id(s) to replay")
+    p.add_argument("--backend", required=True, help="fake, openai, bedrock, or an OpenAI-compatible URL")
+    p.add_argument("--model", required=True, help="the target model id")
+    p.add_argument(
+        "--recorded-tools",
+        action="store_true",
+        help="answer tool calls from the original transcript instead of running the tools",
+    )
+    p.add_argument("--estimate", action="store_true", help="only print the expected cost; send nothing")
+    p.set_defaults(func=_replay)
+
+    p = sub.add_parser("diff", help="compare two sessions turn by turn")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--tools", action="store_true", help="also list every tool call that differs")
+    p.set_defaults(func=_diff)
+
+    p = sub.add_parser("costs", help="calls, tokens and USD grouped by model, day, user…")
+    p.add_argument(
+        "--by",
+        default="model,day",
+        help="comma-separated: model,backend,user,purpose,case,session,hour,day,week,month",
+    )
+    p.add_argument("--since", type=_date, help="YYYY-MM-DD (UTC)")
+    p.add_argument("--until", type=_date, help="YYYY-MM-DD (UTC), exclusive")
+    p.add_argument("--user")
+    p.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    p.set_defaults(func=_costs)
+
+    p = sub.add_parser("export", help="write sessions as JSON Lines (all when no id is given)")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("-o", "--output", help="file to write (default: stdout)")
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser("import", help="read sessions from JSON Lines")
+    p.add_argument("file", help="a .jsonl file, or - for stdin")
+    p.add_argument("--skip-existing", action="store_true", help="leave sessions already stored as they are")
+    p.set_defaults(func=_import)
+
+    p = sub.add_parser("lab", help="open JupyterLab on the notebooks with the project's kernel")
+    p.add_argument("--notebook-dir", help="default: ./notebooks, else the checkout's notebooks")
+    p.add_argument("--port", type=int)
+    p.add_argument("--no-browser", action="store_true")
+    p.add_argument("--print-command", action="store_true", help="print the command instead of running it")
+    p.set_defaults(func=_lab)
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _date(value: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a date like 2026-01-31") from None
+
+
+def _store() -> TranscriptStore:
+    return TranscriptStore()
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def resolve_id(store: TranscriptStore, given: str) -> str:
+    """A full session id from an id or a unique prefix of one."""
+    rows = (
+        store.cursor().execute("SELECT id FROM sessions WHERE starts_with(id, ?) LIMIT 3", [given]).fetchall()
+    )
+    if not rows:
+        raise ConfigurationError(f"No session id starts with {given!r} in {store.path!r}.")
+    if len(rows) > 1 and not any(r[0] == given for r in rows):
+        raise ConfigurationError(f"{given!r} matches several sessions; give more of the id.")
+    return str(rows[0][0]) if len(rows) == 1 else given
+
+
+def _cost(value: Any) -> str:
+    return "unknown" if value is None or value != value else f"${value:.4f}"  # NaN is unknown too
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def _sessions(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tahrix_lab.lab.costs import costs
+
+    store = _store()
+    sessions = store.list_sessions(user=args.user, purpose=args.purpose, limit=args.limit)
+    if not sessions:
+        print(f"No sessions in {store.path}.")
+        return 0
+    per = {
+        str(r.session): (int(str(r.calls)), r.cost_usd)
+        for r in costs(store, by=("session",)).itertuples(index=False)
+    }
+    table = Table(title=f"Sessions in {store.path}")
+    for col in ("id", "created (UTC)", "user", "purpose", "title", "calls", "cost", "replay of"):
+        table.add_column(col, overflow="fold")
+    for s in sessions:
+        calls, cost = per.get(s.id, (0, None))
+        table.add_row(
+            s.id,
+            s.created_at.strftime("%Y-%m-%d %H:%M"),
+            escape(s.user),
+            escape(s.purpose),
+            escape(s.title or ""),
+            str(calls),
+            _cost(cost) if calls else "–",
+            (s.replay_of or "")[:8],
+        )
+    _console().print(table)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
+    from tahrix_lab.agent.pricing import DEFAULT_PRICER
+    from tahrix_lab.terminal import format_cost, message_events, print_flow
+
+    store = _store()
+    sid = resolve_id(store, args.id)
+    session = store.get_session(sid)
+    messages = store.load_messages(sid)
+    console = _console()
+    console.print(
+        f"[bold]{escape(session.title or session.id)}[/] · {escape(session.user)} · {escape(session.purpose)} · "
+        f"{session.created_at:%Y-%m-%d %H:%M} UTC"
+        + (f" · replay of {session.replay_of}" if session.replay_of else "")
+    )
+    if session.system_prompt:
+        console.print(f"[dim]system: {escape(session.system_prompt[:300])}[/]")
+    calls = iter([m for m in messages if m.role == "assistant"])
+    segment: list[tuple[str, dict[str, Any]]] = []
+    total: float | None = 0.0
+    for event, payload in message_events(messages):
+        if event == "usage":  # stored calls carry no price: price them at the call's time
+            m = next(calls)
+            cost = DEFAULT_PRICER.price(m.model_id, m.usage, backend=m.backend, at=m.created_at)
+            payload = {**payload, "cost_usd": cost}
+            total = None if total is None or cost is None else total + cost
+        if event == "user":  # the flow printer draws the assistant side; the user's turns go here
+            print_flow(segment, console)
+            segment = []
+            console.print(f"\n[bold blue]user[/] {escape(payload['text'])}")
+            continue
+        segment.append((event, payload))
+    print_flow(segment, console)
+    console.print(f"\n[dim]{len(messages)} messages · total {format_cost(total)}[/]")
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from tahrix_lab.agent.backends import get_backend
+    from tahrix_lab.lab.replay import estimate_replay_cost, replay
+
+    store = _store()
+    ids = [resolve_id(store, i) for i in args.ids]
+    console = _console()
+    if args.estimate:
+        for sid in ids:
+            est = estimate_replay_cost(sid, args.model, store=store, backend=args.backend)
+            console.print(
+                f"{sid}: {est.calls} calls, {est.input_tokens} in / {est.output_tokens} out tokens → "
+                f"{_cost(est.cost_usd)} on {args.model} (originally {_cost(est.original_cost_usd)})"
+            )
+        return 0
+    backend = get_backend(args.backend)
+    tools: Literal["live", "recorded"] = "recorded" if args.recorded_tools else "live"
+    failed = 0
+    if len(ids) == 1:
+        from tahrix_lab.terminal import FlowPrinter
+
+        printer = FlowPrinter(console)
+        result = replay(ids[0], backend=backend, model=args.model, tools=tools, store=store, on_event=printer)
+        console.print()
+        console.print(result.summary())
+        return 0 if result.ok else 1
+    from rich.progress import track
+
+    for sid in track(ids, description="replaying", console=console):
+        result = replay(sid, backend=backend, model=args.model, tools=tools, store=store)
+        failed += not result.ok
+        console.print(result.summary())
+    return 1 if failed else 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
+    from tahrix_lab.lab.diff import diff
+
+    store = _store()
+    d = diff(resolve_id(store, args.a), resolve_id(store, args.b), store=store)
+    console = _console()
+    console.print(d.to_rich())
+    if args.tools:
+        for turn, c in d.tool_changes():
+            fields = f" ({', '.join(c.changed)})" if c.changed else ""
+            console.print(f"turn {turn}: {c.op} {escape(c.name)}{escape(fields)}")
+    return 0
+
+
+def _costs(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tahrix_lab.lab.costs import costs
+
+    store = _store()
+    df = costs(store, by=args.by, since=args.since, until=args.until, user=args.user)
+    if args.csv:
+        df.to_csv(sys.stdout, index=False)
+        return 0
+    if df.empty:
+        print("No model calls in this range.")
+        return 0
+    table = Table(title=f"Costs by {args.by}")
+    for col in df.columns:
+        table.add_column(str(col), justify="right" if df[col].dtype.kind in "iuf" else "left")
+    for rec in df.itertuples(index=False):
+        cells = []
+        for col, value in zip(df.columns, rec, strict=True):
+            if col == "cost_usd":
+                cells.append(_cost(value))
+            elif isinstance(value, datetime):
+                cells.append(
+                    value.strftime("%Y-%m-%d %H:%M") if value.hour or value.minute else f"{value:%Y-%m-%d}"
+                )
+            else:
+                cells.append("" if value is None else str(value))
+        table.add_row(*cells)
+    total = df["cost_usd"].sum(min_count=1)
+    unknown = int(df["unknown_cost_calls"].sum())
+    table.caption = f"total {_cost(total)}" + (f"; {unknown} calls with unknown price" if unknown else "")
+    _console().print(table)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from tahrix_lab.lab.transfer import export_sessions
+
+    store = _store()
+    ids = [resolve_id(store, i) for i in args.ids] or None
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            n = export_sessions(store, fh, ids)
+        print(f"Exported {n} sessions to {args.output}.", file=sys.stderr)
+    else:
+        export_sessions(store, sys.stdout, ids)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from tahrix_lab.lab.transfer import import_sessions
+
+    store = _store()
+    on_conflict: Literal["error", "skip"] = "skip" if args.skip_existing else "error"
+    if args.file == "-":
+        report = import_sessions(store, sys.stdin, on_conflict)
+    else:
+        try:
+            fh = open(args.file, encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise ConfigurationError(f"Cannot read {args.file!r}: {exc.strerror}.") from None
+        with fh:
+            report = import_sessions(store, fh, on_conflict)
+    print(
+        f"Imported {len(report.imported)} sessions into {store.path}"
+        + (f"; skipped {len(report.skipped)} already there" if report.skipped else "")
+        + "."
+    )
+    return 0
+
+
+# -- tahrix lab ----------------------------------------------------------------------------
+
+
+def install_kernelspec(data_dir: Path, python: str | None = None) -> Path:
+    """Write a kernelspec for this venv's python into ``data_dir/kernels/tahrix-lab``
+    (a project-local Jupyter data dir, found through ``JUPYTER_PATH``)."""
+    spec_dir = data_dir / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [python or sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": KERNEL_DISPLAY_NAME,
+        "language": "python",
+        "metadata": {"debugger": True},
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+    return spec_dir
+
+
+def default_notebook_dir() -> Path:
+    here = Path.cwd() / "notebooks"
+    return here if here.is_dir() else _REPO / "notebooks"
+
+
+def lab_command(
+    notebook_dir: Path, *, port: int | None = None, no_browser: bool = False
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that start JupyterLab on ``notebook_dir`` with the project kernel."""
+    if not notebook_dir.is_dir():
+        raise ConfigurationError(
+            f"There is no notebooks folder at {str(notebook_dir)!r}; pass --notebook-dir."
+        )
+    data_dir = notebook_dir.resolve().parent / ".jupyter"
+    install_kernelspec(data_dir)
+    env = dict(os.environ)
+    env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(data_dir), env.get("JUPYTER_PATH", "")) if p)
+    argv = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        f"--notebook-dir={notebook_dir.resolve()}",
+        f"--MappingKernelManager.default_kernel_name={KERNEL_NAME}",
+    ]
+    if port is not None:
+        argv.append(f"--ServerApp.port={port}")
+    if no_browser:
+        argv.append("--no-browser")
+    return argv, env
+
+
+def _lab(args: argparse.Namespace) -> int:
+    notebook_dir = Path(args.notebook_dir) if args.notebook_dir else default_notebook_dir()
+    argv, env = lab_command(notebook_dir, port=args.port, no_browser=args.no_browser)
+    if args.print_command:
+        print(" ".join(argv))
+        return 0
+    if importlib.util.find_spec("jupyterlab") is None:
+        raise ConfigurationError(
+            "JupyterLab is not installed in this environment: pip install 'tahrix-lab[dev]'."
+        )
+    return subprocess.call(argv, env=env)
+
+
+__all__ = ["add_commands", "install_kernelspec", "lab_command", "resolve_id"]
