@@ -1,0 +1,383 @@
+"""CaseDB: the case tables in a DuckDB connection shared with the transcript.
+
+One connection, one cursor per thread (DuckDB connections are not
+thread-safe and tools run in worker threads), one lock for writes. Every
+query is parameterised; identifiers never come from data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+from tahrix_lab.agent.migrations import apply_migrations
+from tahrix_lab.case.schema import MIGRATIONS, SEVERITIES
+
+EVM_CHAINS = ("ethereum", "bsc", "polygon", "arbitrum", "optimism", "avalanche_c", "base")
+
+
+def norm_address(chain: str, address: str | None) -> str | None:
+    """Per-chain normal form: EVM hex lower-cased; others kept as encoded."""
+    if address is None:
+        return None
+    address = address.strip()
+    if not address:
+        return None
+    return address.lower() if chain in EVM_CHAINS else address
+
+
+def jsonable(value: Any) -> Any:
+    """DuckDB values as JSON-safe values (times as ISO UTC, decimals as strings)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value.isoformat(timespec="seconds") + "Z"
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        s = format(value.normalize(), "f") if value == value.to_integral() else format(value, "f")
+        return s.rstrip("0").rstrip(".") if "." in s else s
+    if isinstance(value, float) and value != value:  # NaN
+        return None
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def utcnow_naive() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class CaseDB:
+    """The case tables. ``conn`` is shared (e.g. with ``TranscriptStore``)."""
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
+        self._conn = conn
+        self._local = threading.local()
+        self.write_lock = threading.RLock()
+        apply_migrations(conn, "case", MIGRATIONS)
+
+    @property
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        return self._conn
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor."""
+        cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self._conn.cursor()
+            cur.execute("SET TimeZone = 'UTC'")
+            self._local.cursor = cur
+        return cur
+
+    @contextmanager
+    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One short transaction under the write lock."""
+        with self.write_lock:
+            cur = self.cursor()
+            cur.execute("BEGIN")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.cursor().execute(sql, list(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self.cursor().execute(sql, list(params)).fetchone()
+        return row[0] if row else None
+
+    # -- cases --------------------------------------------------------------
+    def case_exists(self, case_id: str) -> bool:
+        return bool(self.scalar("SELECT count(*) FROM cases WHERE case_id = ?", [case_id]))
+
+    def list_cases(self) -> list[dict[str, Any]]:
+        return [jsonable(r) for r in self.rows("SELECT * FROM cases ORDER BY case_id")]
+
+    def refresh_addresses(self, cur: duckdb.DuckDBPyConnection, case_id: str) -> None:
+        """Rebuild the per-address profile of a case from its transfers."""
+        cur.execute("DELETE FROM addresses WHERE case_id = ?", [case_id])
+        cur.execute(
+            """
+            INSERT INTO addresses
+            WITH io AS (
+              SELECT chain, to_address AS address, block_time, TRUE AS is_in, usd_value FROM transfers
+               WHERE case_id = $1 AND to_address IS NOT NULL
+              UNION ALL
+              SELECT chain, from_address, block_time, FALSE, usd_value FROM transfers
+               WHERE case_id = $1 AND from_address IS NOT NULL),
+            nonces AS (SELECT chain, from_address AS address, min(nonce) AS n FROM transactions
+               WHERE case_id = $1 GROUP BY ALL)
+            SELECT $1, io.chain, io.address, NULL, min(block_time), max(block_time),
+                   count(*) FILTER (WHERE is_in), count(*) FILTER (WHERE NOT is_in),
+                   coalesce(sum(usd_value) FILTER (WHERE is_in), 0),
+                   coalesce(sum(usd_value) FILTER (WHERE NOT is_in), 0), any_value(nonces.n)
+            FROM io LEFT JOIN nonces USING (chain, address) GROUP BY io.chain, io.address
+            """,
+            [case_id],
+        )
+
+    # -- labels ---------------------------------------------------------------
+    def labels_for(
+        self, case_id: str, keys: Iterable[tuple[str, str]], at: datetime | None = None
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        """Resolved labels: the best (highest confidence level, cluster definer,
+        newest) valid label per address, all labels, and whether they conflict."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return {}
+        rows = self.rows(
+            """
+            SELECT l.* FROM labels l
+            JOIN (SELECT unnest($2::VARCHAR[]) AS chain, unnest($3::VARCHAR[]) AS address) k
+              ON k.chain = l.chain AND k.address = l.address
+            WHERE l.case_id = $1
+            ORDER BY l.chain, l.address, coalesce(l.confidence_level, 0) DESC, l.is_cluster_definer DESC,
+                     l.lastmod DESC, l.label_id
+            """,
+            [case_id, [k[0] for k in keys], [k[1] for k in keys]],
+        )
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in rows:
+            entry = out.setdefault((r["chain"], r["address"]), {"best": None, "labels": []})
+            valid = at is None or (
+                (r["valid_from"] is None or r["valid_from"] <= at) and (r["valid_to"] is None or at < r["valid_to"])
+            )
+            lab = label_view(r)
+            entry["labels"].append(lab)
+            if entry["best"] is None and valid:
+                entry["best"] = lab
+        for entry in out.values():
+            cats = {lab["category"] for lab in entry["labels"]}
+            entry["conflict"] = len(cats) > 1
+        return out
+
+    def category_map(self, case_id: str) -> dict[tuple[str, str], str]:
+        """(chain, address) → resolved category, for every labelled address of a case."""
+        rows = self.cursor().execute(
+            """
+            SELECT chain, address, arg_max(category, (coalesce(confidence_level, 0), is_cluster_definer, lastmod))
+            FROM labels WHERE case_id = ? GROUP BY chain, address
+            """,
+            [case_id],
+        )
+        return {(r[0], r[1]): r[2] for r in rows.fetchall()}
+
+    # -- sessions and grants ------------------------------------------------------
+    def link_session(self, case_id: str, session_id: str, grant: dict[str, Any], created_by: str) -> None:
+        with self.write() as cur:
+            cur.execute(
+                'INSERT INTO case_sessions (case_id, session_id, "grant", created_by, created_at) VALUES (?, ?, ?, ?, ?)',
+                [case_id, session_id, json.dumps(grant), created_by, utcnow_naive()],
+            )
+
+    def session_link(self, session_id: str) -> tuple[str, dict[str, Any]] | None:
+        row = (
+            self.cursor()
+            .execute('SELECT case_id, "grant" FROM case_sessions WHERE session_id = ?', [session_id])
+            .fetchone()
+        )
+        if row is None:
+            return None
+        return row[0], json.loads(row[1])
+
+    def update_grant(self, session_id: str, grant: dict[str, Any]) -> None:
+        with self.write() as cur:
+            cur.execute(
+                'UPDATE case_sessions SET "grant" = ?, updated_at = ? WHERE session_id = ?',
+                [json.dumps(grant), utcnow_naive(), session_id],
+            )
+
+    def sessions_of(self, case_id: str) -> list[dict[str, Any]]:
+        return [
+            jsonable(r)
+            for r in self.rows(
+                'SELECT session_id, "grant", created_by, created_at FROM case_sessions WHERE case_id = ? '
+                "ORDER BY created_at",
+                [case_id],
+            )
+        ]
+
+    def mark_seen(self, session_id: str, kind: str, keys: Iterable[str]) -> set[str]:
+        """Record keys as seen by the session; return those seen before this call."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return set()
+        with self.write() as cur:
+            before = {
+                r[0]
+                for r in cur.execute(
+                    "SELECT key FROM case_session_seen WHERE session_id = ? AND kind = ? AND key IN (SELECT unnest(?::VARCHAR[]))",
+                    [session_id, kind, keys],
+                ).fetchall()
+            }
+            new = [k for k in keys if k not in before]
+            if new:
+                cur.execute(
+                    "INSERT INTO case_session_seen (session_id, kind, key) SELECT ?, ?, unnest(?::VARCHAR[])",
+                    [session_id, kind, new],
+                )
+        return before
+
+    def seen(self, session_id: str, kind: str) -> list[str]:
+        return [
+            r[0]
+            for r in self.cursor()
+            .execute(
+                "SELECT key FROM case_session_seen WHERE session_id = ? AND kind = ? ORDER BY first_at, key",
+                [session_id, kind],
+            )
+            .fetchall()
+        ]
+
+    # -- flags ------------------------------------------------------------------------
+    def upsert_flags(
+        self,
+        case_id: str,
+        flag_type: str,
+        flags: list[dict[str, Any]],
+        params: dict[str, Any],
+        version: str,
+    ) -> list[str]:
+        """Store one detector's output. Flag ids are stable per subject, so a re-run
+        updates in place and keeps the analyst's status and note; untouched flags of
+        this type still ``new`` are removed (they no longer hold with these params)."""
+        ids = []
+        now = utcnow_naive()
+        with self.write() as cur:
+            for f in flags:
+                key = f"{case_id}|{flag_type}|{f.get('chain')}|{f.get('address')}|{f.get('tx_hash')}|{f.get('key', '')}"
+                fid = "FLG-" + hashlib.sha1(key.encode()).hexdigest()[:10]
+                ids.append(fid)
+                evidence = json.dumps(jsonable(f.get("evidence", {})))
+                cur.execute(
+                    """
+                    INSERT INTO anomaly_flags (flag_id, case_id, flag_type, severity, score, subject_kind, chain,
+                      address, tx_hash, window_start, window_end, evidence, params, detector_version, detected_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (flag_id) DO UPDATE SET severity = excluded.severity, score = excluded.score,
+                      window_start = excluded.window_start, window_end = excluded.window_end,
+                      evidence = excluded.evidence, params = excluded.params,
+                      detector_version = excluded.detector_version, detected_at = excluded.detected_at
+                    """,
+                    [
+                        fid, case_id, flag_type, f["severity"], f.get("score"), f.get("subject_kind", "address"),
+                        f.get("chain"), f.get("address"), f.get("tx_hash"), f.get("window_start"),
+                        f.get("window_end"), evidence, json.dumps(params), version, now,
+                    ],
+                )  # fmt: skip
+            cur.execute(
+                "DELETE FROM anomaly_flags WHERE case_id = ? AND flag_type = ? AND status = 'new' "
+                "AND flag_id NOT IN (SELECT unnest(?::VARCHAR[]))",
+                [case_id, flag_type, ids],
+            )
+        return ids
+
+    def list_flags(
+        self,
+        case_id: str,
+        *,
+        flag_type: str | None = None,
+        min_severity: str | None = None,
+        address: str | None = None,
+        status: str | None = None,
+        limit: int = 200,
+    ) -> tuple[list[dict[str, Any]], int]:
+        where = ["case_id = ?"]
+        params: list[Any] = [case_id]
+        if flag_type:
+            where.append("flag_type = ?")
+            params.append(flag_type)
+        if min_severity:
+            where.append("list_position(?::VARCHAR[], severity) >= list_position(?::VARCHAR[], ?)")
+            params += [list(SEVERITIES), list(SEVERITIES), min_severity]
+        if address:
+            where.append("(address = ? OR lower(address) = lower(?))")
+            params += [address, address]
+        if status:
+            where.append("status = ?")
+            params.append(status)
+        total = int(self.scalar(f"SELECT count(*) FROM anomaly_flags WHERE {' AND '.join(where)}", params))
+        rows = self.rows(
+            f"""SELECT * FROM anomaly_flags WHERE {" AND ".join(where)}
+            ORDER BY list_position(?::VARCHAR[], severity) DESC, score DESC NULLS LAST, flag_type, flag_id
+            LIMIT ?""",
+            [*params, list(SEVERITIES), limit],
+        )
+        out = []
+        for r in rows:
+            r["evidence"] = json.loads(r["evidence"]) if r["evidence"] else {}
+            r["params"] = json.loads(r["params"]) if r["params"] else {}
+            out.append(jsonable(r))
+        return out, total
+
+    # -- audit ------------------------------------------------------------------------
+    def audit(
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        *,
+        actor: str,
+        session_id: str | None,
+        case_id: str,
+        action: str,
+        target_kind: str,
+        target_id: str,
+        before: Any,
+        after: Any,
+    ) -> str:
+        audit_id = "AUD-" + uuid.uuid4().hex[:12]
+        cur.execute(
+            "INSERT INTO audit_log (audit_id, at_time, actor, session_id, case_id, action, target_kind, target_id, "
+            "before, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                audit_id, utcnow_naive(), actor, session_id, case_id, action, target_kind, target_id,
+                json.dumps(jsonable(before)), json.dumps(jsonable(after)),
+            ],
+        )  # fmt: skip
+        return audit_id
+
+    def audit_log(self, case_id: str) -> list[dict[str, Any]]:
+        rows = self.rows("SELECT * FROM audit_log WHERE case_id = ? ORDER BY at_time, audit_id", [case_id])
+        for r in rows:
+            r["before"] = json.loads(r["before"]) if r["before"] else None
+            r["after"] = json.loads(r["after"]) if r["after"] else None
+        return [jsonable(r) for r in rows]
+
+
+def label_view(r: dict[str, Any]) -> dict[str, Any]:
+    """A label as returned to the model: every text field is data, never instructions."""
+    return jsonable(
+        {
+            "label_id": r["label_id"],
+            "label": r["label"],
+            "entity": r["entity"],
+            "category": r["category"],
+            "abuse": r["abuse"],
+            "source": r["source"],
+            "confidence": r["confidence"],
+            "confidence_level": r["confidence_level"],
+            "valid_from": r["valid_from"],
+            "valid_to": r["valid_to"],
+            "created_by": r["created_by"],
+        }
+    )

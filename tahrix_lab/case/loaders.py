@@ -1,0 +1,594 @@
+"""Loaders: case folders (CSV or Parquet), Etherscan exports, ethereum-etl / BigQuery CSV.
+
+Every loader is all-or-nothing: files are staged and checked first, then
+written in one transaction; a bad file loads nothing and ``LoadError`` names
+the file, line and column. Loading the same rows twice adds nothing (rows are
+de-duplicated on their natural key). EVM addresses and hashes are lower-cased.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.case.db import EVM_CHAINS, CaseDB, norm_address
+from tahrix_lab.case.schema import FOLDER_TABLES, GLOBAL_TABLES
+
+
+class LoadError(UserFacingError):
+    """A file could not be loaded; nothing from it was written."""
+
+    def __init__(self, file: str | Path, message: str, *, line: int | None = None, column: str | None = None):
+        where = str(file)
+        if line is not None:
+            where += f", line {line}"
+        if column is not None:
+            where += f", column {column!r}"
+        super().__init__(f"{where}: {message}")
+        self.file = str(file)
+        self.line = line
+        self.column = column
+
+
+# column -> (SQL type, required, kind) ; kind: "addr" | "hash" | "" (how to normalise)
+C = tuple[str, bool, str]
+TABLE_COLUMNS: dict[str, dict[str, C]] = {
+    "assets": {
+        "asset_key": ("VARCHAR", True, "key"), "chain": ("VARCHAR", True, ""),
+        "token_address": ("VARCHAR", False, "addr"), "symbol": ("VARCHAR", False, ""),
+        "name": ("VARCHAR", False, ""), "decimals": ("INTEGER", False, ""), "standard": ("VARCHAR", False, ""),
+        "canonical_asset": ("VARCHAR", False, ""), "is_spam": ("BOOLEAN", False, ""),
+    },
+    "prices": {
+        "canonical_asset": ("VARCHAR", True, ""), "ts_hour": ("TIMESTAMP", True, ""),
+        "usd": ("DOUBLE", True, ""), "source": ("VARCHAR", False, ""),
+    },
+    "transactions": {
+        "chain": ("VARCHAR", True, ""), "tx_hash": ("VARCHAR", True, "hash"), "block_number": ("BIGINT", False, ""),
+        "block_time": ("TIMESTAMP", True, ""), "tx_index": ("INTEGER", False, ""),
+        "from_address": ("VARCHAR", False, "addr"), "to_address": ("VARCHAR", False, "addr"),
+        "nonce": ("BIGINT", False, ""), "value_raw": ("VARCHAR", False, ""), "value": ("DECIMAL(38,18)", False, ""),
+        "fee_raw": ("VARCHAR", False, ""), "fee": ("DECIMAL(38,18)", False, ""), "fee_usd": ("DOUBLE", False, ""),
+        "status": ("BOOLEAN", False, ""), "method_selector": ("VARCHAR", False, ""),
+        "method_name": ("VARCHAR", False, ""), "memo": ("VARCHAR", False, ""), "source": ("VARCHAR", False, ""),
+    },
+    "transfers": {
+        "transfer_id": ("VARCHAR", True, "key"), "chain": ("VARCHAR", True, ""), "tx_hash": ("VARCHAR", True, "hash"),
+        "block_time": ("TIMESTAMP", True, ""), "kind": ("VARCHAR", True, ""), "log_index": ("INTEGER", False, ""),
+        "trace_address": ("VARCHAR", False, ""), "from_address": ("VARCHAR", False, "addr"),
+        "to_address": ("VARCHAR", False, "addr"), "asset_key": ("VARCHAR", True, "key"),
+        "amount_raw": ("VARCHAR", True, ""), "amount": ("DECIMAL(38,18)", True, ""),
+        "usd_value": ("DOUBLE", False, ""), "status": ("BOOLEAN", False, ""),
+    },
+    "utxo_io": {
+        "chain": ("VARCHAR", True, ""), "tx_hash": ("VARCHAR", True, "hash"), "direction": ("VARCHAR", True, ""),
+        "idx": ("INTEGER", True, ""), "address": ("VARCHAR", False, "addr"), "amount_sats": ("BIGINT", True, ""),
+        "script_type": ("VARCHAR", False, ""), "prev_tx_hash": ("VARCHAR", False, "hash"),
+        "prev_vout": ("INTEGER", False, ""), "spent_by_tx": ("VARCHAR", False, "hash"),
+    },
+    "bridge_events": {
+        "bridge_event_id": ("VARCHAR", True, ""), "bridge_name": ("VARCHAR", True, ""),
+        "bridge_version": ("VARCHAR", False, ""), "protocol_msg_id": ("VARCHAR", False, ""),
+        "msg_id_kind": ("VARCHAR", False, ""), "src_chain": ("VARCHAR", True, ""),
+        "src_tx_hash": ("VARCHAR", True, "hash:src_chain"), "src_log_index": ("INTEGER", False, ""),
+        "src_time": ("TIMESTAMP", True, ""), "src_address": ("VARCHAR", False, "addr:src_chain"),
+        "src_contract": ("VARCHAR", False, "addr:src_chain"), "src_asset_key": ("VARCHAR", False, ""),
+        "src_amount": ("DECIMAL(38,18)", False, ""), "src_usd": ("DOUBLE", False, ""),
+        "declared_dst_chain": ("VARCHAR", False, ""), "declared_recipient": ("VARCHAR", False, "addr:declared_dst_chain"),
+        "dst_chain": ("VARCHAR", False, ""), "dst_tx_hash": ("VARCHAR", False, "hash:dst_chain"),
+        "dst_log_index": ("INTEGER", False, ""), "dst_time": ("TIMESTAMP", False, ""),
+        "dst_address": ("VARCHAR", False, "addr:dst_chain"), "dst_asset_key": ("VARCHAR", False, ""),
+        "dst_amount": ("DECIMAL(38,18)", False, ""), "dst_usd": ("DOUBLE", False, ""),
+        "relayer": ("VARCHAR", False, ""), "match_method": ("VARCHAR", False, ""),
+        "match_confidence": ("DOUBLE", False, ""), "status": ("VARCHAR", False, ""),
+    },
+    "labels": {
+        "label_id": ("VARCHAR", True, ""), "chain": ("VARCHAR", True, ""), "address": ("VARCHAR", True, "addr"),
+        "label": ("VARCHAR", True, ""), "entity": ("VARCHAR", False, ""), "category": ("VARCHAR", True, ""),
+        "abuse": ("VARCHAR", False, ""), "tag_type": ("VARCHAR", False, ""), "source": ("VARCHAR", True, ""),
+        "confidence": ("VARCHAR", False, ""), "confidence_level": ("INTEGER", False, ""),
+        "is_cluster_definer": ("BOOLEAN", False, ""), "valid_from": ("TIMESTAMP", False, ""),
+        "valid_to": ("TIMESTAMP", False, ""), "created_by": ("VARCHAR", False, ""),
+    },
+}  # fmt: skip
+
+_EVM_LIST = "[" + ", ".join(f"'{c}'" for c in EVM_CHAINS) + "]"
+_LINE_RE = re.compile(r"[Ll]ine:?\s*(\d+)")
+
+
+@dataclass
+class LoadReport:
+    case_id: str
+    inserted: dict[str, int] = field(default_factory=dict)
+    skipped_duplicates: dict[str, int] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"case_id": self.case_id, "inserted": self.inserted, "skipped_duplicates": self.skipped_duplicates,
+                "files": self.files}  # fmt: skip
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _normalised(col: str, sqltype: str, kind: str) -> str:
+    """SQL that casts a staged VARCHAR column to its type and normal form."""
+    v = f"nullif(trim({_q(col)}), '')"
+    if sqltype == "TIMESTAMP":
+        return f"CAST(CAST({v} AS TIMESTAMPTZ) AS TIMESTAMP)"
+    if kind.startswith(("addr", "hash")):
+        chain_col = kind.split(":", 1)[1] if ":" in kind else "chain"
+        return f"CASE WHEN list_contains({_EVM_LIST}, {_q(chain_col)}) THEN lower({v}) ELSE {v} END"
+    if kind == "key":
+        return f"CASE WHEN list_contains({_EVM_LIST}, split_part({v}, ':', 1)) THEN lower({v}) ELSE {v} END"
+    if sqltype == "VARCHAR":
+        return v
+    return f"CAST({v} AS {sqltype})"
+
+
+def _check(cur: duckdb.DuckDBPyConnection, stage: str, file: Path, table: str, first_line: int) -> None:
+    """Find the first bad value of every column and report it with its line."""
+    cols = [r[0] for r in cur.execute(f"DESCRIBE {stage}").fetchall()]
+    spec = TABLE_COLUMNS[table]
+    for col, (sqltype, required, _) in spec.items():
+        if col not in cols:
+            if required:
+                raise LoadError(file, f"the required column {col!r} is missing", line=1, column=col)
+            continue
+        v = f"nullif(trim({_q(col)}), '')"
+        if required:
+            row = cur.execute(f"SELECT rowid FROM {stage} WHERE {v} IS NULL ORDER BY rowid LIMIT 1").fetchone()
+            if row:
+                raise LoadError(file, "a value is required here", line=int(row[0]) + first_line, column=col)
+        if sqltype == "VARCHAR":
+            continue
+        target = "TIMESTAMPTZ" if sqltype == "TIMESTAMP" else sqltype
+        row = cur.execute(
+            f"SELECT rowid, {_q(col)} FROM {stage} WHERE {v} IS NOT NULL AND TRY_CAST({v} AS {target}) IS NULL "
+            "ORDER BY rowid LIMIT 1"
+        ).fetchone()
+        if row:
+            raise LoadError(
+                file, f"{str(row[1])[:60]!r} is not a valid {sqltype.lower()}", line=int(row[0]) + first_line, column=col
+            )
+
+
+def _stage(cur: duckdb.DuckDBPyConnection, file: Path, stage: str) -> int:
+    """Stage a CSV/Parquet file as all-VARCHAR; return the line of its first data row."""
+    try:
+        if file.suffix.lower() == ".parquet":
+            cur.execute(
+                f"CREATE OR REPLACE TEMP TABLE {stage} AS SELECT COLUMNS(*)::VARCHAR FROM read_parquet(?)",
+                [str(file)],
+            )
+            return 1
+        cur.execute(
+            f"CREATE OR REPLACE TEMP TABLE {stage} AS SELECT * FROM read_csv(?, header = true, all_varchar = true, "
+            "auto_detect = true, delim = ',', quote = '\"', escape = '\"', strict_mode = true, null_padding = false)",
+            [str(file)],
+        )
+        return 2
+    except duckdb.Error as exc:
+        text = str(exc)
+        m = _LINE_RE.search(text)
+        first = text.splitlines()[0][:300]
+        raise LoadError(file, f"the file could not be read: {first}", line=int(m.group(1)) if m else None) from None
+
+
+def _insert_staged(
+    cur: duckdb.DuckDBPyConnection, stage: str, table: str, case_id: str | None
+) -> tuple[int, int]:
+    """Insert staged rows not already present (natural key); return (inserted, duplicates)."""
+    cols_present = {r[0] for r in cur.execute(f"DESCRIBE {stage}").fetchall()}
+    spec = TABLE_COLUMNS[table]
+    cols = [c for c in spec if c in cols_present]
+    exprs = [f"{_normalised(c, *spec[c][::2])} AS {_q(c)}" for c in cols]
+    keys = FOLDER_TABLES[table]
+    total = int(cur.execute(f"SELECT count(*) FROM {stage}").fetchone()[0])  # type: ignore[index]
+    scoped = table not in GLOBAL_TABLES
+    key_join = " AND ".join(f"t.{_q(k)} = d.{_q(k)}" for k in keys)
+    case_cond = "t.case_id = $case AND " if scoped else ""
+    insert_cols = (["case_id"] if scoped else []) + cols
+    select_cols = (["$case"] if scoped else []) + [f"d.{_q(c)}" for c in cols]
+    sql = (
+        f"INSERT INTO {table} ({', '.join(_q(c) for c in insert_cols)}) "
+        f"SELECT {', '.join(select_cols)} FROM (SELECT DISTINCT ON ({', '.join(_q(k) for k in keys)}) * FROM "
+        f"(SELECT {', '.join(exprs)} FROM {stage})) d "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {case_cond}{key_join})"
+    )
+    params = {"case": case_id} if scoped else {}
+    before = int(cur.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # type: ignore[index]
+    cur.execute(sql, params)
+    after = int(cur.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # type: ignore[index]
+    return after - before, total - (after - before)
+
+
+def _find(folder: Path, table: str) -> Path | None:
+    for ext in (".csv", ".parquet"):
+        p = folder / f"{table}{ext}"
+        if p.exists():
+            return p
+    return None
+
+
+def read_case_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LoadError(path, "case.json is missing: a case folder needs it") from None
+    except json.JSONDecodeError as exc:
+        raise LoadError(path, f"not valid JSON: {exc.msg}", line=exc.lineno, column=f"char {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise LoadError(path, "must hold one JSON object", line=1)
+    for key in ("case_id", "title"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise LoadError(path, f"{key!r} is required (a non-empty string)", column=key)
+    for i, a in enumerate(data.get("addresses") or []):
+        if not isinstance(a, dict) or not all(isinstance(a.get(k), str) and a[k] for k in ("chain", "address", "role")):
+            raise LoadError(path, f"addresses[{i}] needs chain, address and role", column=f"addresses[{i}]")
+    return data
+
+
+def load_case_folder(db: CaseDB, folder: str | Path, *, loaded_by: str = "loader") -> LoadReport:
+    """Load ``case.json`` plus one CSV/Parquet per table (see ``FOLDER_TABLES``)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise LoadError(folder, "not a folder")
+    meta = read_case_json(folder / "case.json")
+    case_id = meta["case_id"].strip()
+    files = {t: _find(folder, t) for t in FOLDER_TABLES}
+    if files["transfers"] is None:
+        raise LoadError(folder / "transfers.csv", "a case folder needs transfers.csv or transfers.parquet")
+    report = LoadReport(case_id)
+    with db.write_lock:
+        cur = db.cursor()
+        staged: dict[str, str] = {}
+        try:
+            for table, file in files.items():
+                if file is None:
+                    continue
+                stage = f"_stage_{table}"
+                first = _stage(cur, file, stage)
+                _check(cur, stage, file, table, first)
+                staged[table] = stage
+                report.files.append(str(file))
+            cur.execute("BEGIN")
+            try:
+                _upsert_case(cur, meta, loaded_by)
+                for table, stage in staged.items():
+                    ins, dup = _insert_staged(cur, stage, table, case_id)
+                    report.inserted[table] = ins
+                    report.skipped_duplicates[table] = dup
+                db.refresh_addresses(cur, case_id)
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+        except duckdb.Error as exc:
+            raise LoadError(folder, f"the case could not be written: {str(exc).splitlines()[0][:300]}") from None
+        finally:
+            for stage in staged.values():
+                cur.execute(f"DROP TABLE IF EXISTS {stage}")
+    return report
+
+
+def _upsert_case(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], loaded_by: str) -> None:
+    case_id = meta["case_id"].strip()
+    cur.execute(
+        """
+        INSERT INTO cases (case_id, title, incident_type, incident_time, reported_loss_usd, status, summary, updated_at)
+        VALUES (?, ?, ?, CAST(CAST(? AS TIMESTAMPTZ) AS TIMESTAMP), ?, coalesce(?, 'open'), ?, current_timestamp)
+        ON CONFLICT (case_id) DO UPDATE SET title = excluded.title, incident_type = excluded.incident_type,
+          incident_time = excluded.incident_time, reported_loss_usd = excluded.reported_loss_usd,
+          summary = excluded.summary, updated_at = excluded.updated_at
+        """,
+        [case_id, meta["title"], meta.get("incident_type"), meta.get("incident_time"),
+         meta.get("reported_loss_usd"), meta.get("status"), meta.get("summary")],
+    )  # fmt: skip
+    for a in meta.get("addresses") or []:
+        cur.execute(
+            "INSERT INTO case_addresses (case_id, chain, address, role, added_by, note) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            [case_id, a["chain"], norm_address(a["chain"], a["address"]), a["role"], loaded_by, a.get("note")],
+        )
+
+
+def export_case(db: CaseDB, case_id: str, folder: str | Path) -> Path:
+    """Write a case back as a case folder (the format ``load_case_folder`` reads)."""
+    if not db.case_exists(case_id):
+        raise UserFacingError(f"No case named {case_id!r}.")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    case = db.one("SELECT * FROM cases WHERE case_id = ?", [case_id]) or {}
+    addresses = db.rows(
+        "SELECT chain, address, role, note FROM case_addresses WHERE case_id = ? ORDER BY chain, address", [case_id]
+    )
+    meta = {
+        "case_id": case_id,
+        "title": case["title"],
+        "incident_type": case.get("incident_type"),
+        "incident_time": case["incident_time"].strftime("%Y-%m-%d %H:%M:%S") if case.get("incident_time") else None,
+        "reported_loss_usd": str(case["reported_loss_usd"]) if case.get("reported_loss_usd") is not None else None,
+        "summary": case.get("summary"),
+        "addresses": [{k: v for k, v in a.items() if v is not None} for a in addresses],
+    }
+    (folder / "case.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    cur = db.cursor()
+    for table, keys in FOLDER_TABLES.items():
+        cols = ", ".join(_q(c) for c in TABLE_COLUMNS[table])
+        order = ", ".join(_q(k) for k in keys)
+        if table == "assets":
+            where = "WHERE asset_key IN (SELECT asset_key FROM transfers WHERE case_id = $case)"
+        elif table == "prices":
+            where = "WHERE TRUE"
+        else:
+            where = "WHERE case_id = $case"
+        params = {"case": case_id} if "$case" in where else {}
+        path = str(folder / f"{table}.csv")
+        cur.execute(
+            f"COPY (SELECT {cols} FROM {table} {where} ORDER BY {order}) TO '{path.replace(chr(39), chr(39) * 2)}' "
+            "(HEADER, DELIMITER ',', TIMESTAMPFORMAT '%Y-%m-%d %H:%M:%S')",
+            params,
+        )
+    return folder
+
+
+def ensure_case(db: CaseDB, case_id: str, title: str | None = None) -> None:
+    with db.write() as cur:
+        cur.execute(
+            "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING", [case_id, title or case_id]
+        )
+
+
+# -- row-oriented loaders (exports): parse in Python for precise line/column errors ----
+
+
+def _dec(file: Path, line: int, col: str, text: str | None, *, required: bool = False) -> Decimal | None:
+    raw = (text or "").strip().replace(",", "").replace("$", "")
+    if not raw:
+        if required:
+            raise LoadError(file, "a number is required here", line=line, column=col)
+        return None
+    try:
+        return Decimal(raw)
+    except InvalidOperation:
+        raise LoadError(file, f"{text!r} is not a number", line=line, column=col) from None
+
+
+def _time(file: Path, line: int, col: str, text: str | None) -> datetime:
+    raw = (text or "").strip()
+    try:
+        if raw.isdigit():
+            return datetime.fromtimestamp(int(raw), UTC).replace(tzinfo=None)
+        raw = raw.replace(" UTC", "+00:00").replace("Z", "+00:00")
+        t = datetime.fromisoformat(raw)
+        return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+    except ValueError:
+        raise LoadError(file, f"{text!r} is not a time", line=line, column=col) from None
+
+
+def _read_rows(file: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    try:
+        fh = file.open(newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise LoadError(file, f"cannot open: {exc.strerror}") from None
+    with fh:
+        reader = csv.DictReader(fh)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        reader.fieldnames = header
+        rows = []
+        for row in reader:
+            if None in row:
+                raise LoadError(file, "this row has more fields than the header", line=reader.line_num)
+            if any(v is None for v in row.values()):
+                raise LoadError(file, "this row has fewer fields than the header", line=reader.line_num)
+            rows.append((reader.line_num, row))
+    if not header:
+        raise LoadError(file, "the file is empty", line=1)
+    return header, rows
+
+
+def _need(file: Path, header: list[str], *names: str) -> str:
+    for n in names:
+        if n in header:
+            return n
+    raise LoadError(file, f"none of the columns {list(names)} is present", line=1, column=names[0])
+
+
+def _text(value: Any) -> str | None:
+    """Python values as the text the staging step casts back."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return str(value)
+
+
+def _write_frames(db: CaseDB, case_id: str, frames: dict[str, list[dict[str, Any]]], file: Path) -> LoadReport:
+    report = LoadReport(case_id, files=[str(file)])
+    with db.write_lock:
+        cur = db.cursor()
+        try:
+            for table, rows in frames.items():
+                if rows:
+                    cur.register(f"_df_{table}", pd.DataFrame([{k: _text(v) for k, v in r.items()} for r in rows], dtype=object))
+            cur.execute("BEGIN")
+            try:
+                cur.execute("INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING", [case_id, case_id])
+                for table, rows in frames.items():
+                    if not rows:
+                        report.inserted[table] = 0
+                        continue
+                    cur.execute(f"CREATE OR REPLACE TEMP TABLE _stage_{table} AS SELECT COLUMNS(*)::VARCHAR FROM _df_{table}")
+                    ins, dup = _insert_staged(cur, f"_stage_{table}", table, case_id)
+                    report.inserted[table] = ins
+                    report.skipped_duplicates[table] = dup
+                db.refresh_addresses(cur, case_id)
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+        except duckdb.Error as exc:
+            raise LoadError(file, f"could not be written: {str(exc).splitlines()[0][:300]}") from None
+        finally:
+            for table in frames:
+                cur.execute(f"DROP TABLE IF EXISTS _stage_{table}")
+                try:
+                    cur.unregister(f"_df_{table}")
+                except duckdb.Error:
+                    pass
+    return report
+
+
+def load_etherscan_csv(db: CaseDB, case_id: str, path: str | Path, *, chain: str = "ethereum") -> LoadReport:
+    """An Etherscan-style export: normal, internal or ERC-20 token transfers (detected from the header)."""
+    file = Path(path)
+    header, rows = _read_rows(file)
+    hcol = _need(file, header, "Txhash", "Transaction Hash")
+    native_col = next((h for h in header if h.startswith("Value_IN(")), None)
+    symbol = native_col[9:-1] if native_col else "ETH"
+    if "TokenValue" in header or "TokenSymbol" in header:
+        kind = "token"
+    elif "ParentTxFrom" in header or "TxTo" in header:
+        kind = "internal"
+    else:
+        kind = "normal"
+    txs: list[dict[str, Any]] = []
+    transfers: list[dict[str, Any]] = []
+    assets: list[dict[str, Any]] = []
+    counters: dict[str, int] = {}
+    for line, r in rows:
+        h = (r[hcol] or "").strip().lower()
+        if not re.fullmatch(r"0x[0-9a-f]{64}", h):
+            raise LoadError(file, f"{r[hcol]!r} is not a transaction hash", line=line, column=hcol)
+        tcol = "UnixTimestamp" if "UnixTimestamp" in header else _need(file, header, "DateTime (UTC)")
+        t = _time(file, line, tcol, r[tcol])
+        status_text = (r.get("Status") or "").strip()
+        ok = not status_text.lower().startswith("error(0)") and (r.get("isError", "0") or "0") == "0"
+        block = (r.get("Blockno") or "").strip() or None
+        if kind == "token":
+            frm = norm_address(chain, r[_need(file, header, "From")])
+            to = norm_address(chain, r[_need(file, header, "To")])
+            contract = norm_address(chain, r[_need(file, header, "ContractAddress")]) or ""
+            amount = _dec(file, line, "TokenValue", r.get("TokenValue"), required=True)
+            usd = _dec(file, line, "USDValueDayOfTx", r.get("USDValueDayOfTx"))
+            i = counters[h] = counters.get(h, -1) + 1
+            key = f"{chain}:{contract}"
+            assets.append({"asset_key": key, "chain": chain, "token_address": contract, "symbol": r.get("TokenSymbol"),
+                           "name": r.get("TokenName"), "standard": "erc20"})  # fmt: skip
+            transfers.append({"transfer_id": f"{chain}:{h}:token:{i}", "chain": chain, "tx_hash": h, "block_time": t,
+                              "kind": "token", "log_index": None, "from_address": frm, "to_address": to, "asset_key": key,
+                              "amount_raw": str(amount), "amount": amount, "usd_value": usd, "status": ok})  # fmt: skip
+            txs.append({"chain": chain, "tx_hash": h, "block_number": block, "block_time": t, "status": ok,
+                        "source": "etherscan-token"})  # fmt: skip
+            continue
+        frm = norm_address(chain, r[_need(file, header, "From")])
+        to_col = "TxTo" if kind == "internal" else _need(file, header, "To")
+        to = norm_address(chain, r[to_col]) or norm_address(chain, r.get("ContractAddress"))
+        vin = _dec(file, line, f"Value_IN({symbol})", r.get(f"Value_IN({symbol})")) or Decimal(0)
+        vout = _dec(file, line, f"Value_OUT({symbol})", r.get(f"Value_OUT({symbol})")) or Decimal(0)
+        value = max(vin, vout)
+        native = f"{chain}:native"
+        if kind == "internal":
+            i = counters[h] = counters.get(h, -1) + 1
+            if value > 0:
+                transfers.append({"transfer_id": f"{chain}:{h}:internal:{i}", "chain": chain, "tx_hash": h,
+                                  "block_time": t, "kind": "internal", "trace_address": str(i), "from_address": frm,
+                                  "to_address": to, "asset_key": native, "amount_raw": str(int(value.scaleb(18))),
+                                  "amount": value, "status": ok})  # fmt: skip
+            txs.append({"chain": chain, "tx_hash": h, "block_number": block, "block_time": t,
+                        "from_address": norm_address(chain, r.get("ParentTxFrom")),
+                        "to_address": norm_address(chain, r.get("ParentTxTo")), "status": ok,
+                        "source": "etherscan-internal"})  # fmt: skip
+            continue
+        fee = _dec(file, line, f"TxnFee({symbol})", r.get(f"TxnFee({symbol})"))
+        fee_usd = _dec(file, line, "TxnFee(USD)", r.get("TxnFee(USD)"))
+        price = _dec(file, line, f"Historical $Price/{symbol.capitalize()}", r.get(f"Historical $Price/{symbol.capitalize()}"))
+        txs.append({"chain": chain, "tx_hash": h, "block_number": block, "block_time": t, "from_address": frm,
+                    "to_address": to, "value_raw": str(int(value.scaleb(18))), "value": value,
+                    "fee_raw": str(int(fee.scaleb(18))) if fee is not None else None, "fee": fee,
+                    "fee_usd": fee_usd, "status": ok, "method_name": r.get("Method") or None, "source": "etherscan"})  # fmt: skip
+        if value > 0:
+            transfers.append({"transfer_id": f"{chain}:{h}:native:0", "chain": chain, "tx_hash": h, "block_time": t,
+                              "kind": "native", "from_address": frm, "to_address": to, "asset_key": native,
+                              "amount_raw": str(int(value.scaleb(18))), "amount": value,
+                              "usd_value": float(value * price) if price is not None else None, "status": ok})  # fmt: skip
+    return _write_frames(db, case_id, {"assets": assets, "transactions": txs, "transfers": transfers}, file)
+
+
+def load_etl_csv(db: CaseDB, case_id: str, path: str | Path, *, chain: str = "ethereum") -> LoadReport:
+    """An ethereum-etl / BigQuery ``crypto_ethereum`` CSV: ``transactions`` or ``token_transfers``."""
+    file = Path(path)
+    header, rows = _read_rows(file)
+    txs: list[dict[str, Any]] = []
+    transfers: list[dict[str, Any]] = []
+    assets: list[dict[str, Any]] = []
+    decimals = {
+        r["asset_key"]: r["decimals"]
+        for r in db.rows("SELECT asset_key, decimals FROM assets WHERE chain = ?", [chain])
+        if r["decimals"] is not None
+    }
+    if "token_address" in header:
+        for col in ("token_address", "from_address", "to_address", "value", "transaction_hash", "log_index", "block_timestamp"):
+            _need(file, header, col)
+        for line, r in rows:
+            h = r["transaction_hash"].strip().lower()
+            t = _time(file, line, "block_timestamp", r["block_timestamp"])
+            raw = _dec(file, line, "value", r["value"], required=True)
+            li = _dec(file, line, "log_index", r["log_index"], required=True)
+            token = norm_address(chain, r["token_address"]) or ""
+            key = f"{chain}:{token}"
+            dec = decimals.get(key, 18)
+            assets.append({"asset_key": key, "chain": chain, "token_address": token, "standard": "erc20"})
+            transfers.append({"transfer_id": f"{chain}:{h}:token:{int(li or 0)}", "chain": chain, "tx_hash": h,
+                              "block_time": t, "kind": "token", "log_index": int(li or 0),
+                              "from_address": norm_address(chain, r["from_address"]),
+                              "to_address": norm_address(chain, r["to_address"]), "asset_key": key,
+                              "amount_raw": str(int(raw or 0)), "amount": Decimal(int(raw or 0)).scaleb(-dec),
+                              "status": True})  # fmt: skip
+            txs.append({"chain": chain, "tx_hash": h, "block_number": r.get("block_number") or None, "block_time": t,
+                        "source": "ethereum-etl-token"})  # fmt: skip
+    elif "hash" in header and "from_address" in header:
+        for col in ("hash", "from_address", "to_address", "value", "block_timestamp"):
+            _need(file, header, col)
+        for line, r in rows:
+            h = r["hash"].strip().lower()
+            t = _time(file, line, "block_timestamp", r["block_timestamp"])
+            wei = _dec(file, line, "value", r["value"], required=True) or Decimal(0)
+            gas_used = _dec(file, line, "receipt_gas_used", r.get("receipt_gas_used"))
+            price = _dec(file, line, "gas_price", r.get("gas_price"))
+            eff = _dec(file, line, "receipt_effective_gas_price", r.get("receipt_effective_gas_price"))
+            fee_wei = gas_used * (eff or price) if gas_used is not None and (eff or price) is not None else None
+            status_raw = (r.get("receipt_status") or "").strip()
+            ok = status_raw != "0"
+            frm = norm_address(chain, r["from_address"])
+            to = norm_address(chain, r["to_address"]) or norm_address(chain, r.get("receipt_contract_address"))
+            inp = (r.get("input") or "").strip()
+            txs.append({"chain": chain, "tx_hash": h, "block_number": r.get("block_number") or None, "block_time": t,
+                        "tx_index": r.get("transaction_index") or None, "from_address": frm, "to_address": to,
+                        "nonce": r.get("nonce") or None, "value_raw": str(int(wei)), "value": wei.scaleb(-18),
+                        "fee_raw": str(int(fee_wei)) if fee_wei is not None else None,
+                        "fee": fee_wei.scaleb(-18) if fee_wei is not None else None, "status": ok,
+                        "method_selector": inp[:10] if len(inp) >= 10 else None, "source": "ethereum-etl"})  # fmt: skip
+            if wei > 0:
+                transfers.append({"transfer_id": f"{chain}:{h}:native:0", "chain": chain, "tx_hash": h, "block_time": t,
+                                  "kind": "native", "from_address": frm, "to_address": to, "asset_key": f"{chain}:native",
+                                  "amount_raw": str(int(wei)), "amount": wei.scaleb(-18), "status": ok})  # fmt: skip
+    else:
+        raise LoadError(file, "not an ethereum-etl transactions or token_transfers file (no 'hash' or 'token_address' column)", line=1)
+    return _write_frames(db, case_id, {"assets": assets, "transactions": txs, "transfers": transfers}, file)

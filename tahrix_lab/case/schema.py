@@ -1,0 +1,164 @@
+"""The case database schema: append-only migrations under the ``case`` namespace.
+
+Adapted from DOMAIN.md §6. Changes made on purpose:
+
+* every evidence table carries ``case_id`` so cases stay apart in one file and
+  ``export_case`` writes exactly what was loaded;
+* the big tables (transactions, transfers, utxo_io) have no PRIMARY KEY: the
+  loaders de-duplicate on the natural key with an anti-join, which keeps
+  million-row loads fast (an ART index per key costs more than the join);
+* ``case_sessions`` links chat sessions to a case with the assistant's grant,
+  ``case_session_seen`` remembers what a session already looked at,
+  ``audit_log`` records every write (who, when, target, before, after) and
+  ``notes`` holds analyst/agent notes.
+
+Never edit a migration that has shipped; add a new one.
+"""
+
+from __future__ import annotations
+
+from tahrix_lab.agent.migrations import Migration
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        "0001_case_core",
+        """
+        CREATE TABLE chains (chain VARCHAR PRIMARY KEY, family VARCHAR NOT NULL, evm_chain_id BIGINT,
+          native_symbol VARCHAR NOT NULL, native_decimals INTEGER NOT NULL, address_format VARCHAR NOT NULL);
+        INSERT INTO chains VALUES
+          ('ethereum', 'evm', 1, 'ETH', 18, 'hex'),
+          ('bsc', 'evm', 56, 'BNB', 18, 'hex'),
+          ('polygon', 'evm', 137, 'POL', 18, 'hex'),
+          ('arbitrum', 'evm', 42161, 'ETH', 18, 'hex'),
+          ('optimism', 'evm', 10, 'ETH', 18, 'hex'),
+          ('avalanche_c', 'evm', 43114, 'AVAX', 18, 'hex'),
+          ('base', 'evm', 8453, 'ETH', 18, 'hex'),
+          ('tron', 'tron', NULL, 'TRX', 6, 'base58'),
+          ('bitcoin', 'utxo', NULL, 'BTC', 8, 'bech32');
+        CREATE TABLE assets (asset_key VARCHAR PRIMARY KEY, chain VARCHAR NOT NULL, token_address VARCHAR,
+          symbol VARCHAR, name VARCHAR, decimals INTEGER, standard VARCHAR, canonical_asset VARCHAR,
+          is_spam BOOLEAN DEFAULT FALSE);
+        CREATE TABLE prices (canonical_asset VARCHAR NOT NULL, ts_hour TIMESTAMP NOT NULL, usd DOUBLE NOT NULL,
+          source VARCHAR, PRIMARY KEY (canonical_asset, ts_hour));
+        CREATE TABLE cases (case_id VARCHAR PRIMARY KEY, title VARCHAR NOT NULL, incident_type VARCHAR,
+          incident_time TIMESTAMP, reported_loss_usd DECIMAL(20,2), status VARCHAR DEFAULT 'open',
+          summary VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp, updated_at TIMESTAMP);
+        CREATE TABLE addresses (case_id VARCHAR NOT NULL, chain VARCHAR NOT NULL, address VARCHAR NOT NULL,
+          address_type VARCHAR, first_seen TIMESTAMP, last_seen TIMESTAMP, n_tx_in INTEGER, n_tx_out INTEGER,
+          total_in_usd DOUBLE, total_out_usd DOUBLE, first_out_nonce BIGINT);
+        CREATE TABLE case_addresses (case_id VARCHAR NOT NULL, chain VARCHAR NOT NULL, address VARCHAR NOT NULL,
+          role VARCHAR NOT NULL, added_by VARCHAR, added_at TIMESTAMP DEFAULT current_timestamp, note VARCHAR,
+          PRIMARY KEY (case_id, chain, address));
+        CREATE TABLE transactions (case_id VARCHAR NOT NULL, chain VARCHAR NOT NULL, tx_hash VARCHAR NOT NULL,
+          block_number BIGINT, block_time TIMESTAMP NOT NULL, tx_index INTEGER, from_address VARCHAR,
+          to_address VARCHAR, nonce BIGINT, value_raw VARCHAR, value DECIMAL(38,18), fee_raw VARCHAR,
+          fee DECIMAL(38,18), fee_usd DOUBLE, status BOOLEAN, method_selector VARCHAR, method_name VARCHAR,
+          memo VARCHAR, source VARCHAR);
+        CREATE TABLE transfers (case_id VARCHAR NOT NULL, transfer_id VARCHAR NOT NULL, chain VARCHAR NOT NULL,
+          tx_hash VARCHAR NOT NULL, block_time TIMESTAMP NOT NULL, kind VARCHAR NOT NULL, log_index INTEGER,
+          trace_address VARCHAR, from_address VARCHAR, to_address VARCHAR, asset_key VARCHAR NOT NULL,
+          amount_raw VARCHAR NOT NULL, amount DECIMAL(38,18) NOT NULL, usd_value DOUBLE,
+          status BOOLEAN DEFAULT TRUE);
+        CREATE TABLE utxo_io (case_id VARCHAR NOT NULL, chain VARCHAR NOT NULL, tx_hash VARCHAR NOT NULL,
+          direction VARCHAR NOT NULL, idx INTEGER NOT NULL, address VARCHAR, amount_sats BIGINT NOT NULL,
+          script_type VARCHAR, prev_tx_hash VARCHAR, prev_vout INTEGER, spent_by_tx VARCHAR);
+        CREATE TABLE bridge_events (case_id VARCHAR NOT NULL, bridge_event_id VARCHAR NOT NULL,
+          bridge_name VARCHAR NOT NULL, bridge_version VARCHAR, protocol_msg_id VARCHAR, msg_id_kind VARCHAR,
+          src_chain VARCHAR NOT NULL, src_tx_hash VARCHAR NOT NULL, src_log_index INTEGER,
+          src_time TIMESTAMP NOT NULL, src_address VARCHAR, src_contract VARCHAR, src_asset_key VARCHAR,
+          src_amount DECIMAL(38,18), src_usd DOUBLE, declared_dst_chain VARCHAR, declared_recipient VARCHAR,
+          dst_chain VARCHAR, dst_tx_hash VARCHAR, dst_log_index INTEGER, dst_time TIMESTAMP, dst_address VARCHAR,
+          dst_asset_key VARCHAR, dst_amount DECIMAL(38,18), dst_usd DOUBLE, relayer VARCHAR,
+          match_method VARCHAR, match_confidence DOUBLE, status VARCHAR,
+          PRIMARY KEY (case_id, bridge_event_id));
+        CREATE TABLE labels (case_id VARCHAR NOT NULL, label_id VARCHAR NOT NULL, chain VARCHAR NOT NULL,
+          address VARCHAR NOT NULL, label VARCHAR NOT NULL, entity VARCHAR, category VARCHAR NOT NULL,
+          abuse VARCHAR, tag_type VARCHAR, source VARCHAR NOT NULL, confidence VARCHAR,
+          confidence_level INTEGER, is_cluster_definer BOOLEAN DEFAULT FALSE, valid_from TIMESTAMP,
+          valid_to TIMESTAMP, created_by VARCHAR, lastmod TIMESTAMP DEFAULT current_timestamp,
+          PRIMARY KEY (case_id, label_id));
+        CREATE TABLE anomaly_flags (flag_id VARCHAR PRIMARY KEY, case_id VARCHAR NOT NULL,
+          flag_type VARCHAR NOT NULL, severity VARCHAR NOT NULL, score DOUBLE, subject_kind VARCHAR NOT NULL,
+          chain VARCHAR, address VARCHAR, tx_hash VARCHAR, window_start TIMESTAMP, window_end TIMESTAMP,
+          evidence JSON, params JSON, detector_version VARCHAR, status VARCHAR DEFAULT 'new',
+          analyst_note VARCHAR, detected_at TIMESTAMP DEFAULT current_timestamp, updated_by VARCHAR);
+        CREATE TABLE case_sessions (case_id VARCHAR NOT NULL, session_id VARCHAR PRIMARY KEY,
+          "grant" JSON NOT NULL, created_by VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp,
+          updated_at TIMESTAMP);
+        CREATE TABLE case_session_seen (session_id VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+          key VARCHAR NOT NULL, first_at TIMESTAMP DEFAULT current_timestamp,
+          PRIMARY KEY (session_id, kind, key));
+        CREATE TABLE audit_log (audit_id VARCHAR PRIMARY KEY, at_time TIMESTAMP NOT NULL, actor VARCHAR NOT NULL,
+          session_id VARCHAR, case_id VARCHAR, action VARCHAR NOT NULL, target_kind VARCHAR NOT NULL,
+          target_id VARCHAR NOT NULL, before JSON, after JSON, reverted_by VARCHAR);
+        CREATE TABLE notes (note_id VARCHAR PRIMARY KEY, case_id VARCHAR NOT NULL, target_kind VARCHAR NOT NULL,
+          target_id VARCHAR NOT NULL, text VARCHAR NOT NULL, created_by VARCHAR,
+          created_at TIMESTAMP DEFAULT current_timestamp);
+        """,
+    ),
+)
+
+# The evidence tables a case folder holds, in load order, with their natural keys.
+FOLDER_TABLES: dict[str, tuple[str, ...]] = {
+    "assets": ("asset_key",),
+    "prices": ("canonical_asset", "ts_hour"),
+    "transactions": ("chain", "tx_hash"),
+    "transfers": ("transfer_id",),
+    "utxo_io": ("chain", "tx_hash", "direction", "idx"),
+    "bridge_events": ("bridge_event_id",),
+    "labels": ("label_id",),
+}
+# Global (not per case) tables among them.
+GLOBAL_TABLES = frozenset({"assets", "prices"})
+
+# Tables the read-only SQL tool may read.
+SQL_TABLES = frozenset(
+    {
+        "chains",
+        "assets",
+        "prices",
+        "cases",
+        "addresses",
+        "case_addresses",
+        "transactions",
+        "transfers",
+        "utxo_io",
+        "bridge_events",
+        "labels",
+        "anomaly_flags",
+        "notes",
+    }
+)
+
+FLAG_TYPES = (
+    "peel_chain",
+    "mixer_exposure",
+    "mixer_bulk_deposit",
+    "chain_hopping",
+    "structuring",
+    "repeated_amount",
+    "dusting",
+    "address_poisoning",
+    "fresh_address_funding",
+    "pass_through",
+    "sanctions_exposure",
+)
+SEVERITIES = ("info", "low", "medium", "high", "critical")
+
+# Label categories of services: their flow is not a person's flow (pass-through
+# and structuring skip them; tracing stops at some of them by default).
+SERVICE_CATEGORIES = frozenset(
+    {
+        "exchange",
+        "defi_dex",
+        "defi_bridge",
+        "defi_lending",
+        "defi",
+        "mixing_service",
+        "market_maker",
+        "wallet_service",
+        "payment_processor",
+        "otc_desk",
+        "market",
+    }
+)
