@@ -1,11 +1,242 @@
-"""`tahrix` commands contributed by tahrix_lab.jobs."""
+"""``tahrix serve``: the job service (HTTP API, page, workers).
+
+Roles (see docs/service.md):
+
+* ``all`` (default): the API and the workers in one process. Without
+  ``--redis-url`` jobs live in memory; with it, jobs go through Redis and this
+  process is the one that writes the transcripts. A second ``--role all``
+  process on the same database finds the file taken and serves the API only.
+* ``api``: the API only (needs ``--redis-url``); never opens DuckDB.
+* ``worker``: takes jobs from Redis and writes the transcripts; no HTTP.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from tahrix_lab.agent.backends.base import Backend
+from tahrix_lab.agent.budget import Budget
+from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
+from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.jobs.api import Service, create_app
+from tahrix_lab.jobs.broker import RedisIntake, RedisSubmitter
+from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
+from tahrix_lab.jobs.runner import JobRunner
+from tahrix_lab.jobs.settings import Settings, dev_token, load_tokens
+from tahrix_lab.jobs.store import JobStore, MemoryJobStore, RedisJobStore, StoreUnavailable
 
-def add_commands(sub: Any) -> None:
-    """Add this layer's subcommands to the `tahrix` parser."""
-    _ = (sub, argparse)
+log = logging.getLogger(__name__)
+
+IntegrationFactory = Callable[[TranscriptStore], JobIntegration]
+
+
+def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None) -> None:
+    """Add ``serve``. ``integration_factory(transcripts)`` builds the domain integration
+    (the case package's); without one, sessions are plain chat."""
+    p = sub.add_parser("serve", help="run the job service (HTTP API and chat page)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
+    p.add_argument(
+        "--workers", type=int, default=4, help="jobs run at once; more wait in a queue (default 4)"
+    )
+    p.add_argument("--role", choices=["all", "api", "worker"], default="all", help="see docs/service.md")
+    p.add_argument("--redis-url", default=os.environ.get("TAHRIX_REDIS_URL"), help="share jobs via Redis")
+    p.add_argument("--tokens-file", default=os.environ.get("TAHRIX_TOKENS_FILE"),
+                   help='JSON {"<token>": "<user>"}; without it a throw-away token is printed')  # fmt: skip
+    p.add_argument("--backend", default=None, help="fake, openai, bedrock or a base URL ($TAHRIX_BACKEND)")
+    p.add_argument("--model", default=None, help="model id ($TAHRIX_MODEL)")
+    p.add_argument("--fake-script", default=os.environ.get("TAHRIX_FAKE_SCRIPT"),
+                   help="fake backend script: echo, slow, or a JSON file (docs/service.md)")  # fmt: skip
+    p.add_argument("--max-body-bytes", type=int, default=64 * 1024)
+    p.add_argument("--budget-minute-tokens", type=int, default=None)
+    p.add_argument("--budget-hour-tokens", type=int, default=None)
+    p.add_argument("--budget-monthly-usd", type=float, default=None)
+    p.add_argument("--budget-global-monthly-usd", type=float, default=None)
+    p.set_defaults(func=lambda args: serve(settings_from_args(args), integration_factory))
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    tokens = load_tokens(args.tokens_file) if args.tokens_file else {}
+    return Settings(
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        role=args.role,
+        redis_url=args.redis_url,
+        tokens=tokens,
+        backend=args.backend,
+        model=args.model,
+        fake_script=args.fake_script,
+        db=os.environ.get("TAHRIX_DB"),
+        max_body_bytes=args.max_body_bytes,
+        budget_minute_tokens=args.budget_minute_tokens,
+        budget_hour_tokens=args.budget_hour_tokens,
+        budget_monthly_usd=args.budget_monthly_usd,
+        budget_global_monthly_usd=args.budget_global_monthly_usd,
+    )
+
+
+def make_backend(settings: Settings) -> Backend:
+    name = settings.backend_name
+    if name == "fake":
+        from tahrix_lab.jobs.demo import ScriptedBackend
+
+        return ScriptedBackend(settings.fake_script or "echo")
+    from tahrix_lab.agent.backends.registry import get_backend
+
+    return get_backend(name)
+
+
+@dataclass
+class Built:
+    """A wired service and what to stop at the end."""
+
+    service: Service | None
+    runner: JobRunner | None
+    store: JobStore
+    transcripts: TranscriptStore | None
+    intake: RedisIntake | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        if self.intake is not None:
+            self.intake.stop()
+        if self.runner is not None:
+            self.runner.stop()
+        if self.transcripts is not None:
+            self.transcripts.close()
+        self.store.close()
+
+
+def build(
+    settings: Settings,
+    integration_factory: IntegrationFactory | None = None,
+    *,
+    backend: Backend | None = None,
+) -> Built:
+    """Wire store, runner, intake and API service for ``settings`` (``backend`` overrides the
+    configured one, for tests)."""
+    role = settings.role
+    store: JobStore
+    if settings.redis_url:
+        redis_store = RedisJobStore(settings.redis_url, ttl=settings.job_ttl_s)
+        try:
+            redis_store.check()
+        except StoreUnavailable as exc:
+            raise ConfigurationError(str(exc)) from None
+        store = redis_store
+    else:
+        if role != "all":
+            raise ConfigurationError(
+                f"--role {role} needs --redis-url: without Redis, jobs live in one process."
+            )
+        store = MemoryJobStore(ttl=settings.job_ttl_s)
+
+    notes: list[str] = []
+    transcripts: TranscriptStore | None = None
+    runner: JobRunner | None = None
+    intake: RedisIntake | None = None
+    if role in ("all", "worker"):
+        try:
+            transcripts = TranscriptStore(settings.db)
+        except StoreLockedError:
+            if role != "all" or not settings.redis_url:
+                raise
+            notes.append("another process writes the transcripts: serving the API only")
+    if transcripts is not None:
+        integration: JobIntegration
+        if integration_factory is not None:
+            integration = integration_factory(transcripts)
+        elif settings.backend_name == "fake" and backend is None:
+            from tahrix_lab.jobs.demo import demo_registry
+
+            integration = ChatIntegration(registry=demo_registry())
+        else:
+            integration = ChatIntegration()
+        budget = None
+        if settings.has_budget():
+            budget = Budget(
+                per_minute_tokens=settings.budget_minute_tokens,
+                per_hour_tokens=settings.budget_hour_tokens,
+                monthly_usd=settings.budget_monthly_usd,
+                global_monthly_usd=settings.budget_global_monthly_usd,
+            )
+        runner = JobRunner(
+            store,
+            transcripts=transcripts,
+            backend=backend or make_backend(settings),
+            model=settings.model_name,
+            integration=integration,
+            budget=budget,
+            workers=settings.workers,
+        ).start()
+        if isinstance(store, RedisJobStore):
+            intake = RedisIntake(store, runner).start()
+
+    service: Service | None = None
+    if role != "worker":
+        submit = (
+            RedisSubmitter(store, timeout=settings.submit_timeout_s).submit
+            if isinstance(store, RedisJobStore)
+            else runner.submit  # type: ignore[union-attr]  # memory mode always has a runner
+        )
+        service = Service(
+            store=store,
+            submit=submit,
+            tokens=settings.tokens,
+            runner=runner,
+            max_body_bytes=settings.max_body_bytes,
+            max_wait_s=settings.max_wait_s,
+            role=role if not notes else "api",
+        )
+    return Built(service, runner, store, transcripts, intake, notes)
+
+
+def serve(settings: Settings, integration_factory: IntegrationFactory | None = None) -> int:
+    import uvicorn
+
+    if not settings.tokens and settings.role != "worker":
+        token = dev_token()
+        settings.tokens = {token: "analyst"}
+        print(f"tahrix serve: no tokens file given; use this token (user 'analyst'): {token}", flush=True)
+    built = build(settings, integration_factory)
+    where = f"jobs in Redis at {settings.redis_url}" if settings.redis_url else "jobs in memory"
+    for note in built.notes:
+        print(f"tahrix serve: {note}", flush=True)
+    try:
+        if built.service is None or settings.role == "worker":
+            print(f"tahrix serve: worker running ({where}, transcripts in {built.transcripts and built.transcripts.path})",
+                  flush=True)  # fmt: skip
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            signal.signal(signal.SIGINT, lambda *_: stop.set())
+            stop.wait()
+            return 0
+        sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((settings.host, settings.port))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            create_app(built.service),
+            log_level="warning",
+            timeout_graceful_shutdown=2,
+            limit_concurrency=None,
+            backlog=4096,
+        )
+        server = uvicorn.Server(config)
+        print(f"tahrix serve: listening on http://{settings.host}:{port} (role {built.service.role}, {where})",
+              flush=True)  # fmt: skip
+        server.run(sockets=[sock])
+        return 0
+    finally:
+        built.close()
+        sys.stdout.flush()

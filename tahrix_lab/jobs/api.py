@@ -1,0 +1,339 @@
+"""The HTTP API (FastAPI): start a job, long-poll its chunks, cancel it.
+
+    POST   /api/v1/agent/chat-stream-job               {message, case_id?, session_id?, history?}
+                                                       -> {job_id, meta}
+    GET    /api/v1/agent/chat-stream-job/{job_id}?since=N&wait=S
+    DELETE /api/v1/agent/chat-stream-job/{job_id}
+    GET    /api/v1/agent/chat-stream?message=...        text/event-stream (no proxy in between)
+    GET    /                                            the standalone chat page
+    GET    /static/...                                  widgets/ (flow.js, poll.js, ...)
+
+Every ``/api`` call needs ``Authorization: Bearer <token>``. A job is visible
+only to the user who created it: anyone else gets the same 404 as for an
+unknown or expired job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
+from tahrix_lab.jobs.sse import sse_events
+from tahrix_lab.jobs.store import JobStore, StoreUnavailable
+from tahrix_lab.resources import resource_dir
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/api/v1/agent"
+MAX_TEXT = 32_000
+
+
+@dataclass
+class Service:
+    """What the API needs: where jobs live, how to start one, who may call."""
+
+    store: JobStore
+    submit: Callable[[JobRequest], dict[str, Any]]
+    tokens: dict[str, str]
+    runner: JobRunner | None = None  # set when this process runs jobs itself (SSE needs it)
+    max_body_bytes: int = 64 * 1024
+    max_wait_s: float = 25.0
+    role: str = "all"
+
+    @classmethod
+    def local(cls, runner: JobRunner, tokens: dict[str, str], **kwargs: Any) -> Service:
+        """Everything in this process: the runner's store, submit straight to the runner."""
+        return cls(store=runner.store, submit=runner.submit, tokens=tokens, runner=runner, **kwargs)
+
+
+# -- request and response models ------------------------------------------------
+
+
+class HistoryItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant"]
+    text: str = Field(max_length=MAX_TEXT)
+
+
+class ChatJobBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    message: str = Field(min_length=1, max_length=MAX_TEXT, description="The user's question.")
+    case_id: str | None = Field(default=None, max_length=200, description="Link a new session to this case.")
+    session_id: str | None = Field(default=None, max_length=200, description="Continue this conversation.")
+    history: list[HistoryItem] | None = Field(
+        default=None, max_length=200, description="Earlier turns to seed a new session with."
+    )
+
+
+class JobMeta(BaseModel):
+    session_id: str
+    backend: str
+    model: str
+    queue_position: int = Field(description="0: running now; k: k-th in line for a worker.")
+
+
+class JobCreated(BaseModel):
+    job_id: str
+    meta: JobMeta
+
+
+class ToolCallState(BaseModel):
+    id: str | None
+    name: str | None
+    status: str
+
+
+class JobState(BaseModel):
+    status: Literal["streaming", "done", "error", "cancelled"]
+    content: str
+    reasoning: str
+    chunks: list[dict[str, Any]]
+    next: int
+    tool_calls: list[ToolCallState]
+    usage: dict[str, Any]
+    session_id: str
+    queue_position: int
+
+
+class CancelAnswer(BaseModel):
+    job_id: str
+    status: str
+    cancel_requested: bool
+
+
+class Problem(BaseModel):
+    detail: str
+    field: str | None = None
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "Missing or unknown bearer token."},
+    404: {"model": Problem, "description": "No such job (or not yours, or expired)."},
+    413: {"model": Problem, "description": "The request body is too large."},
+    503: {"model": Problem, "description": "The job store or worker is unreachable."},
+}
+
+
+# -- plumbing ------------------------------------------------------------------------
+
+
+def problem(status: int, detail: str, field: str | None = None, **headers: str) -> JSONResponse:
+    return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers or None)
+
+
+class _Refused(Exception):
+    def __init__(self, response: JSONResponse) -> None:
+        self.response = response
+
+
+class BodyLimit:
+    """Refuse bodies over ``limit`` bytes with 413, by Content-Length or by counting the stream."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        too_big = problem(413, f"The request body is larger than {self.limit} bytes.")
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > self.limit:
+                    await too_big(scope, receive, send)
+                    return
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.limit:
+                await too_big(scope, receive, send)
+                return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+_bearer = HTTPBearer(auto_error=False, description="A token from the server's tokens file.")
+
+
+def current_user(
+    request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> str:
+    tokens: dict[str, str] = request.app.state.service.tokens
+    user = tokens.get(creds.credentials) if creds is not None else None
+    if user is None:
+        raise _Refused(
+            problem(
+                401,
+                "Send a valid token as 'Authorization: Bearer <token>'.",
+                **{"WWW-Authenticate": "Bearer"},
+            )
+        )
+    return user
+
+
+User = Annotated[str, Depends(current_user)]
+
+
+def create_app(service: Service) -> FastAPI:
+    """The FastAPI app for one ``Service``."""
+    app = FastAPI(
+        title="Tahrix Lab job service",
+        version="1",
+        description="Start an agent job, then poll (or long-poll) its chunks. Proxy-safe: no request "
+        "lasts longer than the `wait` you ask for (at most 25 s).",
+    )
+    app.state.service = service
+    # Long-polls park in threads: allow many more than the default 40 at once.
+    poll_limiter = anyio.CapacityLimiter(2000)
+
+    @app.exception_handler(_Refused)
+    async def _refused(request: Request, exc: _Refused) -> JSONResponse:
+        return exc.response
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+        field = ".".join(loc) or "body"
+        detail = f"Invalid {field}: {first.get('msg', 'invalid value')}."
+        details = [
+            {"field": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg")} for e in errors
+        ]
+        return JSONResponse({"detail": detail, "field": field, "errors": details}, status_code=422)
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store_down(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        log.error("job store unavailable: %s", exc)
+        return problem(503, "The job store is unreachable right now. Please try again in a moment.")
+
+    @app.exception_handler(JobRejected)
+    async def _rejected(request: Request, exc: JobRejected) -> JSONResponse:
+        return problem(exc.status, exc.message, exc.field)
+
+    async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(fn, *args, limiter=poll_limiter)
+
+    @app.post(
+        f"{PREFIX}/chat-stream-job",
+        response_model=JobCreated,
+        responses={
+            **ERRORS,
+            422: {"model": Problem},
+            429: {"model": Problem, "description": "Budget refused."},
+        },
+    )
+    async def start_job(body: ChatJobBody, user: User) -> dict[str, Any]:
+        """Start answering ``message``; returns at once with the job id."""
+        req = JobRequest(
+            user=user,
+            message=body.message,
+            case_id=body.case_id,
+            session_id=body.session_id,
+            history=[h.model_dump() for h in body.history] if body.history else None,
+        )
+        result: dict[str, Any] = await in_thread(service.submit, req)
+        return result
+
+    async def own_state(job_id: str, user: str, since: int, wait: float) -> dict[str, Any]:
+        state = await in_thread(service.store.read, job_id, since, 0.0)
+        if state is None or state.get("user", user) != user:
+            raise _Refused(problem(404, "There is no job with this id (it may have expired)."))
+        if wait > 0 and not state["chunks"] and state["status"] == "streaming":
+            state = await in_thread(service.store.read, job_id, since, min(wait, service.max_wait_s))
+            if state is None:
+                raise _Refused(problem(404, "There is no job with this id (it may have expired)."))
+        state.pop("user", None)
+        return state
+
+    @app.get(f"{PREFIX}/chat-stream-job/{{job_id}}", response_model=JobState, responses=ERRORS)
+    async def poll_job(
+        job_id: str,
+        user: User,
+        since: Annotated[int, Query(ge=0, le=10_000_000, description="First chunk index wanted.")] = 0,
+        wait: Annotated[float, Query(ge=0, le=25, description="Long-poll up to this many seconds.")] = 0.0,
+    ) -> dict[str, Any]:
+        """The job's state with the chunks from ``since`` on."""
+        return await own_state(job_id, user, since, wait)
+
+    @app.delete(f"{PREFIX}/chat-stream-job/{{job_id}}", response_model=CancelAnswer, responses=ERRORS)
+    async def cancel_job(job_id: str, user: User) -> dict[str, Any]:
+        """Ask the job to stop; what was produced so far is kept."""
+        state = await own_state(job_id, user, 0, 0.0)
+        if state["status"] != "streaming":
+            return {"job_id": job_id, "status": state["status"], "cancel_requested": False}
+        await in_thread(service.store.request_cancel, job_id)
+        return {"job_id": job_id, "status": state["status"], "cancel_requested": True}
+
+    @app.get(
+        f"{PREFIX}/chat-stream",
+        response_class=StreamingResponse,
+        responses={**ERRORS, 200: {"content": {"text/event-stream": {}}}, 422: {"model": Problem}},
+    )
+    async def chat_stream(
+        user: User,
+        message: Annotated[str, Query(min_length=1, max_length=MAX_TEXT)],
+        session_id: Annotated[str | None, Query(max_length=200)] = None,
+        case_id: Annotated[str | None, Query(max_length=200)] = None,
+    ) -> StreamingResponse:
+        """Server-sent events of the same chunks, for deployments without a proxy in between."""
+        runner = service.runner
+        if runner is None:
+            raise _Refused(problem(503, "This process does not run jobs; use the job API instead."))
+        req = JobRequest(user=user, message=message, session_id=session_id, case_id=case_id)
+        events = await in_thread(runner.stream, req)
+
+        def frames() -> Iterator[str]:
+            try:
+                yield from sse_events(events)
+            finally:
+                events.close()  # a client that went away stops the run; the loop keeps the partial answer
+
+        return StreamingResponse(
+            frames(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+
+    @app.get("/healthz", include_in_schema=False)
+    async def health() -> dict[str, Any]:
+        return {"ok": True, "role": service.role}
+
+    widgets = resource_dir("widgets")
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse((widgets / "page.html").read_text())
+
+    app.mount("/static", StaticFiles(directory=widgets), name="static")
+    # Outermost: refuse big bodies before anything parses them.
+    app.add_middleware(BodyLimit, limit=service.max_body_bytes)
+    return app

@@ -1,0 +1,54 @@
+"""How a domain plugs into the job service without the service importing it.
+
+The service knows sessions, tools and the loop; a domain (the case package)
+knows what a session is *about*. It passes an object that satisfies
+``JobIntegration`` (structurally: no import of this module is needed).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.tools import REGISTRY, ToolRegistry
+from tahrix_lab.agent.transcript import Session
+
+
+@runtime_checkable
+class JobIntegration(Protocol):
+    """``start_session`` may raise ``UserFacingError`` (the API answers 422 with its message)."""
+
+    purpose: str
+
+    def start_session(self, store: TranscriptStore, *, user: str, case_id: str | None) -> Session: ...
+
+    def context_for(self, store: TranscriptStore, session: Session) -> Any:
+        """Passed to the loop as ``run_agent(context=...)``."""
+        ...
+
+    def registry(self) -> ToolRegistry: ...
+
+
+class ChatIntegration:
+    """Plain chat sessions with the registry's ``chat`` tools and no case."""
+
+    purpose = "chat"
+
+    def __init__(self, registry: ToolRegistry | None = None, system_prompt: str | None = None) -> None:
+        self._registry = registry
+        self.system_prompt = system_prompt
+
+    def start_session(self, store: TranscriptStore, *, user: str, case_id: str | None) -> Session:
+        from tahrix_lab.agent.errors import UserFacingError
+
+        if case_id is not None:
+            raise UserFacingError(
+                "This service runs plain chat sessions and has no cases; leave case_id out."
+            )
+        return store.create_session(user=user, purpose=self.purpose, system_prompt=self.system_prompt)
+
+    def context_for(self, store: TranscriptStore, session: Session) -> Any:
+        return None
+
+    def registry(self) -> ToolRegistry:
+        return self._registry if self._registry is not None else REGISTRY

@@ -1,0 +1,358 @@
+"""The HTTP API over a real uvicorn on loopback, in memory and on a real Redis."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tahrix_lab.jobs.api import create_app
+from tahrix_lab.jobs.commands import Built, build
+from tahrix_lab.jobs.demo import ScriptedBackend, demo_registry
+from tahrix_lab.jobs.integration import ChatIntegration
+from tahrix_lab.jobs.settings import Settings
+
+from .conftest import AppServer
+
+JOB = "/api/v1/agent/chat-stream-job"
+ALICE = {"Authorization": "Bearer alice-token-123"}
+BOB = {"Authorization": "Bearer bob-token-4567"}
+TOKENS = {"alice-token-123": "alice", "bob-token-4567": "bob"}
+
+ECHO = {"delay": 0.0, "turns": [[{"kind": "reasoning", "text": "Thinking."},
+                                 {"kind": "text", "text": "You asked: {message}"}]]}  # fmt: skip
+TOOL_THEN_ANSWER = {
+    "delay": 0.01,
+    "turns": [
+        [
+            {"kind": "text", "text": "Let me wait."},
+            {"kind": "tool_call", "name": "pause", "args": {"seconds": 1.5}},
+        ],
+        [{"kind": "text", "text": "Done waiting for {message}"}],
+    ],
+}
+SLOW = {"delay": 0.05, "turns": [[{"kind": "text", "text": " ".join(f"w{i}" for i in range(40))}]]}
+
+
+@contextmanager
+def service(
+    tmp_path: Path, script: dict[str, Any], *, redis_url: str | None = None, **settings: Any
+) -> Iterator[tuple[httpx.Client, Built]]:
+    cfg = Settings(tokens=TOKENS, db=str(tmp_path / "t.duckdb"), redis_url=redis_url, **settings)
+    built = build(cfg, lambda _t: ChatIntegration(registry=demo_registry()), backend=ScriptedBackend(script))
+    assert built.service is not None
+    try:
+        with (
+            AppServer(create_app(built.service)) as srv,
+            httpx.Client(base_url=srv.url, timeout=30) as client,
+        ):
+            yield client, built
+    finally:
+        built.close()
+
+
+def run_job(
+    client: httpx.Client, headers: dict[str, str], body: dict[str, Any], wait: float = 5
+) -> dict[str, Any]:
+    r = client.post(JOB, json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def poll_to_end(
+    client: httpx.Client, headers: dict[str, str], job_id: str, wait: float = 5
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    since = 0
+    chunks: list[dict[str, Any]] = []
+    for _ in range(2000):
+        r = client.get(f"{JOB}/{job_id}", params={"since": since, "wait": wait}, headers=headers)
+        assert r.status_code == 200, r.text
+        state = r.json()
+        chunks += state["chunks"]
+        since = state["next"]
+        if state["status"] != "streaming":
+            return state, chunks
+    raise AssertionError("the job never ended")
+
+
+@pytest.fixture(params=["memory", "redis"])
+def mode(request: pytest.FixtureRequest) -> str | None:
+    return request.getfixturevalue("redis_url") if request.param == "redis" else None
+
+
+def test_a_job_streams_and_ends_done(tmp_path: Path, mode: str | None) -> None:
+    with service(tmp_path, ECHO, redis_url=mode) as (client, built):
+        created = run_job(client, ALICE, {"message": "what is 0xabc?"})
+        meta = created["meta"]
+        assert meta["backend"] == "fake"
+        assert meta["model"] == "fake-model"
+        assert meta["queue_position"] == 0
+        state, chunks = poll_to_end(client, ALICE, created["job_id"])
+        assert state["status"] == "done"
+        assert state["content"] == "You asked: what is 0xabc?"
+        assert state["reasoning"] == "Thinking."
+        assert state["session_id"] == meta["session_id"]
+        assert "".join(c["text"] for c in chunks if c["type"] == "content") == state["content"]
+        assert [c["type"] for c in chunks][-2:] == ["usage", "done"]
+        assert state["usage"]["output_tokens"] > 0
+        assert "user" not in state
+        # The transcript is in DuckDB, written by this process.
+        assert built.transcripts is not None
+        msgs = built.transcripts.load_messages(meta["session_id"])
+        assert [m.role for m in msgs] == ["user", "assistant"]
+        assert msgs[1].text == "You asked: what is 0xabc?"
+
+
+def test_conversation_continues_with_session_id(tmp_path: Path) -> None:
+    with service(tmp_path, ECHO) as (client, built):
+        first = run_job(client, ALICE, {"message": "one"})
+        poll_to_end(client, ALICE, first["job_id"])
+        sid = first["meta"]["session_id"]
+        second = run_job(client, ALICE, {"message": "two", "session_id": sid})
+        assert second["meta"]["session_id"] == sid
+        state, _ = poll_to_end(client, ALICE, second["job_id"])
+        assert state["content"] == "You asked: two"
+        assert built.transcripts is not None
+        assert [m.text for m in built.transcripts.load_messages(sid)] == [
+            "one", "You asked: one", "two", "You asked: two"]  # fmt: skip
+        # history seeds a new session only
+        r = client.post(JOB, json={"message": "x", "session_id": sid,
+                                   "history": [{"role": "user", "text": "a"}]}, headers=ALICE)  # fmt: skip
+        assert r.status_code == 422
+        assert r.json()["field"] == "history"
+        seeded = run_job(client, ALICE, {"message": "three", "history": [
+            {"role": "user", "text": "earlier"}, {"role": "assistant", "text": "reply"}]})  # fmt: skip
+        poll_to_end(client, ALICE, seeded["job_id"])
+        texts = [m.text for m in built.transcripts.load_messages(seeded["meta"]["session_id"])]
+        assert texts == ["earlier", "reply", "three", "You asked: three"]
+
+
+def test_authentication_and_isolation(tmp_path: Path, mode: str | None) -> None:
+    with service(tmp_path, SLOW, redis_url=mode) as (client, _built):
+        assert client.post(JOB, json={"message": "hi"}).status_code == 401
+        bad = client.post(JOB, json={"message": "hi"}, headers={"Authorization": "Bearer nope-nope-nope"})
+        assert bad.status_code == 401
+        assert bad.headers["www-authenticate"] == "Bearer"
+        created = run_job(client, ALICE, {"message": "secret question"})
+        job = created["job_id"]
+        assert client.get(f"{JOB}/{job}").status_code == 401
+        unknown = client.get(f"{JOB}/no-such-job", headers=BOB)
+        for r in (
+            client.get(f"{JOB}/{job}", headers=BOB),
+            client.get(f"{JOB}/{job}", params={"wait": 1}, headers=BOB),
+            client.delete(f"{JOB}/{job}", headers=BOB),
+        ):
+            assert r.status_code == 404
+            assert r.json() == unknown.json()  # indistinguishable from an unknown job
+        r = client.post(JOB, json={"message": "hi", "session_id": created["meta"]["session_id"]}, headers=BOB)
+        assert r.status_code == 404
+        assert r.json()["field"] == "session_id"
+        state, _ = poll_to_end(client, ALICE, job)  # bob's cancel did nothing
+        assert state["status"] == "done"
+
+
+def test_validation_names_the_field(tmp_path: Path) -> None:
+    with service(tmp_path, ECHO) as (client, _built):
+        r = client.post(JOB, json={}, headers=ALICE)
+        assert r.status_code == 422
+        assert r.json()["field"] == "message"
+        assert "message" in r.json()["detail"]
+        r = client.post(JOB, json={"message": "hi", "colour": "red"}, headers=ALICE)
+        assert r.status_code == 422
+        assert r.json()["field"] == "colour"
+        r = client.post(JOB, json={"message": "hi", "case_id": "C-1"}, headers=ALICE)
+        assert r.status_code == 422
+        assert r.json()["field"] == "case_id"
+        assert "case" in r.json()["detail"]
+        created = run_job(client, ALICE, {"message": "hi"})
+        r = client.get(f"{JOB}/{created['job_id']}", params={"wait": 99}, headers=ALICE)
+        assert r.status_code == 422
+        assert r.json()["field"] == "wait"
+        r = client.post(JOB, content=b"{not json", headers={**ALICE, "Content-Type": "application/json"})
+        assert r.status_code == 422
+
+
+def test_oversized_bodies_are_refused(tmp_path: Path) -> None:
+    with service(tmp_path, ECHO, max_body_bytes=2048) as (client, _built):
+        big = {"message": "x" * 5000}
+        r = client.post(JOB, json=big, headers=ALICE)
+        assert r.status_code == 413
+        assert "2048" in r.json()["detail"]
+
+        def chunked() -> Iterator[bytes]:  # no Content-Length: counted as it streams
+            yield b'{"message": "'
+            for _ in range(10):
+                yield b"y" * 500
+            yield b'"}'
+
+        r = client.post(JOB, content=chunked(), headers={**ALICE, "Content-Type": "application/json"})
+        assert r.status_code == 413
+        assert client.post(JOB, json={"message": "small"}, headers=ALICE).status_code == 200
+
+
+def test_budget_refusal_is_429(tmp_path: Path) -> None:
+    with service(tmp_path, ECHO, budget_minute_tokens=5) as (client, _built):
+        created = run_job(client, ALICE, {"message": "first"})
+        poll_to_end(client, ALICE, created["job_id"])
+        r = client.post(JOB, json={"message": "second"}, headers=ALICE)
+        assert r.status_code == 429
+        assert "minute" in r.json()["detail"]
+        # another user is not affected by alice's per-user bucket
+        assert client.post(JOB, json={"message": "hi"}, headers=BOB).status_code == 200
+
+
+def test_capacity_queue_reports_position(tmp_path: Path, mode: str | None) -> None:
+    with service(tmp_path, SLOW, redis_url=mode, workers=1) as (client, _built):
+        first = run_job(client, ALICE, {"message": "a"})
+        second = run_job(client, ALICE, {"message": "b"})
+        third = run_job(client, BOB, {"message": "c"})
+        assert first["meta"]["queue_position"] == 0
+        assert second["meta"]["queue_position"] == 1
+        assert third["meta"]["queue_position"] == 2
+        r = client.get(f"{JOB}/{third['job_id']}", headers=BOB)
+        assert r.json()["queue_position"] == 2
+        poll_to_end(client, ALICE, first["job_id"])
+        time.sleep(0.3)
+        assert client.get(f"{JOB}/{third['job_id']}", headers=BOB).json()["queue_position"] == 1
+        # a queued job cancelled before it runs ends at once
+        client.delete(f"{JOB}/{third['job_id']}", headers=BOB)
+        state, chunks = poll_to_end(client, BOB, third["job_id"])
+        assert state["status"] == "cancelled"
+        assert chunks == [{"type": "done", "stop_reason": "cancelled"}]
+        state, _ = poll_to_end(client, ALICE, second["job_id"])
+        assert state["status"] == "done"
+
+
+def test_cancel_mid_tool(tmp_path: Path, mode: str | None) -> None:
+    with service(tmp_path, TOOL_THEN_ANSWER, redis_url=mode) as (client, built):
+        created = run_job(client, ALICE, {"message": "q"})
+        job = created["job_id"]
+        since = 0
+        while True:  # wait until the tool is running
+            state = client.get(f"{JOB}/{job}", params={"since": since, "wait": 5}, headers=ALICE).json()
+            since = state["next"]
+            if any(c["type"] == "tool_call" for c in state["chunks"]):
+                break
+        r = client.delete(f"{JOB}/{job}", headers=ALICE)
+        assert r.status_code == 200
+        assert r.json()["cancel_requested"] is True
+        state, _ = poll_to_end(client, ALICE, job)
+        assert state["status"] == "cancelled"
+        assert "Done waiting" not in state["content"]
+        assert state["tool_calls"][0]["name"] == "pause"
+        assert built.transcripts is not None
+        msgs = built.transcripts.load_messages(created["meta"]["session_id"])
+        assert [m.role for m in msgs] == ["user", "assistant", "tool"]
+        assert msgs[1].tool_uses()[0].tool_name == "pause"
+        # cancelling an ended job changes nothing
+        again = client.delete(f"{JOB}/{job}", headers=ALICE).json()
+        assert again == {"job_id": job, "status": "cancelled", "cancel_requested": False}
+
+
+def test_a_poller_that_disappears(tmp_path: Path, mode: str | None) -> None:
+    with service(tmp_path, SLOW, redis_url=mode) as (client, built):
+        created = run_job(client, ALICE, {"message": "q"})
+        job = created["job_id"]
+        with httpx.Client(base_url=str(client.base_url), timeout=0.3) as flaky:
+            with pytest.raises(httpx.ReadTimeout):
+                while True:  # long-polls that the client abandons mid-wait
+                    flaky.get(f"{JOB}/{job}", params={"since": 10_000, "wait": 20}, headers=ALICE)
+        state, chunks = poll_to_end(client, ALICE, job)
+        assert state["status"] == "done"
+        assert len([c for c in chunks if c["type"] == "content"]) == 40
+        assert built.transcripts is not None
+        assert built.transcripts.load_messages(created["meta"]["session_id"])[-1].stop_reason == "end_turn"
+
+
+def test_many_jobs_cancelled_at_random_points(tmp_path: Path, redis_url: str) -> None:
+    script = {"delay": 0.01, "turns": [[{"kind": "text", "text": " ".join(f"t{i}" for i in range(30))}]]}
+    rng = random.Random(6)
+    with service(tmp_path, script, redis_url=redis_url, workers=16) as (client, built):
+        jobs = [run_job(client, ALICE, {"message": f"q{i}"}) for i in range(200)]
+        cancels = [threading.Timer(rng.uniform(0, 2.0), client.delete, args=(f"{JOB}/{j['job_id']}",),
+                                   kwargs={"headers": ALICE}) for j in jobs]  # fmt: skip
+        for t in cancels:
+            t.start()
+        for t in cancels:
+            t.join()
+        outcomes: dict[str, int] = {}
+        assert built.transcripts is not None
+        for j in jobs:
+            state, chunks = poll_to_end(client, ALICE, j["job_id"])
+            outcomes[state["status"]] = outcomes.get(state["status"], 0) + 1
+            texts = [c["text"] for c in chunks if c["type"] == "content"]
+            words = "".join(texts).split()
+            assert words == [f"t{i}" for i in range(len(words))]  # nothing lost, nothing reordered
+            assert state["content"] == "".join(texts)
+            msgs = built.transcripts.load_messages(j["meta"]["session_id"])
+            if state["status"] == "done":
+                assert msgs[-1].text == state["content"]
+            else:
+                assert state["status"] == "cancelled"
+                assert chunks[-1] == {"type": "done", "stop_reason": "cancelled"}
+                if len(msgs) == 2:  # the partial answer the user saw is the one stored
+                    assert msgs[-1].stop_reason == "cancelled"
+                    assert msgs[-1].text == state["content"]
+        assert set(outcomes) <= {"done", "cancelled"}
+        assert outcomes.get("cancelled", 0) > 50
+
+
+def test_sse_endpoint_reuses_the_chunks(tmp_path: Path) -> None:
+    with service(tmp_path, ECHO) as (client, _built):
+        with client.stream("GET", "/api/v1/agent/chat-stream", params={"message": "hey"}, headers=ALICE) as r:
+            assert r.status_code == 200
+            assert r.headers["content-type"].startswith("text/event-stream")
+            frames = [line for line in r.iter_lines() if line.startswith("data: ")]
+        chunks = [json.loads(f[len("data: ") :]) for f in frames]
+        assert "".join(c["text"] for c in chunks if c["type"] == "content") == "You asked: hey"
+        assert chunks[-1]["type"] == "done"
+
+
+def test_page_and_static_files(tmp_path: Path) -> None:
+    with service(tmp_path, ECHO) as (client, _built):
+        page = client.get("/")
+        assert page.status_code == 200
+        assert "/static/flow.js" in page.text
+        assert "/static/poll.js" in page.text
+        js = client.get("/static/poll.js")
+        assert js.status_code == 200
+        assert "javascript" in js.headers["content-type"]
+        assert "createPollingChat" in js.text
+        schema = client.get("/openapi.json").json()
+        assert f"{JOB}/{{job_id}}" in schema["paths"]
+
+
+def test_schema_fuzz_has_no_server_errors(tmp_path: Path) -> None:
+    import schemathesis
+    from hypothesis import HealthCheck, settings
+    from schemathesis.checks import not_a_server_error
+
+    with service(tmp_path, ECHO) as (client, _built):
+        schema = schemathesis.openapi.from_url(f"{client.base_url}/openapi.json")
+        failures: list[str] = []
+        for op in schema.get_all_operations():
+            operation = op.ok()
+
+            @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+            @schemathesis.given(case=operation.as_strategy())  # type: ignore[misc]
+            def check(case: Any) -> None:
+                case.headers = {**(case.headers or {}), **ALICE}
+                if case.path_parameters and "job_id" in case.path_parameters:
+                    case.path_parameters["job_id"] = case.path_parameters["job_id"] or "x"
+                response = case.call(base_url=str(client.base_url), timeout=30)
+                if response.status_code >= 500:
+                    failures.append(
+                        f"{case.method} {case.path} -> {response.status_code}: {response.text[:200]}"
+                    )
+                case.validate_response(response, checks=(not_a_server_error,))
+
+            check()
+        assert failures == []

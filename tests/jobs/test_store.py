@@ -1,0 +1,197 @@
+"""One suite for every JobStore: in memory and in a real Redis."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tahrix_lab.jobs.store import JobStore, MemoryJobStore, RedisJobStore, StoreUnavailable
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Iterator[JobStore]:
+    s: JobStore
+    if request.param == "memory":
+        s = MemoryJobStore(ttl=180)
+    else:
+        s = RedisJobStore(request.getfixturevalue("redis_url"), ttl=180)
+    yield s
+    s.close()
+
+
+def test_unknown_job_reads_as_none(store: JobStore) -> None:
+    assert store.read("nope") is None
+    assert store.owner("nope") is None
+    assert store.request_cancel("nope") is False
+
+
+def test_chunks_fold_into_state(store: JobStore) -> None:
+    store.create("j1", user="alice", session_id="s1")
+    assert store.owner("j1") == "alice"
+    store.append("j1", [{"type": "reasoning", "text": "Think "}, {"type": "reasoning", "text": "hard."}])
+    store.append("j1", [{"type": "tool_call", "id": "c1", "name": "lookup", "args": {"a": 1}}])
+    state = store.read("j1")
+    assert state is not None
+    assert state["tool_calls"] == [{"id": "c1", "name": "lookup", "status": "running"}]
+    store.append("j1", [{"type": "tool_result", "id": "c1", "name": "lookup", "result": {}, "status": "ok"}])
+    store.append("j1", [{"type": "content", "text": "Héllo "}, {"type": "content", "text": "wörld"}])
+    usage = {"type": "usage", "model": "m", "backend": "fake", "cost_usd": None,
+             "usage": {"input_tokens": 10, "output_tokens": 3}}  # fmt: skip
+    store.append("j1", [usage])
+    store.finish("j1", "done", [{"type": "done", "stop_reason": "end_turn"}])
+    state = store.read("j1")
+    assert state is not None
+    assert state["status"] == "done"
+    assert state["content"] == "Héllo wörld"
+    assert state["reasoning"] == "Think hard."
+    assert state["tool_calls"] == [{"id": "c1", "name": "lookup", "status": "ok"}]
+    assert state["usage"]["input_tokens"] == 10
+    assert state["usage"]["output_tokens"] == 3
+    assert state["usage"]["cost_usd"] is None
+    assert state["session_id"] == "s1"
+    assert state["next"] == 8
+    assert [c["type"] for c in state["chunks"]] == [
+        "reasoning", "reasoning", "tool_call", "tool_result", "content", "content", "usage", "done"]  # fmt: skip
+
+
+def test_since_returns_only_later_chunks(store: JobStore) -> None:
+    store.create("j", user="u", session_id="s")
+    for i in range(10):
+        store.append("j", [{"type": "content", "text": str(i)}])
+    state = store.read("j", since=7)
+    assert state is not None
+    assert [c["text"] for c in state["chunks"]] == ["7", "8", "9"]
+    assert state["next"] == 10
+    assert state["content"] == "0123456789"
+    later = store.read("j", since=10)
+    assert later is not None
+    assert later["chunks"] == []
+    assert later["next"] == 10
+
+
+def test_long_poll_returns_when_a_chunk_arrives(store: JobStore) -> None:
+    store.create("j", user="u", session_id="s")
+    got: dict[str, object] = {}
+
+    def poll() -> None:
+        got["state"] = store.read("j", since=0, wait=10)
+
+    t = threading.Thread(target=poll)
+    t.start()
+    time.sleep(0.2)
+    assert t.is_alive()  # nothing yet: it waits
+    store.append("j", [{"type": "content", "text": "hi"}])
+    t.join(5)
+    assert not t.is_alive()
+    state = got["state"]
+    assert isinstance(state, dict)
+    assert [c["text"] for c in state["chunks"]] == ["hi"]
+
+
+def test_long_poll_gives_up_after_wait(store: JobStore) -> None:
+    store.create("j", user="u", session_id="s")
+    started = time.monotonic()
+    state = store.read("j", since=0, wait=0.3)
+    assert state is not None
+    assert state["chunks"] == []
+    assert time.monotonic() - started >= 0.25
+
+
+def test_finished_job_does_not_block(store: JobStore) -> None:
+    store.create("j", user="u", session_id="s")
+    store.finish("j", "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
+    state = store.read("j", since=1, wait=10)
+    assert state is not None
+    assert state["status"] == "cancelled"
+
+
+def test_running_tool_calls_take_the_final_status(store: JobStore) -> None:
+    store.create("j", user="u", session_id="s")
+    store.append("j", [{"type": "tool_call", "id": "c1", "name": "slow", "args": {}}])
+    store.finish("j", "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
+    state = store.read("j")
+    assert state is not None
+    assert state["tool_calls"] == [{"id": "c1", "name": "slow", "status": "cancelled"}]
+
+
+def test_cancel_flag_reaches_the_writer(store: JobStore) -> None:
+    store.create("a", user="u", session_id="s")
+    store.create("b", user="u", session_id="s")
+    assert store.append("a", [{"type": "content", "text": "x"}]) is False
+    assert store.request_cancel("a") is True
+    assert store.cancel_requested(["a", "b", "ghost"]) == {"a"}
+    assert store.append("a", [{"type": "content", "text": "y"}]) is True
+
+
+def test_queue_position(store: JobStore) -> None:
+    store.create("j", user="u", session_id="s", queue_position=3)
+    state = store.read("j")
+    assert state is not None
+    assert state["queue_position"] == 3
+    store.set_queue_position({"j": 1, "ghost": 2})
+    state = store.read("j")
+    assert state is not None
+    assert state["queue_position"] == 1
+    assert store.read("ghost") is None  # positions never create a job
+    store.append("j", [{"type": "content", "text": "go"}])
+    state = store.read("j")
+    assert state is not None
+    assert state["queue_position"] == 0
+
+
+def test_concurrent_writers_keep_each_job_in_order(store: JobStore) -> None:
+    jobs = [f"j{i}" for i in range(8)]
+    for j in jobs:
+        store.create(j, user="u", session_id="s")
+
+    def write(job: str) -> None:
+        for i in range(100):
+            store.append(job, [{"type": "content", "text": f"{i},"}])
+
+    threads = [threading.Thread(target=write, args=(j,)) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for j in jobs:
+        state = store.read(j)
+        assert state is not None
+        assert [c["text"] for c in state["chunks"]] == [f"{i}," for i in range(100)]
+        assert state["content"] == "".join(f"{i}," for i in range(100))
+
+
+def test_expired_job_is_gone(store: JobStore) -> None:
+    store.ttl = 1
+    store.create("j", user="u", session_id="s")
+    store.finish("j", "done", [{"type": "done", "stop_reason": "end_turn"}])
+    assert store.read("j") is not None
+    time.sleep(2.2)
+    assert store.read("j") is None
+    assert store.append("j", [{"type": "content", "text": "late"}]) is True  # not recreated
+    assert store.read("j") is None
+
+
+def test_redis_keys_and_ttl(redis_url: str) -> None:
+    store = RedisJobStore(redis_url, ttl=180)
+    store.create("k", user="u", session_id="s")
+    store.append("k", [{"type": "content", "text": "x"}])
+    client = redis.Redis.from_url(redis_url)
+    assert client.type("chatjob:k") == b"hash"
+    assert client.type("chatjob:k:chunks") == b"stream"
+    assert 170 < client.ttl("chatjob:k") <= 180
+    assert 170 < client.ttl("chatjob:k:chunks") <= 180
+    client.close()
+    store.close()
+
+
+def test_redis_unreachable_names_the_url() -> None:
+    store = RedisJobStore("redis://127.0.0.1:1/0")
+    with pytest.raises(StoreUnavailable, match=r"redis://127\.0\.0\.1:1/0"):
+        store.check()
+    with pytest.raises(StoreUnavailable):
+        store.read("x")
+    store.close()
