@@ -142,3 +142,30 @@ def turn_reply(events: Sequence[dict[str, Any]], **kwargs: Any) -> Reply:
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+def decode_frames(data: bytes) -> list[tuple[dict[str, str], bytes]]:
+    """Split event-stream bytes into (string headers, payload), checking both CRCs."""
+    out = []
+    at = 0
+    while at < len(data):
+        total, head_len = struct.unpack(">II", data[at : at + 8])
+        (prelude_crc,) = struct.unpack(">I", data[at + 8 : at + 12])
+        assert zlib.crc32(data[at : at + 8]) == prelude_crc, "prelude CRC"
+        message = data[at : at + total]
+        (message_crc,) = struct.unpack(">I", message[-4:])
+        assert zlib.crc32(message[:-4]) == message_crc, "message CRC"
+        headers: dict[str, str] = {}
+        h = message[12 : 12 + head_len]
+        i = 0
+        while i < len(h):
+            n = h[i]
+            name = h[i + 1 : i + 1 + n].decode()
+            i += 1 + n
+            assert h[i] == 7, "only string headers here"
+            (vlen,) = struct.unpack(">H", h[i + 1 : i + 3])
+            headers[name] = h[i + 3 : i + 3 + vlen].decode()
+            i += 3 + vlen
+        out.append((headers, message[12 + head_len : -4]))
+        at += total
+    return out

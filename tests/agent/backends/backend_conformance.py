@@ -180,7 +180,7 @@ def assert_invalid_tool_arguments(harness: Harness, store: TranscriptStore) -> N
 def assert_retries_before_first_event(harness: Harness, store: TranscriptStore) -> None:
     sleeps: list[float] = []
     turns = [Fail(429, retry_after=7), Fail(503), [text("Recovered."), done(usage=USAGE)]]
-    events, messages = run(harness, store, turns, sleeps=sleeps)
+    events, _messages = run(harness, store, turns, sleeps=sleeps)
     assert joined(events, "token") == "Recovered."
     assert "error" not in kinds(events)
     assert len(sleeps) == 2
