@@ -161,7 +161,8 @@ class CaseDB:
         for r in rows:
             entry = out.setdefault((r["chain"], r["address"]), {"best": None, "labels": []})
             valid = at is None or (
-                (r["valid_from"] is None or r["valid_from"] <= at) and (r["valid_to"] is None or at < r["valid_to"])
+                (r["valid_from"] is None or r["valid_from"] <= at)
+                and (r["valid_to"] is None or at < r["valid_to"])
             )
             lab = label_view(r)
             entry["labels"].append(lab)
@@ -262,30 +263,41 @@ class CaseDB:
         """Store one detector's output. Flag ids are stable per subject, so a re-run
         updates in place and keeps the analyst's status and note; untouched flags of
         this type still ``new`` are removed (they no longer hold with these params)."""
-        ids = []
+        ids: list[str] = []
+        rows: list[dict[str, Any]] = []
         now = utcnow_naive()
+        for f in flags:
+            key = f"{case_id}|{flag_type}|{f.get('chain')}|{f.get('address')}|{f.get('tx_hash')}|{f.get('key', '')}"
+            fid = "FLG-" + hashlib.sha1(key.encode()).hexdigest()[:10]
+            if fid in ids:
+                continue
+            ids.append(fid)
+            rows.append(
+                {
+                    "flag_id": fid, "case_id": case_id, "flag_type": flag_type, "severity": f["severity"],
+                    "score": f.get("score"), "subject_kind": f.get("subject_kind", "address"), "chain": f.get("chain"),
+                    "address": f.get("address"), "tx_hash": f.get("tx_hash"), "window_start": f.get("window_start"),
+                    "window_end": f.get("window_end"), "evidence": json.dumps(jsonable(f.get("evidence", {}))),
+                    "params": json.dumps(params), "detector_version": version, "detected_at": now,
+                }
+            )  # fmt: skip
         with self.write() as cur:
-            for f in flags:
-                key = f"{case_id}|{flag_type}|{f.get('chain')}|{f.get('address')}|{f.get('tx_hash')}|{f.get('key', '')}"
-                fid = "FLG-" + hashlib.sha1(key.encode()).hexdigest()[:10]
-                ids.append(fid)
-                evidence = json.dumps(jsonable(f.get("evidence", {})))
+            if rows:
+                cols = list(rows[0])
                 cur.execute(
-                    """
-                    INSERT INTO anomaly_flags (flag_id, case_id, flag_type, severity, score, subject_kind, chain,
-                      address, tx_hash, window_start, window_end, evidence, params, detector_version, detected_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    f"""
+                    INSERT INTO anomaly_flags ({", ".join(cols)})
+                    SELECT {", ".join(f"unnest(${c}) AS {c}" for c in cols)}
                     ON CONFLICT (flag_id) DO UPDATE SET severity = excluded.severity, score = excluded.score,
                       window_start = excluded.window_start, window_end = excluded.window_end,
                       evidence = excluded.evidence, params = excluded.params,
                       detector_version = excluded.detector_version, detected_at = excluded.detected_at
                     """,
-                    [
-                        fid, case_id, flag_type, f["severity"], f.get("score"), f.get("subject_kind", "address"),
-                        f.get("chain"), f.get("address"), f.get("tx_hash"), f.get("window_start"),
-                        f.get("window_end"), evidence, json.dumps(params), version, now,
-                    ],
-                )  # fmt: skip
+                    {c: [r[c] for r in rows] for c in cols},
+                )
+                        for c in cols
+                    },
+                )
             cur.execute(
                 "DELETE FROM anomaly_flags WHERE case_id = ? AND flag_type = ? AND status = 'new' "
                 "AND flag_id NOT IN (SELECT unnest(?::VARCHAR[]))",
