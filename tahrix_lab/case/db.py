@@ -295,9 +295,6 @@ class CaseDB:
                     """,
                     {c: [r[c] for r in rows] for c in cols},
                 )
-                        for c in cols
-                    },
-                )
             cur.execute(
                 "DELETE FROM anomaly_flags WHERE case_id = ? AND flag_type = ? AND status = 'new' "
                 "AND flag_id NOT IN (SELECT unnest(?::VARCHAR[]))",
