@@ -113,7 +113,7 @@ def build_messages(
         msg = messages[i]
         i += 1
         if msg.role == "tool":  # a tool message with no assistant call before it: pass it on, capped
-            out.append(_replace_parts(msg, [_capped(p, max_result_bytes) for p in msg.parts]))
+            out.append(_capped_message(msg, max_result_bytes))
             continue
         out.append(msg)
         calls = msg.tool_uses() if msg.role == "assistant" else []
@@ -137,6 +137,10 @@ def build_messages(
         parts += [_capped(p, max_result_bytes) for p in results.values()] + extras
         out.append(_replace_parts(template, parts, role="tool"))
     return out
+
+
+def _capped_message(msg: Message, max_bytes: int) -> Message:
+    return _replace_parts(msg, [_capped(p, max_bytes) for p in msg.parts])
 
 
 def _capped(part: Part, max_bytes: int) -> Part:
@@ -271,8 +275,18 @@ class _Run:
     cancel: threading.Event | None
     pricer: Pricer
     max_result_bytes: int
+    sent: list[Message] = field(default_factory=list)  # the history as sent to the backend
+
+    def _persist(self, message: Message) -> Message:
+        """Write a message and keep it in this run's history (loaded once per run)."""
+        stored = self.store.append_message(self.session.id, message)
+        # The loop answers every tool call before the next model call, so the
+        # history as sent grows by this message alone (capped when it is a result).
+        self.sent.append(_capped_message(stored, self.max_result_bytes) if stored.role == "tool" else stored)
+        return stored
 
     def run(self) -> Iterator[LoopEvent]:
+        self.sent = build_messages(self.store.load_messages(self.session.id), self.max_result_bytes)
         specs = (
             list(self.tools) if self.tools is not None else self.registry.catalog_for(self.session.purpose)
         )
@@ -289,7 +303,7 @@ class _Run:
                         {"kind": "budget", "bucket": exc.bucket, "message": exc.message, "retryable": True},
                     )
                     return
-            history = build_messages(self.store.load_messages(self.session.id), self.max_result_bytes)
+            history = list(self.sent)
             system = self.session.system_prompt
             if cycle > 0:
                 yield "follow_up", {"cycle": cycle, "text": FOLLOW_UP_TEXT}
@@ -308,8 +322,7 @@ class _Run:
             done = call.done or {}
             usage = Usage.from_dict(done.get("usage"))
             elapsed = (time.perf_counter() - started) * 1000
-            message = self.store.append_message(
-                self.session.id,
+            message = self._persist(
                 Message(
                     role="assistant",
                     parts=parts,
@@ -451,8 +464,7 @@ class _Run:
         parts = call.finish()
         if not parts:
             return
-        message = self.store.append_message(
-            self.session.id,
+        message = self._persist(
             Message(
                 role="assistant",
                 parts=parts,
@@ -469,8 +481,7 @@ class _Run:
 
     def _close_unanswered(self, tool_uses: list[Part], why: str) -> None:
         result = error_result("not_run", why)
-        self.store.append_message(
-            self.session.id,
+        self._persist(
             Message(
                 role="tool",
                 parts=[
@@ -523,7 +534,7 @@ class _Run:
                             "error",
                         )
                     )
-            self.store.append_message(self.session.id, Message(role="tool", parts=results))
+            self._persist(Message(role="tool", parts=results))
         if effects:
             yield "effects", {"effects": effects}
 

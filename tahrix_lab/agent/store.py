@@ -39,6 +39,9 @@ MIGRATIONS: tuple[Migration, ...] = (
             replay_of VARCHAR,
             title VARCHAR
         );
+        -- One row per message; its parts ride along as a JSON array so a
+        -- message and its parts are written by one statement (atomic, and
+        -- one fsync). The parts view below gives SQL one row per part.
         CREATE TABLE messages (
             session_id VARCHAR NOT NULL,
             position INTEGER NOT NULL,
@@ -56,24 +59,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             tools_offered VARCHAR[],
             latency_ms DOUBLE,
             ttft_ms DOUBLE,
+            parts JSON NOT NULL,
             PRIMARY KEY (session_id, position)
         );
-        CREATE TABLE parts (
-            session_id VARCHAR NOT NULL,
-            message_position INTEGER NOT NULL,
-            position INTEGER NOT NULL,
-            type VARCHAR NOT NULL,
-            text VARCHAR,
-            tool_use_id VARCHAR,
-            tool_name VARCHAR,
-            tool_input JSON,
-            tool_result JSON,
-            tool_status VARCHAR,
-            media_ref VARCHAR,
-            media_type VARCHAR,
-            signature VARCHAR,
-            PRIMARY KEY (session_id, message_position, position)
-        );
+        CREATE VIEW parts AS
+        SELECT m.session_id, m.position AS message_position, p.i AS position,
+               p.part->>'type' AS type, p.part->>'text' AS text,
+               p.part->>'tool_use_id' AS tool_use_id, p.part->>'tool_name' AS tool_name,
+               p.part->'tool_input' AS tool_input, p.part->'tool_result' AS tool_result,
+               p.part->>'tool_status' AS tool_status, p.part->>'media_ref' AS media_ref,
+               p.part->>'media_type' AS media_type, p.part->>'signature' AS signature
+        FROM messages m, LATERAL (
+            SELECT unnest(range(json_array_length(m.parts)::BIGINT)) AS i,
+                   m.parts->(unnest(range(json_array_length(m.parts)::BIGINT))::INTEGER) AS part
+        ) p;
         """,
     ),
 )
@@ -81,25 +80,13 @@ MIGRATIONS: tuple[Migration, ...] = (
 _MESSAGE_COLUMNS = (
     "session_id, position, role, created_at, backend, model_id, stop_reason, raw_stop_reason, "
     "input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, "
-    "tools_offered, latency_ms, ttft_ms"
+    "tools_offered, latency_ms, ttft_ms, parts"
 )
-_PART_COLUMNS = (
-    "session_id, message_position, position, type, text, tool_use_id, tool_name, tool_input, "
-    "tool_result, tool_status, media_ref, media_type, signature"
-)
-_PART_PLACEHOLDERS = "(" + ", ".join(["?"] * 13) + ")"
+_INSERT_MESSAGE = f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES ({', '.join(['?'] * 17)})"
 
 
 def default_path() -> str:
     return os.environ.get("TAHRIX_DB") or DEFAULT_DB
-
-
-def _dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False)
-
-
-def _load(value: Any) -> Any:
-    return None if value is None else json.loads(value)
 
 
 def connect(path: str) -> duckdb.DuckDBPyConnection:
@@ -135,6 +122,7 @@ class TranscriptStore:
         self._conn = connection if connection is not None else connect(self.path)
         self._local = threading.local()
         self._write_lock = threading.Lock()
+        self._positions: dict[str, int] = {}  # next position per session, under the write lock
         apply_migrations(self._conn, "transcript", MIGRATIONS)
 
     # -- plumbing --------------------------------------------------------
@@ -253,81 +241,57 @@ class TranscriptStore:
 
     # -- messages --------------------------------------------------------
     def append_message(self, session_id: str, message: Message) -> Message:
-        """Persist a message and its parts in one short write; sets its position."""
-        with self._write() as cur:
-            row = cur.execute(
-                "SELECT coalesce(max(position) + 1, 0) FROM messages WHERE session_id = ?", [session_id]
-            ).fetchone()
-            position = int(row[0]) if row else 0
-            usage = message.usage or Usage()
-            cur.execute(
-                f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES ({', '.join(['?'] * 16)})",
-                [
-                    session_id,
-                    position,
-                    message.role,
-                    message.created_at,
-                    message.backend,
-                    message.model_id,
-                    message.stop_reason,
-                    message.raw_stop_reason,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    usage.cache_read_tokens,
-                    usage.cache_write_tokens,
-                    usage.reasoning_tokens,
-                    message.tools_offered,
-                    message.latency_ms,
-                    message.ttft_ms,
-                ],
-            )
-            if message.parts:
-                params: list[Any] = []
-                for i, p in enumerate(message.parts):
-                    params += [
-                        session_id, position, i, p.type, p.text, p.tool_use_id, p.tool_name,
-                        _dump(p.tool_input), _dump(p.tool_result), p.tool_status, p.media_ref,
-                        p.media_type, p.signature,
-                    ]  # fmt: skip
-                values = ", ".join([_PART_PLACEHOLDERS] * len(message.parts))
-                cur.execute(f"INSERT INTO parts ({_PART_COLUMNS}) VALUES {values}", params)
+        """Persist a message with its parts in one statement; sets its position."""
+        usage = message.usage or Usage()
+        parts = json.dumps([p.to_dict() for p in message.parts], ensure_ascii=False)
+        with self._write_lock:
+            cur = self.cursor()
+            position = self._next_position(cur, session_id)
+            params = [
+                session_id, position, message.role, message.created_at, message.backend, message.model_id,
+                message.stop_reason, message.raw_stop_reason, usage.input_tokens, usage.output_tokens,
+                usage.cache_read_tokens, usage.cache_write_tokens, usage.reasoning_tokens, message.tools_offered,
+                message.latency_ms, message.ttft_ms, parts,
+            ]  # fmt: skip
+            try:
+                cur.execute(_INSERT_MESSAGE, params)
+            except duckdb.ConstraintException:
+                # Another store object on this database wrote to the session: re-read and retry once.
+                self._positions.pop(session_id, None)
+                position = params[1] = self._next_position(cur, session_id)
+                cur.execute(_INSERT_MESSAGE, params)
+            self._positions[session_id] = position + 1
         message.session_id = session_id
         message.position = position
         return message
 
+    def _next_position(self, cur: duckdb.DuckDBPyConnection, session_id: str) -> int:
+        known = self._positions.get(session_id)
+        if known is not None:
+            return known
+        row = cur.execute(
+            "SELECT coalesce(max(position) + 1, 0) FROM messages WHERE session_id = ?", [session_id]
+        ).fetchone()
+        return int(row[0]) if row else 0
+
     def load_messages(self, session_id: str) -> list[Message]:
         """Every message of a session with its parts, ordered by position."""
-        cur = self.cursor()
-        rows = cur.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY position", [session_id]
-        ).fetchall()
-        part_rows = cur.execute(
-            f"SELECT {_PART_COLUMNS} FROM parts WHERE session_id = ? ORDER BY message_position, position",
-            [session_id],
-        ).fetchall()
-        parts: dict[int, list[Part]] = {}
-        for r in part_rows:
-            parts.setdefault(r[1], []).append(
-                Part(
-                    type=r[3],
-                    text=r[4],
-                    tool_use_id=r[5],
-                    tool_name=r[6],
-                    tool_input=_load(r[7]),
-                    tool_result=_load(r[8]),
-                    tool_status=r[9],
-                    media_ref=r[10],
-                    media_type=r[11],
-                    signature=r[12],
-                )
+        rows = (
+            self.cursor()
+            .execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY position",
+                [session_id],
             )
+            .fetchall()
+        )
+        from_dict = Part.from_dict
         messages = []
         for r in rows:
             has_usage = any(v is not None for v in r[8:13])
             messages.append(
                 Message(
                     role=r[2],
-                    parts=parts.get(r[1], []),
+                    parts=[from_dict(p) for p in json.loads(r[16])],
                     session_id=r[0],
                     position=r[1],
                     created_at=r[3],
@@ -366,8 +330,9 @@ class TranscriptStore:
 
     def delete_session(self, session_id: str) -> None:
         with self._write() as cur:
-            for table, key in (("parts", "session_id"), ("messages", "session_id"), ("sessions", "id")):
-                cur.execute(f"DELETE FROM {table} WHERE {key} = ?", [session_id])
+            cur.execute("DELETE FROM messages WHERE session_id = ?", [session_id])
+            cur.execute("DELETE FROM sessions WHERE id = ?", [session_id])
+            self._positions.pop(session_id, None)
 
     def import_session(self, session: Session, messages: Sequence[Message]) -> Session:
         """Write a whole session (export/import): positions are kept as given."""

@@ -152,12 +152,17 @@ class Part:
 
     def to_dict(self) -> dict[str, Any]:
         """Only the fields that are set: the one serialised form for JSON and the widget."""
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        return {name: v for name in _PART_FIELDS if (v := getattr(self, name)) is not None}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Part:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        try:
+            return cls(**data)
+        except TypeError:  # keys from a newer or foreign writer: keep what we know
+            return cls(**{k: v for k, v in data.items() if k in _PART_FIELDS})
+
+
+_PART_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Part))
 
 
 @dataclass(slots=True)

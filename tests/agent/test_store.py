@@ -214,3 +214,37 @@ def test_update_and_delete_session() -> None:
     assert store.load_messages(s.id) == []
     with pytest.raises(ConfigurationError):
         store.get_session(s.id)
+
+
+def test_parts_view_gives_sql_one_row_per_part() -> None:
+    store = TranscriptStore(":memory:")
+    s = store.create_session()
+    for m in rich_conversation():
+        store.append_message(s.id, m)
+    rows = (
+        store.cursor()
+        .execute(
+            "SELECT message_position, position, type, tool_name, tool_input->>'address', tool_status "
+            "FROM parts WHERE session_id = ? AND type IN ('tool_use', 'tool_result') ORDER BY 1, 2",
+            [s.id],
+        )
+        .fetchall()
+    )
+    assert rows == [
+        (1, 3, "tool_use", "lookup_address", "0xabc", None),
+        (1, 4, "tool_use", "bad_args", None, None),
+        (2, 0, "tool_result", "lookup_address", None, "ok"),
+        (2, 1, "tool_result", "bad_args", None, "error"),
+    ]
+    total = store.cursor().execute("SELECT count(*) FROM parts WHERE session_id = ?", [s.id]).fetchone()
+    assert total == (sum(len(m.parts) for m in rich_conversation()),)
+
+
+def test_two_store_objects_on_one_database_keep_positions_dense(tmp_path: Path) -> None:
+    a = TranscriptStore(tmp_path / "t.duckdb")
+    b = TranscriptStore(connection=a.connection)
+    s = a.create_session()
+    a.append_message(s.id, Message.user("1"))
+    b.append_message(s.id, Message.user("2"))
+    a.append_message(s.id, Message.user("3"))  # a's cached position is stale: it must recover
+    assert [(m.position, m.text) for m in a.load_messages(s.id)] == [(0, "1"), (1, "2"), (2, "3")]

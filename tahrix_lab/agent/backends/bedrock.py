@@ -17,6 +17,7 @@ import base64
 import binascii
 import json
 import logging
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -483,6 +484,7 @@ class BedrockBackend:
         import botocore.config
         import botocore.exceptions
 
+        region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         try:
             session = boto3.session.Session(profile_name=profile, region_name=region)
         except botocore.exceptions.ProfileNotFound as exc:

@@ -108,7 +108,7 @@ def as_wire_messages(
         if msg.role == "tool":
             out.extend(_tool_message(p) for p in msg.parts if p.type == "tool_result")
         elif msg.role == "assistant":
-            out.append(_assistant_message(msg))
+            out.append(_assistant_message(msg, same_family=msg.backend == FAMILY))
         else:
             out.append({"role": "user", "content": _user_content(msg.parts, load)})
     return out
@@ -127,14 +127,14 @@ def tool_result_text(result: dict[str, Any] | None) -> str:
     return json.dumps(result if result is not None else {}, ensure_ascii=False)
 
 
-def _assistant_message(msg: Message) -> dict[str, Any]:
+def _assistant_message(msg: Message, *, same_family: bool) -> dict[str, Any]:
     text = "".join(p.text or "" for p in msg.parts if p.type == "text")
     wire: dict[str, Any] = {"role": "assistant", "content": text or None}
     calls = [
         {
             "id": p.tool_use_id or "",
             "type": "function",
-            "function": {"name": p.tool_name or "", "arguments": tool_arguments(p)},
+            "function": {"name": p.tool_name or "", "arguments": tool_arguments(p, same_family)},
         }
         for p in msg.parts
         if p.type == "tool_use"
@@ -146,9 +146,10 @@ def _assistant_message(msg: Message) -> dict[str, Any]:
     return wire
 
 
-def tool_arguments(part: Part) -> str:
-    """The raw argument text as the provider sent it, else the input as JSON."""
-    if part.text is not None:
+def tool_arguments(part: Part, same_family: bool = True) -> str:
+    """The raw argument text as this family sent it (a replay sends the same
+    bytes), else the input as JSON."""
+    if part.text is not None and same_family:
         return part.text
     return json.dumps(part.tool_input if part.tool_input is not None else {}, ensure_ascii=False)
 
