@@ -126,6 +126,16 @@ class WireServer:
 
             do_GET = do_POST
 
+            def do_HEAD(self) -> None:
+                request = Recorded("HEAD", self.path, {k.lower(): v for k, v in self.headers.items()}, b"")
+                reply = server._next(request)
+                self.send_response(reply.status)
+                self.send_header("content-type", reply.content_type)
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(sum(len(c) for c in reply.chunks)))
+                self.end_headers()
+
             def _drop(self) -> None:
                 self.wfile.flush()
                 self.close_connection = True

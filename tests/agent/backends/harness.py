@@ -51,6 +51,8 @@ class Harness:
     make: Callable[[list[Turn]], Backend]
     # wire request bodies sent so far (the fake records neutral requests)
     sent: Callable[[], list[Any]] = field(default=list)
+    # raw request bodies (bytes) as they arrived on the wire
+    raw: Callable[[], list[bytes]] = field(default=list)
 
 
 def fake_script(turns: list[Turn]) -> list[Any]:
@@ -126,7 +128,14 @@ def openai_harness() -> Iterator[Harness]:
             return backend
 
         try:
-            yield Harness("openai", "openai", False, make, lambda: [r.json() for r in server.requests])
+            yield Harness(
+                "openai",
+                "openai",
+                False,
+                make,
+                lambda: [r.json() for r in server.requests],
+                lambda: [r.body for r in server.requests],
+            )
         finally:
             for b in backends:
                 b.client.close()
@@ -170,7 +179,14 @@ def bedrock_harness() -> Iterator[Harness]:
             return BedrockBackend(client=client)
 
         try:
-            yield Harness("bedrock", "bedrock", True, make, lambda: [r.json() for r in server.requests])
+            yield Harness(
+                "bedrock",
+                "bedrock",
+                True,
+                make,
+                lambda: [r.json() for r in server.requests],
+                lambda: [r.body for r in server.requests],
+            )
         finally:
             for c in clients:
                 c.close()

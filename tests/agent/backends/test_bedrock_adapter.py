@@ -314,7 +314,10 @@ def test_throttling_before_the_stream_honours_retry_after(
 def test_exception_event_mid_stream(
     server: WireServer, backend: BedrockBackend, exception: str, status: int, retryable: bool
 ) -> None:
-    frames = [*eventstream.turn_frames([{"kind": "text", "text": "par"}])[:2], eventstream.exception(exception, "boom")]
+    frames = [
+        *eventstream.turn_frames([{"kind": "text", "text": "par"}])[:2],
+        eventstream.exception(exception, "boom"),
+    ]
     server.add(Reply(chunks=frames, content_type=eventstream.CONTENT_TYPE))
     seen: list[Event] = []
     with pytest.raises(BackendError) as info:

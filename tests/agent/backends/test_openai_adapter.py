@@ -154,8 +154,7 @@ def test_openrouter_in_band_error_mid_stream(server: WireServer, backend: OpenAI
     replay(server, "pydantic-ai__test_openrouter__test_openrouter_stream_error.yaml")
     seen: list[Event] = []
     with pytest.raises(BackendError) as info:
-        for event in backend.stream(system=None, messages=HELLO, tools=[], model="m", inference=None):
-            seen.append(event)
+        seen.extend(backend.stream(system=None, messages=HELLO, tools=[], model="m", inference=None))
     assert text_of(seen, "reasoning") == "We need to respond to a greeting. The user"
     assert info.value.status == 400
     assert info.value.retryable is False
