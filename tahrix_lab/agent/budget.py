@@ -5,10 +5,12 @@ per user over a rolling 30 days, and dollars for everyone over a rolling 30
 days. Dollars come from ``genai-prices`` through a ``Pricer``.
 
 ``check`` must stay cheap however long the transcript grows, so the budget
-keeps a ledger in memory: it reads the store once (last 30 days), then only
-the calls newer than what it has seen, and keeps running sums in time-ordered
-deques that drop expired entries from the front. Calls by other processes
-sharing the database are picked up on the next check.
+keeps a ledger in memory: it reads the store once (last 30 days), then the
+store tells it of every new message as it is appended (DuckDB lets one
+process write a file, so every write passes through this process), and it
+keeps running sums in time-ordered deques that drop expired entries from the
+front. A check is memory work only; every ``sync_every`` seconds it also asks
+the database for calls it has not seen (written by another store object).
 
 A model with no known price is priced as unknown, not as zero: it is logged
 once and counted in ``unknown_cost_calls``; pass ``assume_unknown=(in, out)``
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,9 +30,11 @@ from typing import TYPE_CHECKING
 
 from tahrix_lab.agent.errors import BudgetExceeded
 from tahrix_lab.agent.pricing import Pricer
-from tahrix_lab.agent.transcript import Usage, utcnow
+from tahrix_lab.agent.transcript import Message, Usage, utcnow
 
 if TYPE_CHECKING:
+    import duckdb
+
     from tahrix_lab.agent.store import TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -90,6 +95,7 @@ class Budget:
         pricer: Pricer | None = None,
         assume_unknown: tuple[float, float] | None = None,
         store: TranscriptStore | None = None,
+        sync_every: float = 5.0,
     ) -> None:
         self.per_minute_tokens = per_minute_tokens
         self.per_hour_tokens = per_hour_tokens
@@ -106,6 +112,9 @@ class Budget:
         self._rates: dict[tuple[str | None, str | None], tuple[float, float, float, float] | None] = {}
         self._watermark: datetime | None = None
         self._loaded_from: TranscriptStore | None = None
+        self.sync_every = sync_every
+        self._synced_at = 0.0
+        self._counted: set[tuple[str, int]] = set()  # calls the listener counted after the watermark
 
     # -- public -------------------------------------------------------------
     def check(self, user: str, *, store: TranscriptStore | None = None) -> None:
@@ -171,24 +180,50 @@ class Budget:
         if store is not self._loaded_from:
             self._loaded_from = store
             self._watermark = now - MONTH
+            self._synced_at = 0.0
+            store.add_listener(self._on_append)
+        if time.monotonic() - self._synced_at < self.sync_every:
+            return
+        self._synced_at = time.monotonic()
         cur = store.cursor()
         rows = cur.execute(
-            "SELECT session_id, created_at, model_id, backend, input_tokens, output_tokens, "
+            "SELECT session_id, position, created_at, model_id, backend, input_tokens, output_tokens, "
             "cache_read_tokens, cache_write_tokens FROM messages "
             "WHERE role = 'assistant' AND created_at > ? ORDER BY created_at",
             [self._watermark],
         ).fetchall()
         if not rows:
             return
-        missing = list({r[0] for r in rows} - self._session_users.keys())
+        self._learn_users(cur, {r[0] for r in rows})
+        for sid, position, at, model, backend, inp, out, cr, cw in rows:
+            if (sid, position) not in self._counted:
+                self._add(self._session_users.get(sid, "?"), at, Usage(inp, out, cr, cw), model, backend)
+        self._watermark = rows[-1][2]
+        self._counted.clear()
+
+    def _learn_users(self, cur: duckdb.DuckDBPyConnection, session_ids: set[str]) -> None:
+        missing = list(session_ids - self._session_users.keys())
         if missing:
             for sid, user in cur.execute(
                 'SELECT id, "user" FROM sessions WHERE id IN ?', [missing]
             ).fetchall():
                 self._session_users[sid] = user
-        for sid, at, model, backend, inp, out, cr, cw in rows:
-            self._add(self._session_users.get(sid, "?"), at, Usage(inp, out, cr, cw), model, backend)
-        self._watermark = rows[-1][1]
+
+    def _on_append(self, session_id: str, message: Message) -> None:
+        if message.role != "assistant" or message.position is None:
+            return
+        with self._lock:
+            if session_id not in self._session_users and self._loaded_from is not None:
+                self._learn_users(self._loaded_from.cursor(), {session_id})
+            self._counted.add((session_id, message.position))
+            usage = message.usage or Usage()
+            self._add(
+                self._session_users.get(session_id, "?"),
+                message.created_at,
+                usage,
+                message.model_id,
+                message.backend,
+            )
 
     def _add(self, user: str, at: datetime, usage: Usage, model: str | None, backend: str | None) -> None:
         ledger = self._users.get(user)

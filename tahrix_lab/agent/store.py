@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -123,6 +123,7 @@ class TranscriptStore:
         self._local = threading.local()
         self._write_lock = threading.Lock()
         self._positions: dict[str, int] = {}  # next position per session, under the write lock
+        self._listeners: list[Callable[[str, Message], None]] = []
         apply_migrations(self._conn, "transcript", MIGRATIONS)
 
     # -- plumbing --------------------------------------------------------
@@ -263,7 +264,13 @@ class TranscriptStore:
             self._positions[session_id] = position + 1
         message.session_id = session_id
         message.position = position
+        for listener in self._listeners:
+            listener(session_id, message)
         return message
+
+    def add_listener(self, listener: Callable[[str, Message], None]) -> None:
+        """Call ``listener(session_id, message)`` after every append (the budget keeps its ledger so)."""
+        self._listeners.append(listener)
 
     def _next_position(self, cur: duckdb.DuckDBPyConnection, session_id: str) -> int:
         known = self._positions.get(session_id)

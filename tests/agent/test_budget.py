@@ -186,3 +186,14 @@ def test_pricer_aliases_map_inference_profile_arns() -> None:
     pricer = Pricer(aliases={arn: "anthropic.claude-3-5-sonnet-20240620-v1:0"})
     assert pricer.price(arn, Usage(1_000_000, 0), backend="bedrock") == pytest.approx(3.0)
     assert Pricer().price(arn, Usage(1_000_000, 0), backend="bedrock") is None
+
+
+def test_calls_written_by_another_store_object_are_found_on_sync(store: TranscriptStore) -> None:
+    clock = Clock(T0)
+    budget = Budget(per_hour_tokens=1000, clock=clock, store=store, sync_every=0)
+    assert budget.meter("ana")["per_hour_tokens"] == 0
+    other = TranscriptStore(connection=store.connection)  # shares the database, not the listener
+    record(other, "ana", T0, Usage(300, 200))
+    record(store, "ana", T0, Usage(100, 0))  # seen by the listener, and must not be counted twice
+    assert budget.meter("ana")["per_hour_tokens"] == pytest.approx(0.6)
+    assert budget.meter("ana")["per_hour_tokens"] == pytest.approx(0.6)
