@@ -79,6 +79,8 @@ def price_calculation(
             PriceUsage(**kwargs), model_ref=model_id, provider_id=provider, genai_request_timestamp=at
         )
     except LookupError:
+        if backend == "fake":  # a scripted model has no price by design
+            return None
         with _lock:
             if model_id not in _unknown_logged:
                 _unknown_logged.add(model_id)
