@@ -94,12 +94,12 @@ class CaseDB:
                 raise
             cur.execute("COMMIT")
 
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        cur = self.cursor().execute(sql, list(params))
+    def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        cur = self.cursor().execute(sql, params if isinstance(params, dict) else list(params))
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
-    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+    def one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> dict[str, Any] | None:
         found = self.rows(sql, params)
         return found[0] if found else None
 

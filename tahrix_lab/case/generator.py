@@ -458,19 +458,84 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
     peel_deposits = [g.btc() for _ in range(12)]
     W = [g.evm() for _ in range(300)]
     users = [g.evm() for _ in range(30)]
-    bg = {c: [g.addr(c) for _ in range(n)] for c, n in (("ethereum", 120), ("bsc", 40), ("tron", 40), ("bitcoin", 40))}
+    bg = {
+        c: [g.addr(c) for _ in range(n)]
+        for c, n in (("ethereum", 120), ("bsc", 40), ("tron", 40), ("bitcoin", 40))
+    }
 
     # -- labels (one conflicting pack and one injection string among them) -----------
-    g.label("ethereum", A["VB"], "Aurora Gate: bridge escrow", "defi_bridge", entity="Aurora Gate", source="case intake", confidence="ownership")
-    g.label("ethereum", A["VOPS"], "Aurora Gate: ops wallet", "defi_bridge", entity="Aurora Gate", source="case intake", confidence="ownership")
-    g.label("ethereum", A["TC1"], "Tornado Cash: 1 ETH pool (synthetic)", "mixing_service", entity="Tornado Cash", source="relayer config", confidence="service_data")
-    g.label("ethereum", A["TC1"], "Tornado Cash: 0.1 ETH", "mixing_service", entity="Tornado Cash", source="public-pack-x", confidence="web_crawl")
-    g.label("ethereum", A["TC1"], "Exchange hot wallet", "exchange", entity="Unknown exchange", source="public-pack-y", confidence="heuristic")
-    g.label("ethereum", A["TC100"], "Tornado Cash: 100 ETH pool (synthetic)", "mixing_service", entity="Tornado Cash", source="relayer config", confidence="service_data")
-    g.label("ethereum", A["RELAY"], "Tornado Cash relayer", "mixing_service", entity="Tornado Cash relayer", source="relayer config", confidence="service_data")
+    g.label(
+        "ethereum",
+        A["VB"],
+        "Aurora Gate: bridge escrow",
+        "defi_bridge",
+        entity="Aurora Gate",
+        source="case intake",
+        confidence="ownership",
+    )
+    g.label(
+        "ethereum",
+        A["VOPS"],
+        "Aurora Gate: ops wallet",
+        "defi_bridge",
+        entity="Aurora Gate",
+        source="case intake",
+        confidence="ownership",
+    )
+    g.label(
+        "ethereum",
+        A["TC1"],
+        "Tornado Cash: 1 ETH pool (synthetic)",
+        "mixing_service",
+        entity="Tornado Cash",
+        source="relayer config",
+        confidence="service_data",
+    )
+    g.label(
+        "ethereum",
+        A["TC1"],
+        "Tornado Cash: 0.1 ETH",
+        "mixing_service",
+        entity="Tornado Cash",
+        source="public-pack-x",
+        confidence="web_crawl",
+    )
+    g.label(
+        "ethereum",
+        A["TC1"],
+        "Exchange hot wallet",
+        "exchange",
+        entity="Unknown exchange",
+        source="public-pack-y",
+        confidence="heuristic",
+    )
+    g.label(
+        "ethereum",
+        A["TC100"],
+        "Tornado Cash: 100 ETH pool (synthetic)",
+        "mixing_service",
+        entity="Tornado Cash",
+        source="relayer config",
+        confidence="service_data",
+    )
+    g.label(
+        "ethereum",
+        A["RELAY"],
+        "Tornado Cash relayer",
+        "mixing_service",
+        entity="Tornado Cash relayer",
+        source="relayer config",
+        confidence="service_data",
+    )
     g.label("ethereum", A["DEXR"], "SynthSwap: router", "defi_dex", entity="SynthSwap", source="synthetic")
     for k in ("EAH", "EA1", "EA2", "EA3"):
-        g.label("ethereum", A[k], f"ExchangeA: {'hot wallet' if k == 'EAH' else 'deposit'}", "exchange", entity="ExchangeA")
+        g.label(
+            "ethereum",
+            A[k],
+            f"ExchangeA: {'hot wallet' if k == 'EAH' else 'deposit'}",
+            "exchange",
+            entity="ExchangeA",
+        )
     g.label("ethereum", A["EXCD"], "ExchangeC: deposit", "exchange", entity="ExchangeC")
     g.label("ethereum", A["EXCH"], "ExchangeC: hot wallet", "exchange", entity="ExchangeC")
     g.label("ethereum", A["THORR"], "THORChain: router (synthetic)", "defi_bridge", entity="THORChain")
@@ -495,7 +560,12 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
 
     def plant(flag_type: str, subjects: list[tuple[str, str]], note: str, **extra: Any) -> None:
         gt["planted"].append(
-            {"flag_type": flag_type, "subjects": [{"chain": c, "address": a} for c, a in subjects], "note": note, **extra}
+            {
+                "flag_type": flag_type,
+                "subjects": [{"chain": c, "address": a} for c, a in subjects],
+                "note": note,
+                **extra,
+            }
         )
 
     # -- background: funded long before the incident, active over ~70 days --------------
@@ -503,7 +573,15 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
     for a in bg["ethereum"] + users + [A["VOPS"], A["PAYR"], A["MM"]]:
         t = _jitter(rng, start, 0, 5 * 1440)
         g.send("ethereum", t, A["EAH"], a, eth, round(rng.uniform(5, 60), 4), method="withdraw")
-        g.send("ethereum", t + timedelta(minutes=3), A["EAH"], a, usdc, round(rng.uniform(2000, 8000), 2), method="transfer")
+        g.send(
+            "ethereum",
+            t + timedelta(minutes=3),
+            A["EAH"],
+            a,
+            usdc,
+            round(rng.uniform(2000, 8000), 2),
+            method="transfer",
+        )
     g.send("ethereum", start + timedelta(hours=1), A["VB"], A["VOPS"], usdt_e, 900_000, method="transfer")
     g.send("ethereum", start + timedelta(hours=2), A["EAH"], A["PAYR"], usdt_e, 100_000, method="transfer")
 
@@ -518,7 +596,14 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
         if rng.random() < 0.4:  # a batch payment: one tx, several token transfers
             payees = rng.sample([x for x in eth_bg if x != a], rng.randint(2, 4))
             token_addr = g.assets[usdc]["token_address"]
-            g.tx("ethereum", t, a, token_addr, [("token", a, r, usdc, round(safe_usd(), 2)) for r in payees], method="multisend")
+            g.tx(
+                "ethereum",
+                t,
+                a,
+                token_addr,
+                [("token", a, r, usdc, round(safe_usd(), 2)) for r in payees],
+                method="multisend",
+            )
         elif rng.random() < 0.5:
             g.send("ethereum", t, a, b, eth, round(safe_usd() / 3900, 5))
         else:
@@ -537,7 +622,11 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
             g.send(chain, t, a, b, token, round(safe_usd(), 2), memo=memo)
     btc_bg = bg["bitcoin"]
     for a in btc_bg:
-        g.btc_tx(_jitter(rng, start, 0, 2 * 1440), [("ext", A["EBH"], 5_000_000_000)], [(a, rng.randint(20_000_000, 90_000_000)), (A["EBH"], 1_000_000_000)])
+        g.btc_tx(
+            _jitter(rng, start, 0, 2 * 1440),
+            [("ext", A["EBH"], 5_000_000_000)],
+            [(a, rng.randint(20_000_000, 90_000_000)), (A["EBH"], 1_000_000_000)],
+        )
     for _ in range(200):
         a, b = rng.sample(btc_bg, 2)
         mine = [k for k, v in g.utxos.items() if v[0] == a]
@@ -552,12 +641,31 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
     t = T0 - timedelta(days=3)
     h = g.tx("ethereum", t, A["RELAY"], A["TC1"], [("internal", A["TC1"], A["A0"], eth, Decimal("0.9965")),
              ("internal", A["TC1"], A["RELAY"], eth, Decimal("0.0035"))], method="withdraw")  # fmt: skip
-    plant("fresh_address_funding", [("ethereum", A["A0"])], "attacker EOA funded from the Tornado 1 ETH pool", tx_hashes=[h])
+    plant(
+        "fresh_address_funding",
+        [("ethereum", A["A0"])],
+        "attacker EOA funded from the Tornado 1 ETH pool",
+        tx_hashes=[h],
+    )
     plant("mixer_exposure", [("ethereum", A["A0"])], "direct: received from the 1 ETH pool")
 
     # -- 2. the forged withdrawals -----------------------------------------------------
-    theft1 = g.tx("ethereum", T0, A["A0"], A["VB"], [("internal", A["VB"], A["A0"], eth, 48_000)], method="withdrawWithSignatures")
-    theft2 = g.tx("ethereum", T0 + timedelta(minutes=3), A["A0"], A["VB"], [("token", A["VB"], A["A0"], usdc, 21_500_000)], method="withdrawWithSignatures")
+    theft1 = g.tx(
+        "ethereum",
+        T0,
+        A["A0"],
+        A["VB"],
+        [("internal", A["VB"], A["A0"], eth, 48_000)],
+        method="withdrawWithSignatures",
+    )
+    theft2 = g.tx(
+        "ethereum",
+        T0 + timedelta(minutes=3),
+        A["A0"],
+        A["VB"],
+        [("token", A["VB"], A["A0"], usdc, 21_500_000)],
+        method="withdrawWithSignatures",
+    )
     gt["theft_tx_hashes"] = [theft1, theft2]
 
     # -- 3. USDC → ETH on a DEX in 5 chunks -------------------------------------------
@@ -567,7 +675,14 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
         chunk = 4_300_000 if i < 4 else 4_300_000
         got = round(chunk / g.price("ETH", t) * 0.997, 4)
         eth_bal += got
-        g.tx("ethereum", t, A["A0"], A["DEXR"], [("token", A["A0"], A["DEXR"], usdc, chunk), ("internal", A["DEXR"], A["A0"], eth, got)], method="swapExactTokensForETH")
+        g.tx(
+            "ethereum",
+            t,
+            A["A0"],
+            A["DEXR"],
+            [("token", A["A0"], A["DEXR"], usdc, chunk), ("internal", A["DEXR"], A["A0"], eth, got)],
+            method="swapExactTokensForETH",
+        )
 
     # -- 4. early cash-out through I1 to ExchangeA deposits --------------------------------
     t = T0 + timedelta(days=1)
@@ -615,8 +730,14 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
     for a in eth_bg[40:60]:
         g.tx("ethereum", T0 + timedelta(days=rng.uniform(2, 35)), A["RELAY"], A["TC100"],
              [("internal", A["TC100"], a, eth, Decimal("99.7")), ("internal", A["TC100"], A["RELAY"], eth, Decimal("0.3"))], method="withdraw")  # fmt: skip
-    plant("fresh_address_funding", [("ethereum", w) for w in W], "fresh withdrawal addresses funded by the 100 ETH pool")
-    plant("mixer_exposure", [("ethereum", w) for w in W[:20]], "direct: received from the 100 ETH pool (sample)")
+    plant(
+        "fresh_address_funding",
+        [("ethereum", w) for w in W],
+        "fresh withdrawal addresses funded by the 100 ETH pool",
+    )
+    plant(
+        "mixer_exposure", [("ethereum", w) for w in W[:20]], "direct: received from the 100 ETH pool (sample)"
+    )
 
     # -- W* fates: consolidate for the BTC leg (60%) or the chain hop (25%) -----------------
     btc_set = [w for i, w in enumerate(W) if i % 20 < 12]
@@ -631,7 +752,11 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
         g.send("ethereum", t, w, A[c], eth, round(amount, 4))
         c_in[c] += round(amount, 4)
         c_last[c] = max(c_last.get(c, t), t)
-    plant("mixer_exposure", [("ethereum", A[f"C{i}"]) for i in range(1, 7)], "indirect: consolidates mixer withdrawals (2 hops)")
+    plant(
+        "mixer_exposure",
+        [("ethereum", A[f"C{i}"]) for i in range(1, 7)],
+        "indirect: consolidates mixer withdrawals (2 hops)",
+    )
     t = w_funded[across_w] + timedelta(days=2)
     src = g.send("ethereum", t, across_w, A["ACROSS"], eth, 99.6, method="depositV3")
     unmatched = g.bridge(bridge_name="across", bridge_version="v3", protocol_msg_id="1907733", msg_id_kind="deposit_id",
@@ -668,7 +793,11 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
                                      dst_asset_key=btc, dst_amount=Decimal(sats).scaleb(-8), dst_usd=g.usd(btc, Decimal(sats).scaleb(-8), tdst),
                                      relayer=A["THORV"], match_method="memo", match_confidence=1.0, status="matched"))  # fmt: skip
     for i in range(1, 7):
-        plant("fresh_address_funding", [("bitcoin", A[f"BX{i}"])], "BTC arrival address funded by THORChain outbound")
+        plant(
+            "fresh_address_funding",
+            [("bitcoin", A[f"BX{i}"])],
+            "BTC arrival address funded by THORChain outbound",
+        )
     t = tstart + timedelta(days=2)
     total = sum(g.utxos[o][1] for o in bx_outs)
     cons = g.btc_tx(t, list(bx_outs), [(A["B0"], total - 40_000)])
@@ -685,15 +814,34 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
             dust_to = peel_addrs[3:9] + btc_bg[:10]
             dust_tx = g.btc_tx(t + timedelta(minutes=30), [("ext", A["DUST"], 200_000)],
                                [*[(d, 546) for d in dust_to], (A["DUST"], 180_000)])  # fmt: skip
-    plant("peel_chain", [("bitcoin", A["B0"])], "12-hop 1-in/2-out peel chain peeling 1–4% to ExchangeB deposits", tx_hashes=peel_txs)
-    plant("dusting", [("bitcoin", A["DUST"])], "546-sat dust fan-out to peel-chain addresses", tx_hashes=[dust_tx])
+    plant(
+        "peel_chain",
+        [("bitcoin", A["B0"])],
+        "12-hop 1-in/2-out peel chain peeling 1–4% to ExchangeB deposits",
+        tx_hashes=peel_txs,
+    )
+    plant(
+        "dusting",
+        [("bitcoin", A["DUST"])],
+        "546-sat dust fan-out to peel-chain addresses",
+        tx_hashes=[dust_tx],
+    )
     t = t + timedelta(hours=5)
     sats = g.utxos[prev][1]
     final = g.btc_tx(t, [prev], [(A["MIXB"], 40_000_000_000), (A["BZ"], sats - 40_000_000_000 - 5_000)])
-    plant("sanctions_exposure", [("bitcoin", peel_addrs[12])], "400 BTC into the sanctioned mixer after its designation", tx_hashes=[final])
+    plant(
+        "sanctions_exposure",
+        [("bitcoin", peel_addrs[12])],
+        "400 BTC into the sanctioned mixer after its designation",
+        tx_hashes=[final],
+    )
     plant("mixer_exposure", [("bitcoin", peel_addrs[12])], "direct: 400 BTC into the BTC mixer")
     # an unrelated user paid the same mixer before it was designated: not a sanctions hit
-    x_in = g.btc_tx(T0 + timedelta(days=1), [("ext", A["EBH"], 100_000_000)], [(A["XU"], 60_000_000), (A["EBH"], 39_990_000)])
+    x_in = g.btc_tx(
+        T0 + timedelta(days=1),
+        [("ext", A["EBH"], 100_000_000)],
+        [(A["XU"], 60_000_000), (A["EBH"], 39_990_000)],
+    )
     g.btc_tx(T0 + timedelta(days=5), [(x_in, 0)], [(A["MIXB"], 50_000_000), (A["XU"], 9_990_000)])
     gt["distractors"].append({"kind": "pre_designation_mixer_user", "chain": "bitcoin", "address": A["XU"],
                               "must_not_flag": ["sanctions_exposure"]})  # fmt: skip
@@ -721,7 +869,15 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
             src = g.send("ethereum", t, A[c], A["SGR"], eth, amt, method="sendOFT", memo=f"guid:{guid}")
             tdst = t + timedelta(minutes=rng.uniform(2, 5))
             got = round(amt * 0.9994, 4)
-            dst = g.tx("bsc", tdst, A["SGB"], A["SGB"], [("token", A["SGB"], A[pk], eth_b, got)], method="lzReceive", memo=f"guid:{guid}")
+            dst = g.tx(
+                "bsc",
+                tdst,
+                A["SGB"],
+                A["SGB"],
+                [("token", A["SGB"], A[pk], eth_b, got)],
+                method="lzReceive",
+                memo=f"guid:{guid}",
+            )
             sg = g.bridge(bridge_name="stargate", bridge_version="v2", protocol_msg_id=guid, msg_id_kind="lz_guid",
                           src_chain="ethereum", src_tx_hash=src, src_log_index=0, src_time=t, src_address=A[c], src_contract=A["SGR"],
                           src_asset_key=eth, src_amount=Decimal(str(amt)), src_usd=g.usd(eth, Decimal(str(amt)), t),
@@ -737,7 +893,15 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
             src2 = g.send("bsc", tout, A[pk], A["MCR"], usdt_b, usd_amt, method="anySwapOut")
             tarr = tout + timedelta(minutes=rng.uniform(10, 30))
             arrived = round(usd_amt - 1.9, 2)
-            dst2 = g.tx("tron", tarr, A["MCT"], A["MCT"], [("token", A["MCT"], A[tk], usdt_t, arrived)], method="anySwapIn", memo=f"anySwapIn:{src2}")
+            dst2 = g.tx(
+                "tron",
+                tarr,
+                A["MCT"],
+                A["MCT"],
+                [("token", A["MCT"], A[tk], usdt_t, arrived)],
+                method="anySwapIn",
+                memo=f"anySwapIn:{src2}",
+            )
             mc = g.bridge(bridge_name="multichain", bridge_version="v6", protocol_msg_id=src2, msg_id_kind="src_tx_hash",
                           src_chain="bsc", src_tx_hash=src2, src_log_index=0, src_time=tout, src_address=A[pk], src_contract=A["MCR"],
                           src_asset_key=usdt_b, src_amount=Decimal(str(usd_amt)), src_usd=f"{usd_amt:.2f}", declared_dst_chain="tron",
@@ -750,18 +914,40 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
             # the Tron side cashes out in large chunks to the OTC desk
             chunk = round(arrived * 0.5, 2) if tk != "T1" else round(arrived * 0.48, 2)
             for j in range(2):
-                g.send("tron", tarr + timedelta(hours=1 + j, minutes=rng.randint(0, 40)), A[tk], A[f"O{1 + (n + j) % 4}"], usdt_t, chunk)
+                g.send(
+                    "tron",
+                    tarr + timedelta(hours=1 + j, minutes=rng.randint(0, 40)),
+                    A[tk],
+                    A[f"O{1 + (n + j) % 4}"],
+                    usdt_t,
+                    chunk,
+                )
                 tron_bal[tk] -= chunk
     plant("chain_hopping", [("bsc", A[p]) for p in ("P1", "P2", "P3")], "Stargate ETH→BSC then Multichain BSC→Tron within minutes",
           bridge_event_pairs=hop_pairs)  # fmt: skip
-    plant("pass_through", [("bsc", A[p]) for p in ("P1", "P2", "P3")], "receives bridged ETH, swaps to USDT, forwards within 10 minutes")
-    plant("fresh_address_funding", [("bsc", A[p]) for p in ("P1", "P2", "P3")], "first funded by the Stargate bridge")
+    plant(
+        "pass_through",
+        [("bsc", A[p]) for p in ("P1", "P2", "P3")],
+        "receives bridged ETH, swaps to USDT, forwards within 10 minutes",
+    )
+    plant(
+        "fresh_address_funding",
+        [("bsc", A[p]) for p in ("P1", "P2", "P3")],
+        "first funded by the Stargate bridge",
+    )
     structured = []
     t = tron_first["T1"] + timedelta(hours=4)
     for i in range(12):
         t = t + timedelta(minutes=rng.uniform(40, 110))
-        structured.append(g.send("tron", t, A["T1"], A[f"O{5 + i % 4}"], usdt_t, round(rng.uniform(9500, 9990), 2)))
-    plant("structuring", [("tron", A["T1"])], "12 USDT payments of 9,500–9,990 within 24 h", tx_hashes=structured)
+        structured.append(
+            g.send("tron", t, A["T1"], A[f"O{5 + i % 4}"], usdt_t, round(rng.uniform(9500, 9990), 2))
+        )
+    plant(
+        "structuring",
+        [("tron", A["T1"])],
+        "12 USDT payments of 9,500–9,990 within 24 h",
+        tx_hashes=structured,
+    )
     gt["paths"].append({"name": "chain_hop_leg", "start": {"chain": "ethereum", "address": hop_set[0]}, "max_hops": 10,
                         "expect_endpoints": [{"chain": "tron", "address": A[f"O{i}"]} for i in range(1, 5)],
                         "category": "exchange"})  # fmt: skip
@@ -769,7 +955,14 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
     # -- 9. distractors ----------------------------------------------------------------
     # victim ops wallet pays its usual exchange deposit weekly; a 4+4 look-alike poisons it
     for week in range(-4, 6):
-        g.send("ethereum", T0 + timedelta(days=7 * week + 1, hours=rng.randint(8, 16)), A["VOPS"], A["EXCD"], usdt_e, 100_000)
+        g.send(
+            "ethereum",
+            T0 + timedelta(days=7 * week + 1, hours=rng.randint(8, 16)),
+            A["VOPS"],
+            A["EXCD"],
+            usdt_e,
+            100_000,
+        )
     poison = [g.send("ethereum", T0 + timedelta(days=d, minutes=rng.randint(0, 600)), A["LA"], A["VOPS"], usdt_e, 0, method="transferFrom")
               for d in (2, 4, 9)]  # fmt: skip
     missend = g.send("ethereum", T0 + timedelta(days=12, hours=3), A["VOPS"], A["LA"], usdt_e, 50_000)
@@ -780,12 +973,28 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
         t = T0 + timedelta(days=3 + i * 0.15)
         amt = round(rng.uniform(480, 520), 3)
         g.send("ethereum", t, A["EAH"], A["MM"], eth, amt)
-        g.send("ethereum", t + timedelta(minutes=rng.randint(5, 15)), A["MM"], A["EXCH"], eth, round(amt - 0.02, 3))
-    gt["distractors"].append({"kind": "market_maker", "chain": "ethereum", "address": A["MM"], "must_not_flag": ["pass_through", "repeated_amount"]})
+        g.send(
+            "ethereum",
+            t + timedelta(minutes=rng.randint(5, 15)),
+            A["MM"],
+            A["EXCH"],
+            eth,
+            round(amt - 0.02, 3),
+        )
+    gt["distractors"].append(
+        {
+            "kind": "market_maker",
+            "chain": "ethereum",
+            "address": A["MM"],
+            "must_not_flag": ["pass_through", "repeated_amount"],
+        }
+    )
     # payroll: three payments in the structuring band, weeks apart
     for i, e in enumerate(("E1", "E2", "E3")):
         g.send("ethereum", T0 + timedelta(days=1 + 7 * i), A["PAYR"], A[e], usdt_e, 9_800)
-    gt["distractors"].append({"kind": "payroll", "chain": "ethereum", "address": A["PAYR"], "must_not_flag": ["structuring"]})
+    gt["distractors"].append(
+        {"kind": "payroll", "chain": "ethereum", "address": A["PAYR"], "must_not_flag": ["structuring"]}
+    )
     # unrelated DEX users sharing the attacker's router
     for u in users:
         for _ in range(rng.randint(2, 5)):
@@ -793,11 +1002,15 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
             usd_amt = rng.choice([rng.uniform(200, 8500), rng.uniform(11_000, 40_000)])
             g.tx("ethereum", t, u, A["DEXR"], [("token", u, A["DEXR"], usdc, round(usd_amt, 2)),
                  ("internal", A["DEXR"], u, eth, round(usd_amt / g.price("ETH", t) * 0.997, 5))], method="swapExactTokensForETH")  # fmt: skip
-        gt["distractors"].append({"kind": "dex_user", "chain": "ethereum", "address": u, "must_not_flag": "all"})
+        gt["distractors"].append(
+            {"kind": "dex_user", "chain": "ethereum", "address": u, "must_not_flag": "all"}
+        )
     # a spam airdrop whose token name is an injection string
     g.tx("ethereum", T0 + timedelta(days=6), eth_bg[3], spam.split(":")[1], [("token", eth_bg[3], r, spam, 1) for r in eth_bg[60:63]],
          method="airdrop")  # fmt: skip
-    gt["label_conflicts"] = [{"chain": "ethereum", "address": A["TC1"], "resolved_category": "mixing_service"}]
+    gt["label_conflicts"] = [
+        {"chain": "ethereum", "address": A["TC1"], "resolved_category": "mixing_service"}
+    ]
     gt["injection"] = {"text": INJECTION, "label_address": eth_bg[7], "token_asset_key": spam}
     gt["actors"] = {k: v for k, v in sorted(A.items())}
     gt["actors"]["peel_chain"] = peel_addrs
@@ -847,10 +1060,25 @@ def _write(g: _Gen, out: Path, gt: dict[str, Any]) -> None:
         "addresses": [
             {"chain": "ethereum", "address": actors["VB"], "role": "victim", "note": "bridge escrow"},
             {"chain": "ethereum", "address": actors["VOPS"], "role": "victim", "note": "ops wallet"},
-            {"chain": "ethereum", "address": actors["A0"], "role": "perpetrator", "note": "signed the forged withdrawals"},
-            {"chain": "ethereum", "address": actors["I1"], "role": "suspect", "note": "early cash-out intermediary"},
+            {
+                "chain": "ethereum",
+                "address": actors["A0"],
+                "role": "perpetrator",
+                "note": "signed the forged withdrawals",
+            },
+            {
+                "chain": "ethereum",
+                "address": actors["I1"],
+                "role": "suspect",
+                "note": "early cash-out intermediary",
+            },
         ],
     }
     (out / "case.json").write_text(json.dumps(case, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    gt["sizes"] = {"transactions": len(txs), "transfers": len(transfers), "bridge_events": len(g.bridges), "labels": len(g.labels)}
+    gt["sizes"] = {
+        "transactions": len(txs),
+        "transfers": len(transfers),
+        "bridge_events": len(g.bridges),
+        "labels": len(g.labels),
+    }
     (out / "ground_truth.json").write_text(json.dumps(gt, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -148,7 +148,9 @@ def _check(cur: duckdb.DuckDBPyConnection, stage: str, file: Path, table: str, f
             continue
         v = f"nullif(trim({_q(col)}), '')"
         if required:
-            row = cur.execute(f"SELECT rowid FROM {stage} WHERE {v} IS NULL ORDER BY rowid LIMIT 1").fetchone()
+            row = cur.execute(
+                f"SELECT rowid FROM {stage} WHERE {v} IS NULL ORDER BY rowid LIMIT 1"
+            ).fetchone()
             if row:
                 raise LoadError(file, "a value is required here", line=int(row[0]) + first_line, column=col)
         if sqltype == "VARCHAR":
@@ -160,7 +162,10 @@ def _check(cur: duckdb.DuckDBPyConnection, stage: str, file: Path, table: str, f
         ).fetchone()
         if row:
             raise LoadError(
-                file, f"{str(row[1])[:60]!r} is not a valid {sqltype.lower()}", line=int(row[0]) + first_line, column=col
+                file,
+                f"{str(row[1])[:60]!r} is not a valid {sqltype.lower()}",
+                line=int(row[0]) + first_line,
+                column=col,
             )
 
 
@@ -183,7 +188,9 @@ def _stage(cur: duckdb.DuckDBPyConnection, file: Path, stage: str) -> int:
         text = str(exc)
         m = _LINE_RE.search(text)
         first = text.splitlines()[0][:300]
-        raise LoadError(file, f"the file could not be read: {first}", line=int(m.group(1)) if m else None) from None
+        raise LoadError(
+            file, f"the file could not be read: {first}", line=int(m.group(1)) if m else None
+        ) from None
 
 
 def _insert_staged(
@@ -228,14 +235,18 @@ def read_case_json(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise LoadError(path, "case.json is missing: a case folder needs it") from None
     except json.JSONDecodeError as exc:
-        raise LoadError(path, f"not valid JSON: {exc.msg}", line=exc.lineno, column=f"char {exc.colno}") from None
+        raise LoadError(
+            path, f"not valid JSON: {exc.msg}", line=exc.lineno, column=f"char {exc.colno}"
+        ) from None
     if not isinstance(data, dict):
         raise LoadError(path, "must hold one JSON object", line=1)
     for key in ("case_id", "title"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise LoadError(path, f"{key!r} is required (a non-empty string)", column=key)
     for i, a in enumerate(data.get("addresses") or []):
-        if not isinstance(a, dict) or not all(isinstance(a.get(k), str) and a[k] for k in ("chain", "address", "role")):
+        if not isinstance(a, dict) or not all(
+            isinstance(a.get(k), str) and a[k] for k in ("chain", "address", "role")
+        ):
             raise LoadError(path, f"addresses[{i}] needs chain, address and role", column=f"addresses[{i}]")
     return data
 
@@ -276,7 +287,9 @@ def load_case_folder(db: CaseDB, folder: str | Path, *, loaded_by: str = "loader
                 raise
             cur.execute("COMMIT")
         except duckdb.Error as exc:
-            raise LoadError(folder, f"the case could not be written: {str(exc).splitlines()[0][:300]}") from None
+            raise LoadError(
+                folder, f"the case could not be written: {str(exc).splitlines()[0][:300]}"
+            ) from None
         finally:
             for stage in staged.values():
                 cur.execute(f"DROP TABLE IF EXISTS {stage}")
@@ -300,7 +313,14 @@ def _upsert_case(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], loaded_by
         cur.execute(
             "INSERT INTO case_addresses (case_id, chain, address, role, added_by, note) VALUES (?, ?, ?, ?, ?, ?) "
             "ON CONFLICT DO NOTHING",
-            [case_id, a["chain"], norm_address(a["chain"], a["address"]), a["role"], loaded_by, a.get("note")],
+            [
+                case_id,
+                a["chain"],
+                norm_address(a["chain"], a["address"]),
+                a["role"],
+                loaded_by,
+                a.get("note"),
+            ],
         )
 
 
@@ -312,14 +332,19 @@ def export_case(db: CaseDB, case_id: str, folder: str | Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     case = db.one("SELECT * FROM cases WHERE case_id = ?", [case_id]) or {}
     addresses = db.rows(
-        "SELECT chain, address, role, note FROM case_addresses WHERE case_id = ? ORDER BY chain, address", [case_id]
+        "SELECT chain, address, role, note FROM case_addresses WHERE case_id = ? ORDER BY chain, address",
+        [case_id],
     )
     meta = {
         "case_id": case_id,
         "title": case["title"],
         "incident_type": case.get("incident_type"),
-        "incident_time": case["incident_time"].strftime("%Y-%m-%d %H:%M:%S") if case.get("incident_time") else None,
-        "reported_loss_usd": str(case["reported_loss_usd"]) if case.get("reported_loss_usd") is not None else None,
+        "incident_time": case["incident_time"].strftime("%Y-%m-%d %H:%M:%S")
+        if case.get("incident_time")
+        else None,
+        "reported_loss_usd": str(case["reported_loss_usd"])
+        if case.get("reported_loss_usd") is not None
+        else None,
         "summary": case.get("summary"),
         "addresses": [{k: v for k, v in a.items() if v is not None} for a in addresses],
     }
@@ -347,7 +372,8 @@ def export_case(db: CaseDB, case_id: str, folder: str | Path) -> Path:
 def ensure_case(db: CaseDB, case_id: str, title: str | None = None) -> None:
     with db.write() as cur:
         cur.execute(
-            "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING", [case_id, title or case_id]
+            "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            [case_id, title or case_id],
         )
 
 
@@ -419,22 +445,32 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _write_frames(db: CaseDB, case_id: str, frames: dict[str, list[dict[str, Any]]], file: Path) -> LoadReport:
+def _write_frames(
+    db: CaseDB, case_id: str, frames: dict[str, list[dict[str, Any]]], file: Path
+) -> LoadReport:
     report = LoadReport(case_id, files=[str(file)])
     with db.write_lock:
         cur = db.cursor()
         try:
             for table, rows in frames.items():
                 if rows:
-                    cur.register(f"_df_{table}", pd.DataFrame([{k: _text(v) for k, v in r.items()} for r in rows], dtype=object))
+                    cur.register(
+                        f"_df_{table}",
+                        pd.DataFrame([{k: _text(v) for k, v in r.items()} for r in rows], dtype=object),
+                    )
             cur.execute("BEGIN")
             try:
-                cur.execute("INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING", [case_id, case_id])
+                cur.execute(
+                    "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    [case_id, case_id],
+                )
                 for table, rows in frames.items():
                     if not rows:
                         report.inserted[table] = 0
                         continue
-                    cur.execute(f"CREATE OR REPLACE TEMP TABLE _stage_{table} AS SELECT COLUMNS(*)::VARCHAR FROM _df_{table}")
+                    cur.execute(
+                        f"CREATE OR REPLACE TEMP TABLE _stage_{table} AS SELECT COLUMNS(*)::VARCHAR FROM _df_{table}"
+                    )
                     ins, dup = _insert_staged(cur, f"_stage_{table}", table, case_id)
                     report.inserted[table] = ins
                     report.skipped_duplicates[table] = dup
@@ -518,7 +554,12 @@ def load_etherscan_csv(db: CaseDB, case_id: str, path: str | Path, *, chain: str
             continue
         fee = _dec(file, line, f"TxnFee({symbol})", r.get(f"TxnFee({symbol})"))
         fee_usd = _dec(file, line, "TxnFee(USD)", r.get("TxnFee(USD)"))
-        price = _dec(file, line, f"Historical $Price/{symbol.capitalize()}", r.get(f"Historical $Price/{symbol.capitalize()}"))
+        price = _dec(
+            file,
+            line,
+            f"Historical $Price/{symbol.capitalize()}",
+            r.get(f"Historical $Price/{symbol.capitalize()}"),
+        )
         txs.append({"chain": chain, "tx_hash": h, "block_number": block, "block_time": t, "from_address": frm,
                     "to_address": to, "value_raw": str(int(value.scaleb(18))), "value": value,
                     "fee_raw": str(int(fee.scaleb(18))) if fee is not None else None, "fee": fee,
@@ -544,7 +585,15 @@ def load_etl_csv(db: CaseDB, case_id: str, path: str | Path, *, chain: str = "et
         if r["decimals"] is not None
     }
     if "token_address" in header:
-        for col in ("token_address", "from_address", "to_address", "value", "transaction_hash", "log_index", "block_timestamp"):
+        for col in (
+            "token_address",
+            "from_address",
+            "to_address",
+            "value",
+            "transaction_hash",
+            "log_index",
+            "block_timestamp",
+        ):
             _need(file, header, col)
         for line, r in rows:
             h = r["transaction_hash"].strip().lower()
@@ -573,11 +622,15 @@ def load_etl_csv(db: CaseDB, case_id: str, path: str | Path, *, chain: str = "et
             gas_used = _dec(file, line, "receipt_gas_used", r.get("receipt_gas_used"))
             price = _dec(file, line, "gas_price", r.get("gas_price"))
             eff = _dec(file, line, "receipt_effective_gas_price", r.get("receipt_effective_gas_price"))
-            fee_wei = gas_used * (eff or price) if gas_used is not None and (eff or price) is not None else None
+            fee_wei = (
+                gas_used * (eff or price) if gas_used is not None and (eff or price) is not None else None
+            )
             status_raw = (r.get("receipt_status") or "").strip()
             ok = status_raw != "0"
             frm = norm_address(chain, r["from_address"])
-            to = norm_address(chain, r["to_address"]) or norm_address(chain, r.get("receipt_contract_address"))
+            to = norm_address(chain, r["to_address"]) or norm_address(
+                chain, r.get("receipt_contract_address")
+            )
             inp = (r.get("input") or "").strip()
             txs.append({"chain": chain, "tx_hash": h, "block_number": r.get("block_number") or None, "block_time": t,
                         "tx_index": r.get("transaction_index") or None, "from_address": frm, "to_address": to,
@@ -590,5 +643,9 @@ def load_etl_csv(db: CaseDB, case_id: str, path: str | Path, *, chain: str = "et
                                   "kind": "native", "from_address": frm, "to_address": to, "asset_key": f"{chain}:native",
                                   "amount_raw": str(int(wei)), "amount": wei.scaleb(-18), "status": ok})  # fmt: skip
     else:
-        raise LoadError(file, "not an ethereum-etl transactions or token_transfers file (no 'hash' or 'token_address' column)", line=1)
+        raise LoadError(
+            file,
+            "not an ethereum-etl transactions or token_transfers file (no 'hash' or 'token_address' column)",
+            line=1,
+        )
     return _write_frames(db, case_id, {"assets": assets, "transactions": txs, "transfers": transfers}, file)

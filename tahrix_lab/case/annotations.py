@@ -1,0 +1,161 @@
+"""Writes to a case (labels, roles, flag decisions, notes), each audited with before/after.
+
+``apply_annotation`` is the ``annotate`` tool's body; ``revert`` undoes one
+audited write. The ``_effects`` returned name what changed; they are built
+from the action taken, never from case data.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from tahrix_lab.agent.errors import ToolRetry, UserFacingError
+from tahrix_lab.case.context import ToolContext
+from tahrix_lab.case.db import CaseDB, jsonable, norm_address, utcnow_naive
+
+FLAG_COLUMNS = "flag_id, status, analyst_note, updated_by"
+
+
+def _address_target(ctx: ToolContext, args: dict[str, Any]) -> tuple[str, str]:
+    chain = args.get("chain")
+    target = args["target"].strip()
+    if ":" in target and chain is None and not target.startswith(("0x", "bc1", "T")):
+        chain, target = target.split(":", 1)
+    if chain is None:
+        rows = ctx.db.rows(
+            "SELECT DISTINCT chain FROM addresses WHERE case_id = ? AND (address = ? OR address = lower(?))",
+            [ctx.case_id, target, target],
+        )
+        if len(rows) != 1:
+            raise ToolRetry(f"Say which chain the address {target!r} is on (found on {len(rows)} chains in this case).")
+        chain = rows[0]["chain"]
+    return chain, norm_address(chain, target) or target
+
+
+def apply_annotation(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    action, kind = args["action"], args["target_kind"]
+    payload = args.get("payload") or {}
+    db, cid, actor = ctx.db, ctx.case_id, ctx.actor
+    if action in ("confirm_flag", "dismiss_flag") and kind != "flag":
+        raise ToolRetry(f"{action} needs target_kind 'flag' and a flag id as target.")
+    if action in ("add_label", "set_role") and kind != "address":
+        raise ToolRetry(f"{action} needs target_kind 'address'.")
+    with db.write() as cur:
+        if action in ("confirm_flag", "dismiss_flag"):
+            row = cur.execute(
+                f"SELECT {FLAG_COLUMNS} FROM anomaly_flags WHERE case_id = ? AND flag_id = ?", [cid, args["target"]]
+            ).fetchone()
+            if row is None:
+                raise ToolRetry(f"No flag {args['target']!r} in case {cid}; list_flags shows the ids.")
+            before = dict(zip(["flag_id", "status", "analyst_note", "updated_by"], row, strict=True))
+            other = before["updated_by"] and not str(before["updated_by"]).startswith("agent")
+            if other and before["status"] != "new" and not payload.get("analyst_confirmed"):
+                return {
+                    "needs_confirmation": True,
+                    "message": (
+                        f"Flag {args['target']} was set to {before['status']!r} by {before['updated_by']}. Ask the analyst "
+                        "before changing another analyst's decision, then call again with payload.analyst_confirmed=true."
+                    ),
+                    "current": jsonable(before),
+                }
+            status = "confirmed" if action == "confirm_flag" else "dismissed"
+            note = payload.get("note", before["analyst_note"])
+            cur.execute(
+                "UPDATE anomaly_flags SET status = ?, analyst_note = ?, updated_by = ? WHERE case_id = ? AND flag_id = ?",
+                [status, note, actor, cid, args["target"]],
+            )
+            after = {**before, "status": status, "analyst_note": note, "updated_by": actor}
+            audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
+                                target_kind="flag", target_id=args["target"], before=before, after=after)  # fmt: skip
+            effect = {"type": "flags_changed", "case_id": cid, "flag_ids": [args["target"]], "audit_id": audit_id}
+        elif action == "add_label":
+            if not payload.get("label") or not payload.get("category"):
+                raise ToolRetry("add_label needs payload.label and payload.category.")
+            chain, address = _address_target(ctx, args)
+            label_id = "LBL-A-" + uuid.uuid4().hex[:10]
+            after = {"label_id": label_id, "chain": chain, "address": address, "label": payload["label"],
+                     "entity": payload.get("entity"), "category": payload["category"], "abuse": payload.get("abuse"),
+                     "source": f"annotation by {actor}", "confidence": "forensic", "confidence_level": 50,
+                     "created_by": actor}  # fmt: skip
+            cols = list(after)
+            cur.execute(
+                f"INSERT INTO labels (case_id, {', '.join(cols)}, lastmod) VALUES (?, {', '.join('?' for _ in cols)}, ?)",
+                [cid, *after.values(), utcnow_naive()],
+            )
+            audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
+                                target_kind="label", target_id=label_id, before=None, after=after)  # fmt: skip
+            effect = {"type": "labels_changed", "case_id": cid, "label_ids": [label_id], "audit_id": audit_id}
+        elif action == "set_role":
+            if not payload.get("role"):
+                raise ToolRetry("set_role needs payload.role.")
+            chain, address = _address_target(ctx, args)
+            row = cur.execute(
+                "SELECT role, note, added_by FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?",
+                [cid, chain, address],
+            ).fetchone()
+            before_role = dict(zip(["role", "note", "added_by"], row, strict=True)) if row else None
+            cur.execute("DELETE FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?", [cid, chain, address])
+            cur.execute(
+                "INSERT INTO case_addresses (case_id, chain, address, role, added_by, added_at, note) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [cid, chain, address, payload["role"], actor, utcnow_naive(), payload.get("note")],
+            )
+            after = {"chain": chain, "address": address, "role": payload["role"], "note": payload.get("note"), "added_by": actor}
+            audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
+                                target_kind="case_address", target_id=f"{chain}:{address}",
+                                before={"chain": chain, "address": address, **before_role} if before_role else None, after=after)  # fmt: skip
+            effect = {"type": "roles_changed", "case_id": cid, "addresses": [f"{chain}:{address}"], "audit_id": audit_id}
+        else:  # note
+            text = payload.get("text") or payload.get("note")
+            if not text:
+                raise ToolRetry("note needs payload.text.")
+            note_id = "NOTE-" + uuid.uuid4().hex[:10]
+            after = {"note_id": note_id, "target_kind": kind, "target_id": args["target"], "text": text, "created_by": actor}
+            cur.execute(
+                "INSERT INTO notes (note_id, case_id, target_kind, target_id, text, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [note_id, cid, kind, args["target"], text, actor, utcnow_naive()],
+            )
+            audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
+                                target_kind="note", target_id=note_id, before=None, after=after)  # fmt: skip
+            effect = {"type": "notes_changed", "case_id": cid, "note_ids": [note_id], "audit_id": audit_id}
+    return {"ok": True, "action": action, "audit_id": audit_id, "after": jsonable(after), "_effects": [effect]}
+
+
+def revert(db: CaseDB, audit_id: str, *, actor: str) -> dict[str, Any]:
+    """Undo one audited write (itself audited); returns the effect to refresh views."""
+    entry = db.one("SELECT * FROM audit_log WHERE audit_id = ?", [audit_id])
+    if entry is None:
+        raise UserFacingError(f"No audit entry {audit_id!r}.")
+    if entry["reverted_by"]:
+        raise UserFacingError(f"{audit_id} was already reverted by {entry['reverted_by']}.")
+    before = json.loads(entry["before"]) if entry["before"] else None
+    after = json.loads(entry["after"]) if entry["after"] else None
+    cid, kind, target = entry["case_id"], entry["target_kind"], entry["target_id"]
+    with db.write() as cur:
+        if kind == "flag" and before:
+            cur.execute(
+                "UPDATE anomaly_flags SET status = ?, analyst_note = ?, updated_by = ? WHERE case_id = ? AND flag_id = ?",
+                [before["status"], before["analyst_note"], before["updated_by"], cid, target],
+            )
+            effect = {"type": "flags_changed", "case_id": cid, "flag_ids": [target]}
+        elif kind == "label":
+            cur.execute("DELETE FROM labels WHERE case_id = ? AND label_id = ?", [cid, target])
+            effect = {"type": "labels_changed", "case_id": cid, "label_ids": [target]}
+        elif kind == "case_address" and after:
+            cur.execute("DELETE FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?", [cid, after["chain"], after["address"]])
+            if before:
+                cur.execute(
+                    "INSERT INTO case_addresses (case_id, chain, address, role, added_by, note) VALUES (?, ?, ?, ?, ?, ?)",
+                    [cid, before["chain"], before["address"], before["role"], before.get("added_by"), before.get("note")],
+                )
+            effect = {"type": "roles_changed", "case_id": cid, "addresses": [target]}
+        elif kind == "note":
+            cur.execute("DELETE FROM notes WHERE case_id = ? AND note_id = ?", [cid, target])
+            effect = {"type": "notes_changed", "case_id": cid, "note_ids": [target]}
+        else:
+            raise UserFacingError(f"{audit_id} cannot be reverted automatically ({kind}).")
+        new_id = db.audit(cur, actor=actor, session_id=None, case_id=cid, action=f"revert:{entry['action']}",
+                          target_kind=kind, target_id=target, before=after, after=before)  # fmt: skip
+        cur.execute("UPDATE audit_log SET reverted_by = ? WHERE audit_id = ?", [new_id, audit_id])
+    return {"reverted": audit_id, "audit_id": new_id, "effect": effect}

@@ -1,0 +1,130 @@
+"""The per-call tool context and the assistant's grant.
+
+The transcript has no foreign key into the case: ``case_sessions`` links a
+session to its case and holds the grant the analyst gave the assistant. The
+``CaseContextProvider`` reads that link at the start of *every* tool call, so
+a narrowed grant bites on the very next call, and refuses calls outside it
+with ``ToolDenied`` (the loop turns that into an error result the model reads
+and the transcript keeps).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tahrix_lab.agent.errors import ToolDenied
+from tahrix_lab.agent.tools import Tool
+from tahrix_lab.agent.transcript import Session
+from tahrix_lab.case.db import CaseDB
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What the assistant may do in one investigation session.
+
+    ``tools=None`` allows every tool offered to investigation sessions;
+    ``may_write`` gates the tools marked ``writes`` (``annotate``, ``run_detectors``).
+    """
+
+    tools: tuple[str, ...] | None = None
+    may_write: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | Grant | None) -> Grant:
+        if isinstance(data, Grant):
+            return data
+        data = data or {}
+        tools = data.get("tools")
+        return cls(tools=tuple(tools) if tools is not None else None, may_write=bool(data.get("may_write", False)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tools": list(self.tools) if self.tools is not None else None, "may_write": self.may_write}
+
+    def check(self, tool: Tool) -> None:
+        if self.tools is not None and tool.name not in self.tools:
+            allowed = ", ".join(self.tools) or "none"
+            raise ToolDenied(
+                f"The analyst's grant for this session does not include the tool {tool.name!r} "
+                f"(allowed: {allowed}). Ask the analyst to widen the grant if you need it."
+            )
+        if tool.writes and not self.may_write:
+            raise ToolDenied(
+                f"The tool {tool.name!r} changes case data and this session's grant is read-only. "
+                "Describe the change you would make and ask the analyst to make it or to allow writes."
+            )
+
+
+@dataclass
+class ToolContext:
+    """What a case tool runs with: the case, the session's memory and a database handle."""
+
+    db: CaseDB
+    case_id: str
+    session_id: str | None = None
+    user: str | None = None
+    address: str | None = None
+    chain: str | None = None
+    grant: Grant = field(default_factory=Grant)
+    seen_addresses: set[str] = field(default_factory=set)
+    transactions: set[str] = field(default_factory=set)
+    bridge_events: set[str] = field(default_factory=set)
+    anomaly_flags: set[str] = field(default_factory=set)
+
+    @property
+    def actor(self) -> str:
+        return f"agent:{self.session_id}" if self.session_id else "agent"
+
+    def see(self, kind: str, keys: list[str]) -> set[str]:
+        """Remember keys as looked at in this session; return those already seen before."""
+        target = {
+            "address": self.seen_addresses,
+            "tx": self.transactions,
+            "bridge_event": self.bridge_events,
+            "flag": self.anomaly_flags,
+        }[kind]
+        before = {k for k in keys if k in target}
+        if self.session_id is not None:
+            before |= self.db.mark_seen(self.session_id, kind, keys)
+        target.update(keys)
+        return before
+
+
+class CaseContextProvider:
+    """Resolves the ``ToolContext`` from the session at the start of every tool call.
+
+    Without a session (a direct call in a notebook) it uses ``case_id`` and
+    ``grant`` given here.
+    """
+
+    def __init__(self, db: CaseDB, *, case_id: str | None = None, grant: Grant | dict[str, Any] | None = None):
+        self.db = db
+        self.case_id = case_id
+        self.grant = Grant.from_dict(grant) if grant is not None else Grant(may_write=True)
+
+    def for_tool_call(self, session: Session | None, tool: Tool, args: dict[str, Any]) -> ToolContext:
+        if session is None:
+            if self.case_id is None:
+                raise ToolDenied("This conversation is not linked to a case, so case tools cannot run.")
+            case_id, grant, session_id, user = self.case_id, self.grant, None, None
+        else:
+            link = self.db.session_link(session.id)
+            if link is None:
+                raise ToolDenied(
+                    "This session is not linked to a case. Start it with Workspace.start_investigation(case_id, ...)."
+                )
+            case_id, grant_data = link
+            grant, session_id, user = Grant.from_dict(grant_data), session.id, session.user
+        grant.check(tool)
+        asked = args.get("case_id")
+        if asked is not None and asked != case_id:
+            raise ToolDenied(f"This session is linked to case {case_id!r}; it cannot work on case {asked!r}.")
+        ctx = ToolContext(db=self.db, case_id=case_id, session_id=session_id, user=user, grant=grant)
+        ctx.address = args.get("address") if isinstance(args.get("address"), str) else None
+        ctx.chain = args.get("chain") if isinstance(args.get("chain"), str) else None
+        if session_id is not None:
+            ctx.seen_addresses = set(self.db.seen(session_id, "address"))
+            ctx.transactions = set(self.db.seen(session_id, "tx"))
+            ctx.bridge_events = set(self.db.seen(session_id, "bridge_event"))
+            ctx.anomaly_flags = set(self.db.seen(session_id, "flag"))
+        return ctx

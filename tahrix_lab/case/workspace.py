@@ -1,0 +1,196 @@
+"""Workspace: one DuckDB file holding both the transcript and the case data.
+
+    ws = Workspace()                      # $TAHRIX_DB or ./tahrix.duckdb
+    case_id = ws.load_sample_case()       # idempotent
+    session = ws.start_investigation(case_id, user="ana", grant={"may_write": False})
+    for event in ws.ask(session, "Where did the stolen ETH go?", backend=..., model=...): ...
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.agent.loop import ask as _ask
+from tahrix_lab.agent.store import TranscriptStore, connect, default_path
+from tahrix_lab.agent.tools import ToolRegistry
+from tahrix_lab.agent.transcript import Session
+from tahrix_lab.case import loaders
+from tahrix_lab.case.annotations import revert as _revert
+from tahrix_lab.case.context import CaseContextProvider, Grant
+from tahrix_lab.case.db import CaseDB
+from tahrix_lab.case.detectors import run_detectors as _run_detectors
+from tahrix_lab.case.prompts import INVESTIGATION_PROMPT
+from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
+from tahrix_lab.case.tracing import TraceParams, trace_funds
+
+SAMPLE_CASE_ID = "CASE-001"
+
+
+def sample_case_dir() -> Path:
+    from tahrix_lab.resources import data_path
+
+    return data_path("sample_case")
+
+
+class Workspace:
+    """The transcript store (``ws.store``) and the case database (``ws.cases``) on one connection."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, connection: duckdb.DuckDBPyConnection | None = None):
+        self.path = str(path) if path is not None else default_path()
+        self._conn = connection if connection is not None else connect(self.path)
+        self.store = TranscriptStore(self.path, connection=self._conn)
+        self.cases = CaseDB(self._conn)
+        register_case_tools()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- loading ------------------------------------------------------------
+    def load_case_folder(self, path: str | os.PathLike[str]) -> loaders.LoadReport:
+        return loaders.load_case_folder(self.cases, path)
+
+    def load_sample_case(self, *, detect: bool = True) -> str:
+        """Load the shipped sample case once and run the detectors; return its id."""
+        has = self.cases.scalar("SELECT count(*) FROM transfers WHERE case_id = ?", [SAMPLE_CASE_ID])
+        if not has:
+            self.load_case_folder(sample_case_dir())
+        if detect and not self.cases.scalar("SELECT count(*) FROM anomaly_flags WHERE case_id = ?", [SAMPLE_CASE_ID]):
+            self.run_detectors(SAMPLE_CASE_ID)
+        return SAMPLE_CASE_ID
+
+    def load_etherscan_csv(self, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum") -> loaders.LoadReport:
+        return loaders.load_etherscan_csv(self.cases, case_id, path, chain=chain)
+
+    def load_etl_csv(self, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum") -> loaders.LoadReport:
+        return loaders.load_etl_csv(self.cases, case_id, path, chain=chain)
+
+    def export_case(self, case_id: str, folder: str | os.PathLike[str]) -> Path:
+        return loaders.export_case(self.cases, case_id, folder)
+
+    def list_cases(self) -> list[dict[str, Any]]:
+        return self.cases.list_cases()
+
+    # -- sessions -----------------------------------------------------------
+    def require_case(self, case_id: str) -> None:
+        if not self.cases.case_exists(case_id):
+            known = ", ".join(c["case_id"] for c in self.cases.list_cases()) or "none loaded"
+            raise UserFacingError(f"No case named {case_id!r} (cases: {known}).")
+
+    def start_investigation(
+        self,
+        case_id: str,
+        *,
+        user: str,
+        grant: Grant | dict[str, Any] | None = None,
+        title: str | None = None,
+        store: TranscriptStore | None = None,
+    ) -> Session:
+        """A new ``investigation`` session linked to the case with the assistant's grant."""
+        self.require_case(case_id)
+        g = Grant.from_dict(grant)
+        session = (store or self.store).create_session(
+            user=user, purpose="investigation", system_prompt=INVESTIGATION_PROMPT.format(case_id=case_id),
+            title=title or f"Investigation of {case_id}",
+        )  # fmt: skip
+        self.cases.link_session(case_id, session.id, g.to_dict(), user)
+        return session
+
+    def set_grant(self, session_id: str, grant: Grant | dict[str, Any]) -> Grant:
+        if self.cases.session_link(session_id) is None:
+            raise UserFacingError(f"Session {session_id!r} is not linked to a case.")
+        g = Grant.from_dict(grant)
+        self.cases.update_grant(session_id, g.to_dict())
+        return g
+
+    def grant(self, session_id: str) -> Grant:
+        link = self.cases.session_link(session_id)
+        if link is None:
+            raise UserFacingError(f"Session {session_id!r} is not linked to a case.")
+        return Grant.from_dict(link[1])
+
+    def case_of(self, session_id: str) -> str | None:
+        link = self.cases.session_link(session_id)
+        return link[0] if link else None
+
+    def context_provider(self, case_id: str | None = None, grant: Grant | dict[str, Any] | None = None) -> CaseContextProvider:
+        return CaseContextProvider(self.cases, case_id=case_id, grant=grant)
+
+    def registry(self) -> ToolRegistry:
+        return CASE_TOOLS
+
+    def ask(self, session: Session | str, text: str, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``agent.ask`` with the case tools and the case context provider filled in."""
+        kwargs.setdefault("registry", CASE_TOOLS)
+        kwargs.setdefault("context", self.context_provider())
+        return _ask(self.store, session, text, **kwargs)
+
+    # -- data for the notebook panels ---------------------------------------------
+    def flags(
+        self,
+        case_id: str,
+        *,
+        flag_type: str | None = None,
+        min_severity: str | None = None,
+        status: str | None = None,
+        address: str | None = None,
+        limit: int = 1000,
+    ) -> list[dict[str, Any]]:
+        rows, _ = self.cases.list_flags(
+            case_id, flag_type=flag_type, min_severity=min_severity, status=status, address=address, limit=limit
+        )
+        return rows
+
+    def trace(self, case_or_address: str, *, case_id: str | None = None, chain: str | None = None, **params: Any) -> dict[str, Any]:
+        """A fund-flow graph: from a case's perpetrator addresses, or from one address/tx hash.
+
+        Returns ``nodes``, ``edges``, ``endpoints`` (by category), ``frontier`` and the params used.
+        """
+        if "stop_at_categories" in params:
+            params["stop_at_categories"] = tuple(params["stop_at_categories"])
+        p = TraceParams(**params)
+        if self.cases.case_exists(case_or_address) and case_id is None:
+            case_id = case_or_address
+            starts = [r["address"] for r in self.cases.rows(
+                "SELECT address FROM case_addresses WHERE case_id = ? AND role IN ('perpetrator', 'suspect') ORDER BY role, address",
+                [case_id])]  # fmt: skip
+            if not starts:
+                raise UserFacingError(f"Case {case_id} has no perpetrator or suspect address to trace from.")
+        else:
+            starts = [case_or_address]
+            if case_id is None:
+                row = self.cases.one(
+                    "SELECT case_id FROM addresses WHERE address = ? OR address = lower(?) UNION "
+                    "SELECT case_id FROM transfers WHERE tx_hash = ? OR tx_hash = lower(?) LIMIT 1",
+                    [case_or_address] * 4,
+                )
+                if row is None:
+                    raise UserFacingError(f"{case_or_address!r} is neither a case nor an address or transaction in any case.")
+                case_id = row["case_id"]
+        result = trace_funds(self.cases, case_id, starts, chain=chain, params=p)
+        if "error" in result:
+            raise UserFacingError(result["error"])
+        return result
+
+    def run_detectors(
+        self, case_id: str, detectors: list[str] | None = None, overrides: dict[str, dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        self.require_case(case_id)
+        return _run_detectors(self.cases, case_id, detectors, overrides)
+
+    def audit_log(self, case_id: str) -> list[dict[str, Any]]:
+        return self.cases.audit_log(case_id)
+
+    def revert(self, audit_id: str, *, actor: str) -> dict[str, Any]:
+        return _revert(self.cases, audit_id, actor=actor)
