@@ -266,11 +266,12 @@ def create_app(service: Service) -> FastAPI:
         return result
 
     async def own_state(job_id: str, user: str, since: int, wait: float) -> dict[str, Any]:
-        state = await in_thread(service.store.read, job_id, since, 0.0)
+        state: dict[str, Any] | None = await in_thread(service.store.read, job_id, since, 0.0)
         if state is None or state.get("user", user) != user:
             raise _Refused(problem(404, "There is no job with this id (it may have expired)."))
         if wait > 0 and not state["chunks"] and state["status"] == "streaming":
             state = await in_thread(service.store.read, job_id, since, min(wait, service.max_wait_s))
+            assert state is None or isinstance(state, dict)
             if state is None:
                 raise _Refused(problem(404, "There is no job with this id (it may have expired)."))
         state.pop("user", None)

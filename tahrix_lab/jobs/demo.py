@@ -28,7 +28,7 @@ from typing import Any
 from tahrix_lab.agent.backends.base import Event, ToolSpec
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
 from tahrix_lab.agent.tools import ToolRegistry
-from tahrix_lab.agent.transcript import Message, new_id
+from tahrix_lab.agent.transcript import Message, StopReason, new_id
 
 BUILTIN: dict[str, dict[str, Any]] = {
     "echo": {
@@ -109,14 +109,17 @@ class ScriptedBackend:
                         time.sleep(self.delay)
                     piece = word if i == 0 else " " + word
                     out += 1
-                    yield {"kind": kind, "text": piece}  # type: ignore[misc]
+                    if kind == "text":
+                        yield {"kind": "text", "text": piece}
+                    else:
+                        yield {"kind": "reasoning", "text": piece}
             elif kind == "tool_call":
                 saw_tool = True
                 yield {"kind": "tool_use", "id": f"call_{new_id()[:8]}", "name": item["name"],
                        "input": dict(item.get("args") or {})}  # fmt: skip
             elif kind == "error":
                 raise BackendError(str(item.get("message", "scripted failure")), retryable=False)
-        stop = "tool_use" if saw_tool else "end_turn"
+        stop: StopReason = "tool_use" if saw_tool else "end_turn"
         yield {"kind": "done", "stop_reason": stop, "raw_stop_reason": stop,
                "usage": {"input_tokens": 10, "output_tokens": out}}  # fmt: skip
 

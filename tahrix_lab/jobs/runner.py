@@ -67,8 +67,14 @@ class JobRequest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobRequest:
-        return cls(**{k: data.get(k) for k in ("user", "message", "case_id", "session_id", "history")},
-                   job_id=data.get("job_id") or new_id())  # fmt: skip
+        return cls(
+            user=str(data["user"]),
+            message=str(data["message"]),
+            case_id=data.get("case_id"),
+            session_id=data.get("session_id"),
+            history=data.get("history"),
+            job_id=data.get("job_id") or new_id(),
+        )
 
 
 class JobRejected(Exception):
@@ -211,13 +217,14 @@ class JobRunner:
             return session
         if req.history:
             raise JobRejected(422, "history is only accepted when starting a new session.", "history")
+        found: Session | None
         try:
-            session = self.transcripts.get_session(req.session_id)
+            found = self.transcripts.get_session(req.session_id)
         except ConfigurationError:
-            session = None
-        if session is None or session.user != req.user:
+            found = None
+        if found is None or found.user != req.user:
             raise JobRejected(404, "There is no conversation with this session_id.", "session_id")
-        return session
+        return found
 
     # -- running ------------------------------------------------------------
     def _work(self) -> None:
@@ -250,7 +257,8 @@ class JobRunner:
     def _run(self, job: _Job) -> None:
         status: JobStatus = "done"
         last: list[Chunk] = []
-        broken = False
+        broken = ended = False
+        next_try = 0.0
         if job.cancel.is_set():  # cancelled while it waited
             self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
             return
@@ -277,7 +285,12 @@ class JobRunner:
                     last.append(chunk)
                     continue
                 if broken:
-                    continue  # keep running so the transcript is complete
+                    # Keep running so the transcript is complete; end the live job as soon
+                    # as the store is back (tried at most every half second).
+                    if not ended and time.monotonic() >= next_try:
+                        ended = self._try_end_after_outage(job)
+                        next_try = time.monotonic() + 0.5
+                    continue
                 try:
                     if self.store.append(job.job_id, [chunk]):
                         job.cancel.set()
@@ -290,7 +303,8 @@ class JobRunner:
             status = "error"
             last = [{"type": "error", "message": INTERNAL_MESSAGE, "kind": "internal"}]
         if broken:
-            self._end_after_outage(job)
+            if not ended:
+                self._end_after_outage(job)
         else:
             self._end(job, status, last)
 
@@ -300,21 +314,24 @@ class JobRunner:
         except StoreUnavailable:
             self._end_after_outage(job)
 
-    def _end_after_outage(self, job: _Job) -> None:
+    def _try_end_after_outage(self, job: _Job) -> bool:
         chunk: Chunk = {"type": "error", "message": INTERRUPTED_MESSAGE, "kind": "store"}
+        try:
+            self.store.end_after_outage(job.job_id, user=job.user, session_id=job.session.id, chunk=chunk)
+        except StoreUnavailable:
+            return False
+        log.warning("job %s ended with an error after a job-store outage", job.job_id)
+        return True
+
+    def _end_after_outage(self, job: _Job) -> None:
         deadline = time.monotonic() + self.store_grace_s
         while not self._stopping.is_set():
-            try:
-                self.store.end_after_outage(job.job_id, user=job.user, session_id=job.session.id, chunk=chunk)
-                log.warning("job %s ended with an error after a job-store outage", job.job_id)
+            if self._try_end_after_outage(job):
                 return
-            except StoreUnavailable:
-                if time.monotonic() >= deadline:
-                    log.error(
-                        "job %s: the job store stayed unreachable; giving up on its live state", job.job_id
-                    )
-                    return
-                time.sleep(0.5)
+            if time.monotonic() >= deadline:
+                log.error("job %s: the job store stayed unreachable; giving up on its live state", job.job_id)
+                return
+            time.sleep(0.5)
 
     # -- cancelling ---------------------------------------------------------
     def _watch(self) -> None:

@@ -51,7 +51,7 @@ class RedisServer:
                 "no",
                 "--maxclients",
                 "10000",
-            ],  # fmt: skip
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -90,11 +90,11 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 @pytest.fixture
-def redis_url(redis_server: RedisServer) -> Iterator[str]:
+def redis_url(redis_server: RedisServer) -> str:
     if redis_server.proc is None:
         redis_server.start()
     redis_server.flush()
-    yield redis_server.url
+    return redis_server.url
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ class AppServer:
                 port=self.port,
                 log_level="warning",  # type: ignore[arg-type]
                 timeout_graceful_shutdown=1,
-            )  # fmt: skip
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
