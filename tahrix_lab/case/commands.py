@@ -1,34 +1,100 @@
-"""`tahrix` commands contributed by tahrix_lab.case (demo until the case lands: the engine on a script)."""
+"""`tahrix` commands contributed by tahrix_lab.case: ``demo`` and ``case …``."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
 
 
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("demo", help="run the offline demo investigation")
+    p = sub.add_parser("demo", help="run the offline demo investigation of the sample case")
     p.set_defaults(func=_demo)
+
+    case = sub.add_parser("case", help="case data: load, export, generate, list, detect")
+    cs = case.add_subparsers(dest="case_command", metavar="ACTION")
+    load = cs.add_parser("load", help="load a case folder, an Etherscan CSV export or an ethereum-etl CSV")
+    load.add_argument("path", help="a case folder, or a CSV file (then give --case-id)")
+    load.add_argument("--case-id", help="the case a CSV export is loaded into")
+    load.add_argument("--chain", default="ethereum", help="chain of a CSV export (default ethereum)")
+    load.set_defaults(func=_load)
+    export = cs.add_parser("export", help="write a case back as a case folder")
+    export.add_argument("case_id")
+    export.add_argument("dir")
+    export.set_defaults(func=_export)
+    gen = cs.add_parser("generate", help="generate the synthetic sample case (deterministic per seed)")
+    gen.add_argument("--seed", type=int, default=7)
+    gen.add_argument("--out", required=True)
+    gen.set_defaults(func=_generate)
+    ls = cs.add_parser("list", help="list the cases in the database")
+    ls.set_defaults(func=_list)
+    det = cs.add_parser("detect", help="run the anomaly detectors on a case")
+    det.add_argument("case_id")
+    det.add_argument("--only", nargs="*", help="detector names (default: all)")
+    det.set_defaults(func=_detect)
+    case.set_defaults(func=lambda a: (case.print_help(), 2)[1])
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from tahrix_lab.agent import FakeBackend, ToolRegistry, TranscriptStore, ask
-    from tahrix_lab.agent.backends.fake import reasoning, text, tool_call
-    from tahrix_lab.terminal import print_flow
+    from tahrix_lab.case.demo import run_demo
 
-    reg = ToolRegistry()
+    run_demo()
+    return 0
 
-    @reg.register(parameters={"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]})
-    def double(a: dict[str, Any], ctx: Any) -> dict[str, Any]:
-        """Double a number."""
-        return {"value": a["x"] * 2}
 
-    store = TranscriptStore()
-    session = store.create_session(user="demo", purpose="chat", title="engine demo")
-    backend = FakeBackend(
-        [[reasoning("I should use the tool."), tool_call("double", {"x": 21})], [text("Twice 21 is 42.")]]
-    )
-    print("Scripted demo (fake backend, no network).")
-    print_flow(ask(store, session, "What is twice 21?", backend=backend, model="fake", registry=reg))
-    print(f"\nTranscript stored in {store.path} (session {session.id}).")
+def _load(args: argparse.Namespace) -> int:
+    from tahrix_lab.agent.errors import UserFacingError
+    from tahrix_lab.case.loaders import _read_rows
+    from tahrix_lab.case.workspace import Workspace
+
+    path = Path(args.path)
+    with Workspace() as ws:
+        if path.is_dir():
+            report = ws.load_case_folder(path)
+        else:
+            if not args.case_id:
+                raise UserFacingError("Loading a CSV export needs --case-id (the case it belongs to).")
+            header, _ = _read_rows(path)
+            if "token_address" in header or ("hash" in header and "from_address" in header):
+                report = ws.load_etl_csv(args.case_id, path, chain=args.chain)
+            else:
+                report = ws.load_etherscan_csv(args.case_id, path, chain=args.chain)
+        print(json.dumps(report.to_dict(), indent=2))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from tahrix_lab.case.workspace import Workspace
+
+    with Workspace() as ws:
+        print(f"Wrote {ws.export_case(args.case_id, args.dir)}")
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from tahrix_lab.case.generator import generate_case
+
+    out = generate_case(args.seed, args.out)
+    sizes = json.loads((out / "ground_truth.json").read_text())["sizes"]
+    print(f"Wrote {out} (seed {args.seed}): " + ", ".join(f"{k} {v}" for k, v in sizes.items()))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from tahrix_lab.case.workspace import Workspace
+
+    with Workspace() as ws:
+        for c in ws.list_cases():
+            print(f"{c['case_id']}\t{c['status']}\t{c['title']}")
+    return 0
+
+
+def _detect(args: argparse.Namespace) -> int:
+    from tahrix_lab.case.workspace import Workspace
+
+    with Workspace() as ws:
+        result = ws.run_detectors(args.case_id, args.only)
+        for name, info in result["by_detector"].items():
+            print(f"{name}: {info['flags']} flags ({info['seconds']} s)")
     return 0

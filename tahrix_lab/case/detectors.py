@@ -296,12 +296,13 @@ def chain_hopping(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str,
         )
         high = (len(chains) >= p["high_if_chains"] and fast) or "bitcoin" in {h["end_chain"] for h in hops}
         usd = sum(h["usd"] for h in hops)
+        hops.sort(key=lambda h: (h["gap_min"], h["hop1"]))
         flags.append(
             {
                 "chain": chain, "address": address, "severity": "high" if high else "medium",
                 "score": round(min(1.0, len(chains) / 4 + len(hops) / 20), 3),
                 "window_start": min(h["src_time"] for h in hops), "window_end": max(h["src_time2"] for h in hops),
-                "evidence": {"chains": sorted(c for c in chains if c), "usd": round(usd, 2),
+                "evidence": {"chains": sorted(c for c in chains if c), "usd": round(usd, 2), "min_gap_minutes": hops[0]["gap_min"],
                              "hops": [{"bridge_event_ids": [h["hop1"], h["hop2"]], "bridges": [h["bridge1"], h["bridge2"]],
                                        "route": [h["src_chain"], h["mid_chain"], h["end_chain"]], "gap_minutes": h["gap_min"],
                                        "tx_hashes": [h["tx1"], h["tx2"]]} for h in hops[:EVIDENCE_CAP]]},

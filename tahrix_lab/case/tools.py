@@ -300,7 +300,8 @@ def list_transfers(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "taint_model": {"type": "string", "enum": ["poison", "haircut"], "default": "poison"},
             "follow_bridges": {"type": "boolean", "default": True},
             "stop_at_categories": {"type": "array", "items": {"type": "string"}, "default": list(DEFAULT_STOP)},
-            "max_edges": {"type": "integer", "minimum": 1, "maximum": 2000, "default": 300},
+            "max_edges": {"type": "integer", "minimum": 1, "maximum": 20000, "default": 3000,
+                          "description": "Cap on transfers followed (the result aggregates them per address pair)."},
         },
         "required": ["start"],
     },
@@ -313,12 +314,14 @@ def trace_funds_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         direction=args.get("direction", "forward"), max_hops=int(args.get("max_hops", 6)), min_usd=float(args.get("min_usd", 100)),
         time_window_hours=args.get("time_window_hours"), taint_model=args.get("taint_model", "poison"),
         follow_bridges=bool(args.get("follow_bridges", True)),
-        stop_at_categories=tuple(args.get("stop_at_categories", DEFAULT_STOP)), max_edges=int(args.get("max_edges", 300)),
+        stop_at_categories=tuple(args.get("stop_at_categories", DEFAULT_STOP)), max_edges=int(args.get("max_edges", 3000)),
     )  # fmt: skip
     result = trace_funds(ctx.db, ctx.case_id, starts, chain=args.get("chain"), params=params)
     if "error" in result:
         raise ToolRetry(result["error"])
     ctx.see("address", [f"{n['chain']}:{n['address']}" for n in result["nodes"]][:500])
+    for n in result["nodes"]:  # keep the model-facing result small; the panel calls Workspace.trace
+        n.pop("label_ids", None)
     result["_effects"] = [{"type": "trace_ready", "case_id": ctx.case_id, "start": starts, "params": params.to_dict()}]
     result["data_note"] = DATA_NOTE
     return result
@@ -702,4 +705,3 @@ def _tool(name: str) -> Tool:
 
 
 __all__ = ["CASE_TOOLS", "DATA_NOTE", "register_case_tools", "tool_names"]
-_ = (json, uuid, utcnow_naive)

@@ -31,7 +31,7 @@ class TraceParams:
     taint_model: Literal["poison", "haircut"] = "poison"
     follow_bridges: bool = True
     stop_at_categories: tuple[str, ...] = DEFAULT_STOP
-    max_edges: int = 500
+    max_edges: int = 5000
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -267,16 +267,17 @@ def _result(db: CaseDB, case_id: str, st: _State, starts: list[str], p: TracePar
         by_cat.setdefault(ep["category"], []).append(ep)
     for eps in by_cat.values():
         eps.sort(key=lambda e: -e["tainted_usd"])
+    edges = aggregate_edges(st.edges)
     out = {
         "case_id": case_id,
         "start": starts,
         "params": p.to_dict(),
         "nodes": nodes,
-        "edges": st.edges,
+        "edges": edges,
         "endpoints": by_cat,
         "frontier": st.frontier,
         "totals": {
-            "nodes": len(nodes), "edges": len(st.edges),
+            "nodes": len(nodes), "edges": len(edges), "transfers_followed": len(st.edges),
             "endpoint_usd_by_category": {c: round(sum(e["tainted_usd"] for e in eps), 2) for c, eps in by_cat.items()},
         },  # fmt: skip
         "truncated": st.truncated,
@@ -289,3 +290,29 @@ def _result(db: CaseDB, case_id: str, st: _State, starts: list[str], p: TracePar
 def address_key(chain: str, address: str) -> Key:
     return chain, norm_address(chain, address) or address
 
+
+
+def aggregate_edges(raw: list[dict[str, Any]], sample: int = 5) -> list[dict[str, Any]]:
+    """One edge per (kind, chain, from, to, bridge event): counts, USD and sample evidence."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for e in raw:
+        chain = e.get("chain") or e.get("from_chain")
+        key = (e["kind"], chain, e["from"], e.get("to_chain"), e["to"], e.get("bridge_event_id"))
+        agg = out.get(key)
+        if agg is None:
+            agg = out[key] = {k: v for k, v in e.items() if k not in ("transfer_id", "tx_hash", "amount", "usd", "tainted_usd", "time")}
+            agg.update({"chain": chain, "transfers": 0, "usd": 0.0, "tainted_usd": 0.0, "first_time": e["time"],
+                        "last_time": e["time"], "tx_hashes": [], "transfer_ids": []})  # fmt: skip
+        agg["transfers"] += 1
+        agg["usd"] = round(agg["usd"] + float(e.get("usd") or 0), 2)
+        agg["tainted_usd"] = round(agg["tainted_usd"] + float(e.get("tainted_usd") or 0), 2)
+        agg["hop"] = min(agg["hop"], e["hop"])
+        if e["time"] is not None:
+            agg["first_time"] = min(agg["first_time"] or e["time"], e["time"])
+            agg["last_time"] = max(agg["last_time"] or e["time"], e["time"])
+        h = e.get("tx_hash") or e.get("src_tx_hash")
+        if h and len(agg["tx_hashes"]) < sample and h not in agg["tx_hashes"]:
+            agg["tx_hashes"].append(h)
+        if e.get("transfer_id") and len(agg["transfer_ids"]) < sample:
+            agg["transfer_ids"].append(e["transfer_id"])
+    return sorted(out.values(), key=lambda a: (a["hop"], -a["tainted_usd"]))

@@ -1,0 +1,203 @@
+"""The offline demo: a scripted investigation of the sample case whose tool calls run for real.
+
+``scripted_backend(workspace, case_id)`` returns a ``FakeBackend`` whose turns
+are callables: each reads the real tool results from the messages it is sent
+and decides the next call, and the final answer quotes tx hashes and flag ids
+from those results. ``run_demo`` prints the flow and ends with the flags and
+the cost. With ``TAHRIX_BACKEND=openai|bedrock`` (and ``TAHRIX_MODEL``) the
+same investigation question goes to that provider instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+
+from tahrix_lab.agent.backends import FakeBackend, get_backend
+from tahrix_lab.agent.backends.base import Backend, Event, ToolSpec
+from tahrix_lab.agent.backends.fake import reasoning, text, tool_call
+from tahrix_lab.agent.errors import ConfigurationError
+from tahrix_lab.agent.transcript import Message
+from tahrix_lab.case.workspace import Workspace
+
+QUESTION = (
+    "Investigate case {case_id}: where did the stolen funds go, which exchanges or services received them, "
+    "and which anomaly flags support that? Cite transaction hashes and flag ids."
+)
+SCRIPTED_MODEL = "scripted-investigator"
+
+
+def _results(messages: Sequence[Message], name: str) -> list[dict[str, Any]]:
+    """Every result of a tool so far, oldest first."""
+    out = []
+    for m in messages:
+        for p in m.parts:
+            if p.type == "tool_result" and p.tool_name == name and p.tool_result is not None:
+                out.append(p.tool_result)
+    return out
+
+
+def _last(messages: Sequence[Message], name: str) -> dict[str, Any]:
+    found = _results(messages, name)
+    return found[-1] if found else {}
+
+
+def _short(h: str | None) -> str:
+    return h or "?"
+
+
+def scripted_backend(workspace: Workspace, case_id: str) -> FakeBackend:
+    """A deterministic investigator that reads the real tool results (no network)."""
+    del workspace  # the turns see everything through the tool results, as a model would
+
+    def turn1(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
+        return [
+            reasoning("Start from the case overview to find the perpetrator address and what has been flagged."),
+            tool_call("get_case_overview", {}),
+        ]
+
+    def turn2(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
+        overview = _last(messages, "get_case_overview")
+        perp = next(
+            (a for a in overview.get("addresses_with_roles", []) if a.get("role") == "perpetrator"),
+            None,
+        )
+        if perp is None:
+            return [text("The case has no perpetrator address recorded, so there is nothing to trace from yet.")]
+        return [
+            reasoning(f"The perpetrator is {perp['address']} on {perp['chain']}. Trace its funds forward and read the high-severity flags."),
+            tool_call("trace_funds", {"start": perp["address"], "chain": perp["chain"], "max_hops": 4, "min_usd": 1000}),
+            tool_call("list_flags", {"min_severity": "high", "limit": 15, "include_evidence": True}),
+        ]
+
+    def turn3(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
+        return [
+            reasoning("The mixer is an endpoint of that trace. Look at the laundering legs after it: the peel chain, the chain hops and any bridge leg with no destination."),
+            tool_call("list_flags", {"flag_type": "peel_chain", "limit": 3}),
+            tool_call("list_flags", {"flag_type": "chain_hopping", "limit": 5}),
+            tool_call("find_bridge_events", {"status": "pending", "limit": 5}),
+        ]
+
+    def turn4(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
+        peel = (_results(messages, "list_flags")[1].get("flags") or [{}])[0]
+        if not peel.get("flag_id"):
+            return [text("No peel chain was flagged.")]
+        return [
+            reasoning("The peel chain evidence is strong; I would mark that flag confirmed. That is a write, so the grant decides."),
+            tool_call("annotate", {"target_kind": "flag", "target": peel["flag_id"], "action": "confirm_flag",
+                                   "payload": {"note": "Peel chain confirmed against the trace (scripted demo)."}}),  # fmt: skip
+        ]
+
+    def turn5(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
+        trace = _last(messages, "trace_funds")
+        flag_lists = _results(messages, "list_flags")
+        high = (flag_lists[0] if flag_lists else {}).get("flags", [])
+        peel = ((flag_lists[1] if len(flag_lists) > 1 else {}).get("flags") or [{}])[0]
+        hops = (flag_lists[2] if len(flag_lists) > 2 else {}).get("flags", [])
+        pending = _last(messages, "find_bridge_events").get("bridge_events", [])
+        denied = _last(messages, "annotate").get("error")
+        endpoints = trace.get("endpoints", {})
+        edges = {e.get("to"): e for e in trace.get("edges", []) if e.get("kind") == "transfer"}
+        lines = [f"**Findings for {case_id}** (scripted offline demo: every figure below comes from the tool results).", ""]
+        for cat, label in (("exchange", "Exchange deposits"), ("mixing_service", "Mixer"), ("defi_dex", "DEX")):
+            eps = endpoints.get(cat, [])
+            if not eps:
+                continue
+            total = sum(e.get("tainted_usd", 0) for e in eps)
+            first = eps[0]
+            ev = edges.get(first["address"], {})
+            lines.append(
+                f"- {label}: {len(eps)} endpoint(s) received ${total:,.0f} within {trace.get('params', {}).get('max_hops')} hops "
+                f"(poison taint), e.g. {first['address']} ({first.get('label') or 'unlabelled'}) in tx {_short((ev.get('tx_hashes') or [None])[0])}."
+            )
+        bulk = [f for f in high if f.get("flag_type") == "mixer_bulk_deposit"]
+        if bulk:
+            lines.append(
+                f"- Bulk mixer deposits: flag {bulk[0]['flag_id']} ({bulk[0]['evidence'].get('deposits')} deposits, up to "
+                f"{bulk[0]['evidence'].get('max_deposits_in_window')} in one hour; first tx {bulk[0]['evidence'].get('tx_hashes', ['?'])[0]})."
+            )
+        if peel.get("flag_id"):
+            ev = peel.get("evidence", {})
+            lines.append(
+                f"- BTC peel chain: flag {peel['flag_id']} — {ev.get('length')} hops starting at {peel.get('address')}, "
+                f"{ev.get('peels_to_exchange_labels')} peels to exchange deposits (first tx {ev.get('tx_hashes', ['?'])[0]})."
+            )
+        for f in hops[:2]:
+            hop = (f.get("evidence", {}).get("hops") or [{}])[0]
+            lines.append(
+                f"- Chain hopping: flag {f['flag_id']} — {' → '.join(hop.get('route', []))} via bridge events "
+                f"{', '.join(hop.get('bridge_event_ids', []))} ({hop.get('gap_minutes')} min between legs)."
+            )
+        for b in pending[:1]:
+            lines.append(
+                f"- Unmatched bridge leg: {b['bridge_event_id']} ({b['bridge_name']}, src tx {b['src_tx_hash']}) has no destination "
+                f"leg yet; declared destination {b.get('declared_dst_chain')}."
+            )
+        if denied:
+            lines.append("")
+            lines.append(
+                f"I did not confirm flag {peel.get('flag_id')}: the tool refused because this session's grant is read-only. "
+                "Please confirm it yourself, or allow writes and ask me again."
+            )
+        return [text("\n".join(lines))]
+
+    return FakeBackend([turn1, turn2, turn3, turn4, turn5], name="fake")
+
+
+def demo_backend(workspace: Workspace, case_id: str) -> tuple[Backend, str, bool]:
+    """(backend, model, scripted?) from ``TAHRIX_BACKEND`` / ``TAHRIX_MODEL``."""
+    choice = (os.environ.get("TAHRIX_BACKEND") or "fake").strip()
+    if choice == "fake":
+        return scripted_backend(workspace, case_id), SCRIPTED_MODEL, True
+    model = os.environ.get("TAHRIX_MODEL")
+    if not model:
+        raise ConfigurationError(f"TAHRIX_BACKEND={choice} needs TAHRIX_MODEL (the model id to call).")
+    return get_backend(choice), model, False
+
+
+def run_demo(
+    workspace: Workspace | None = None,
+    *,
+    backend: Backend | None = None,
+    model: str | None = None,
+    console: Console | None = None,
+    user: str = "demo",
+    grant: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Load the sample case, run one investigation and print it; returns what happened."""
+    from tahrix_lab.terminal import print_flow
+
+    console = console or Console(highlight=False)
+    ws = workspace or Workspace()
+    case_id = ws.load_sample_case()
+    scripted = backend is None
+    if backend is None:
+        backend, model, scripted = demo_backend(ws, case_id)
+    assert model is not None
+    session = ws.start_investigation(case_id, user=user, grant=grant or {"may_write": False}, title="Demo investigation")
+    if scripted:
+        console.print("[bold yellow]Scripted investigation[/] (offline: FakeBackend, no provider). "
+                      "The tool calls run for real against the case database.")  # fmt: skip
+    else:
+        console.print(f"[bold]Investigation with {backend.name}[/] model {model}.")
+    question = QUESTION.format(case_id=case_id)
+    console.print(f"[bold]analyst[/] {question}")
+    printer = print_flow(ws.ask(session, question, backend=backend, model=model), console=console)
+    flags = ws.flags(case_id)
+    counts: dict[str, int] = {}
+    for f in flags:
+        counts[f["flag_type"]] = counts.get(f["flag_type"], 0) + 1
+    console.print()
+    console.print(f"[bold]Flags in {case_id}[/]: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    cost = printer.total_cost
+    console.print(
+        f"[bold]Cost[/]: {printer.calls} model calls, {printer.tokens} tokens, "
+        + ("cost unknown" if cost is None else f"${cost:.4f}")
+        + (" (scripted: no provider was charged)" if scripted else "")
+    )
+    console.print(f"[dim]Transcript stored in {ws.path} (session {session.id}).[/]")
+    return {"session_id": session.id, "case_id": case_id, "flags": counts, "scripted": scripted, "cost_usd": cost,
+            "calls": printer.calls}  # fmt: skip

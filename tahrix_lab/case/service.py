@@ -1,0 +1,45 @@
+"""What the job service needs from the case domain, without importing it (jobs must not import case).
+
+``CaseIntegration`` structurally satisfies the job service's protocol:
+``purpose``, ``start_session(store, *, user, case_id)``, ``context_for(store, session)``, ``registry()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.tools import ToolRegistry
+from tahrix_lab.agent.transcript import Session
+from tahrix_lab.case.context import CaseContextProvider, Grant
+from tahrix_lab.case.tools import CASE_TOOLS
+from tahrix_lab.case.workspace import Workspace
+
+
+class CaseIntegration:
+    """Investigation sessions for the job service, backed by a ``Workspace``.
+
+    ``grant`` is what the assistant may do in sessions started here (read-only by default).
+    With ``case_id=None`` the sample case is used (loaded on first use).
+    """
+
+    purpose: str = "investigation"
+
+    def __init__(self, workspace: Workspace, *, grant: Grant | dict[str, Any] | None = None) -> None:
+        self.workspace = workspace
+        self.grant = Grant.from_dict(grant)
+
+    def start_session(self, store: TranscriptStore, *, user: str, case_id: str | None) -> Session:
+        ws = self.workspace
+        if case_id is None:
+            case_id = ws.load_sample_case()
+        elif not ws.cases.case_exists(case_id):
+            raise UserFacingError(f"No case named {case_id!r}.")
+        return ws.start_investigation(case_id, user=user, grant=self.grant, store=store)
+
+    def context_for(self, store: TranscriptStore, session: Session) -> CaseContextProvider:
+        return self.workspace.context_provider()
+
+    def registry(self) -> ToolRegistry:
+        return CASE_TOOLS
