@@ -60,6 +60,22 @@ DIMENSIONS: dict[str, str] = {
     "week": "date_trunc('week', u.created_at)",
     "month": "date_trunc('month', u.created_at)",
 }
+# costs(): first-level keys are cheap integers (no time-zone arithmetic on
+# 10 M rows), turned into timestamps on the few aggregated rows
+_INNER: dict[str, str] = {
+    **DIMENSIONS,
+    "hour": "epoch_us(u.created_at) // 3600000000",
+    "day": "epoch_us(u.created_at) // 86400000000",
+    "week": "epoch_us(u.created_at) // 86400000000",
+    "month": "epoch_us(u.created_at) // 86400000000",
+}
+_OUTER: dict[str, str] = {
+    **{k: f'"{k}"' for k in DIMENSIONS},
+    "hour": 'to_timestamp("hour" * 3600)',
+    "day": 'to_timestamp("day" * 86400)',
+    "week": "date_trunc('week', to_timestamp(\"week\" * 86400))",
+    "month": "date_trunc('month', to_timestamp(\"month\" * 86400))",
+}
 # which dimensions need the sessions table (or case_sessions) joined in
 _NEEDS_SESSIONS = {"user", "purpose", "case", "session"}
 
@@ -215,16 +231,15 @@ def refresh_prices(store: TranscriptStore, pricer: Pricer | None = None, *, rebu
     if rebuild or (stale and stale[0]):
         cur.execute("DELETE FROM prices")
         cur.execute("DELETE FROM prices_unknown")
-    pairs = cur.execute(
-        """
-        SELECT DISTINCT m.model_id, m.backend FROM messages m
-        WHERE m.role = 'assistant' AND m.model_id IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM prices p WHERE p.model_id = m.model_id
-                          AND p.backend IS NOT DISTINCT FROM m.backend)
-          AND NOT EXISTS (SELECT 1 FROM prices_unknown q WHERE q.model_id = m.model_id
-                          AND q.backend IS NOT DISTINCT FROM m.backend)
-        """
+    present = cur.execute(
+        "SELECT DISTINCT model_id, backend FROM messages WHERE role = 'assistant' AND model_id IS NOT NULL"
     ).fetchall()
+    looked_up = set(
+        cur.execute(
+            "SELECT model_id, backend FROM prices UNION SELECT model_id, backend FROM prices_unknown"
+        ).fetchall()
+    )
+    pairs = [pair for pair in present if pair not in looked_up]
     for model_id, backend in pairs:
         rows = rates_for(model_id, backend, pricer)
         if not rows:
@@ -315,10 +330,16 @@ def costs(
     case: str | None = None,
     pricer: Pricer | None = None,
 ) -> pd.DataFrame:
-    """Calls, tokens and USD grouped by ``by`` (any of ``DIMENSIONS``), newest period last.
+    """Calls, tokens and USD grouped by ``by`` (any of ``DIMENSIONS``; periods are UTC).
 
     ``cost_usd`` sums the calls whose price is known; ``unknown_cost_calls``
-    counts the others (their cost is unknown, not zero).
+    counts the others (their cost is unknown, not zero). The figures equal the
+    per-call ``costs`` view summed, but are computed faster: prices are linear
+    within a (price period, input-token tier), so the calls are first summed
+    per model, backend, period and tier — cheap integer keys — and only those
+    few sums are joined with the ``prices`` table. (Plain input, ``input -
+    cache_read - cache_write``, is clamped at 0 per group rather than per call:
+    the two differ only for rows that break the usage convention.)
     """
     dims = _dims(by)
     store = store if store is not None else TranscriptStore()
@@ -336,20 +357,75 @@ def costs(
         if value is not None:
             where.append(clause)
             params.append(value)
-    select = [f'{DIMENSIONS[d]} AS "{d}"' for d in dims]
-    group = ", ".join(str(i + 1) for i in range(len(dims)))
+
+    # the global price-change dates and tier thresholds: every model's own are a subset
+    changes = [
+        r[0]
+        for r in cur.execute(
+            "SELECT DISTINCT valid_from FROM prices WHERE valid_from IS NOT NULL ORDER BY 1"
+        ).fetchall()
+    ]
+    tiers = [
+        int(r[0])
+        for r in cur.execute(
+            "SELECT DISTINCT min_input_tokens FROM prices WHERE min_input_tokens >= 0 ORDER BY 1"
+        ).fetchall()
+    ]
+    period = (
+        " + ".join([f"(u.created_at >= '{d.isoformat()}'::TIMESTAMPTZ)::INTEGER" for d in changes]) or "0"
+    )
+    tier = " + ".join([f"(coalesce(u.input_tokens, 0) > {t})::INTEGER" for t in tiers]) or "0"
+    # a representative time and input size for each (period, tier) bucket
+    period_at = "".join(
+        f"WHEN a._period = {i + 1} THEN '{d.isoformat()}'::TIMESTAMPTZ " for i, d in enumerate(changes)
+    )
+    period_at = (
+        f"CASE {period_at}ELSE '1970-01-01'::TIMESTAMPTZ END" if changes else "'1970-01-01'::TIMESTAMPTZ"
+    )
+    tier_in = "".join(f"WHEN a._tier = {i + 1} THEN {t + 1} " for i, t in enumerate(tiers))
+    tier_in = f"CASE {tier_in}ELSE 0 END" if tiers else "0"
+
+    inner = [f'{_INNER[d]} AS "{d}"' for d in dims]
+    outer = [f'{_OUTER[d]} AS "{d}"' for d in dims]
+    group_inner = ", ".join([f'"{d}"' for d in dims] + ["model", "backend", "_period", "_tier"])
+    group_outer = ", ".join(str(i + 1) for i in range(len(dims)))
     sql = f"""
-        SELECT {", ".join([*select, ""])}
-               count(*) AS calls,
-               sum(u.input_tokens) AS input_tokens,
-               sum(u.output_tokens) AS output_tokens,
-               sum(u.cache_read_tokens) AS cache_read_tokens,
-               sum(u.cache_write_tokens) AS cache_write_tokens,
-               sum({_COST_SQL}) AS cost_usd,
-               count(*) FILTER (WHERE ({_COST_SQL}) IS NULL) AS unknown_cost_calls
-        FROM ({_usage_sql(cur, with_sessions=needs_sessions)}) u {_PRICE_JOIN}
-        WHERE {" AND ".join(where)}
-        {f"GROUP BY {group} ORDER BY {group}" if dims else ""}
+        WITH a AS (
+            SELECT {"".join(f"{c}, " for c in inner)} u.model, u.backend,
+                   {period} AS _period, {tier} AS _tier,
+                   count(*) AS calls,
+                   sum(u.input_tokens::DOUBLE) AS input_tokens,
+                   sum(u.output_tokens::DOUBLE) AS output_tokens,
+                   sum(u.cache_read_tokens::DOUBLE) AS cache_read_tokens,
+                   sum(u.cache_write_tokens::DOUBLE) AS cache_write_tokens,
+                   count(coalesce(u.input_tokens, u.output_tokens)) AS _reported
+            FROM ({_usage_sql(cur, with_sessions=needs_sessions)}) u
+            WHERE {" AND ".join(where)}
+            GROUP BY {group_inner}
+        ), priced AS (
+            SELECT a.*, p.model_id IS NOT NULL AS _known,
+                   (greatest(coalesce(a.input_tokens, 0) - coalesce(a.cache_read_tokens, 0)
+                             - coalesce(a.cache_write_tokens, 0), 0) * p.input_per_mtok
+                    + coalesce(a.cache_read_tokens, 0) * p.cache_read_per_mtok
+                    + coalesce(a.cache_write_tokens, 0) * p.cache_write_per_mtok
+                    + coalesce(a.output_tokens, 0) * p.output_per_mtok) / 1e6 AS _cost
+            FROM a LEFT JOIN prices p
+              ON p.model_id = a.model AND p.backend IS NOT DISTINCT FROM a.backend
+             AND (p.valid_from IS NULL OR {period_at} >= p.valid_from)
+             AND (p.valid_to IS NULL OR {period_at} < p.valid_to)
+             AND {tier_in} > p.min_input_tokens
+             AND (p.max_input_tokens IS NULL OR {tier_in} <= p.max_input_tokens)
+        )
+        SELECT {"".join(f"{c}, " for c in outer)}
+               sum(calls)::BIGINT AS calls,
+               sum(input_tokens)::BIGINT AS input_tokens,
+               sum(output_tokens)::BIGINT AS output_tokens,
+               sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
+               sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
+               sum(CASE WHEN _known AND _reported > 0 THEN _cost END) AS cost_usd,
+               sum(CASE WHEN _known THEN calls - _reported ELSE calls END)::BIGINT AS unknown_cost_calls
+        FROM priced
+        {f"GROUP BY {group_outer} ORDER BY {group_outer}" if dims else ""}
     """
     df = cur.execute(sql, params).df()
     for col in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
@@ -393,7 +469,7 @@ def call_costs(
     """The ``costs`` view as a DataFrame, one row per call (optionally for one session)."""
     create_views(store, pricer)
     if session_id is None:
-        return store.cursor().execute("SELECT * FROM costs ORDER BY created_at").df()
+        return store.cursor().execute("SELECT * FROM costs ORDER BY created_at, session_id, position").df()
     return (
         store.cursor()
         .execute("SELECT * FROM costs WHERE session_id = ? ORDER BY position", [session_id])

@@ -330,7 +330,7 @@ def _side(turn: list[Message], pricer: Pricer) -> Side:
     )
 
 
-_WORDS = re.compile(r"\s+|[^\s]+")
+_WORDS = re.compile(r"\S+\s*|\s+")  # a word with the spaces after it
 
 
 def word_diff(a: str, b: str) -> tuple[float, list[tuple[WordOp, str]]]:
@@ -348,9 +348,9 @@ def word_diff(a: str, b: str) -> tuple[float, list[tuple[WordOp, str]]]:
                 ops.append(("delete", "".join(ta[i1:i2])))
             if j2 > j1:
                 ops.append(("insert", "".join(tb[j1:j2])))
-    words_a = [w for w in ta if not w.isspace()]
-    words_b = [w for w in tb if not w.isspace()]
-    ratio = difflib.SequenceMatcher(None, words_a, words_b, autojunk=False).ratio()
+    ratio = difflib.SequenceMatcher(
+        None, [w.strip() for w in ta], [w.strip() for w in tb], autojunk=False
+    ).ratio()
     return ratio, ops
 
 
@@ -369,7 +369,27 @@ def changed_fields(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 
 def align_tools(a: list[ToolCall], b: list[ToolCall]) -> list[ToolCallDiff]:
-    """Align two tool-call sequences by name; same-name pairs compare their arguments."""
+    """Align two tool-call sequences: identical calls (name and arguments) anchor the
+    alignment; between anchors, calls of the same name pair up as ``args_changed``."""
+    keys_a = [_call_key(c) for c in a]
+    keys_b = [_call_key(c) for c in b]
+    out: list[ToolCallDiff] = []
+    exact = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
+    for tag, i1, i2, j1, j2 in exact.get_opcodes():
+        if tag == "equal":
+            out.extend(
+                ToolCallDiff("same", ca.name, ca, cb) for ca, cb in zip(a[i1:i2], b[j1:j2], strict=True)
+            )
+        else:
+            out.extend(_align_by_name(a[i1:i2], b[j1:j2]))
+    return out
+
+
+def _call_key(call: ToolCall) -> str:
+    return call.name + "\x00" + json.dumps(call.input, sort_keys=True, ensure_ascii=False)
+
+
+def _align_by_name(a: list[ToolCall], b: list[ToolCall]) -> list[ToolCallDiff]:
     sm = difflib.SequenceMatcher(None, [c.name for c in a], [c.name for c in b], autojunk=False)
     out: list[ToolCallDiff] = []
     for tag, i1, i2, j1, j2 in sm.get_opcodes():

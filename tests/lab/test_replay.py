@@ -1,0 +1,211 @@
+"""Replay: a new session with replay_of, live and recorded tools, partial failure, estimates."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from lab_helpers import QUESTIONS, run
+
+from tahrix_lab.agent import FakeBackend, ToolRegistry, TranscriptStore
+from tahrix_lab.agent.backends.fake import text, tool_call
+from tahrix_lab.agent.errors import BackendError, ConfigurationError
+from tahrix_lab.agent.pricing import price
+from tahrix_lab.agent.transcript import Session, Usage
+from tahrix_lab.lab.replay import estimate_replay_cost, replay, replay_many
+
+CLAUDE = "us.anthropic.claude-3-5-sonnet-20240620-v1:0"
+
+
+def tool_results(
+    store: TranscriptStore, session_id: str
+) -> list[tuple[str | None, str | None, dict[str, Any] | None]]:
+    return [
+        (p.tool_name, p.tool_status, p.tool_result)
+        for m in store.load_messages(session_id)
+        for p in m.parts
+        if p.type == "tool_result"
+    ]
+
+
+def test_live_replay_on_another_family_with_other_behaviour(
+    store: TranscriptStore, registry: ToolRegistry, original: Session
+) -> None:
+    other = FakeBackend(
+        [
+            [tool_call("trace_funds", {"address": "0xabc"})],  # a different first tool
+            [text("Funds left 0xabc for 0xdef.")],  # other wording
+            [text("They went to 0xdef.")],  # no tool at all this time
+        ],
+        name="bedrock",
+    )
+    result = replay(original.id, backend=other, model=CLAUDE, store=store, registry=registry)
+
+    assert result.ok and result.completed == result.turns == 2
+    new = store.get_session(result.session_id)
+    assert new.replay_of == original.id
+    assert (new.user, new.purpose, new.system_prompt) == ("ana", "investigation", "Be precise.")
+    messages = store.load_messages(new.id)
+    assert [m.text for m in messages if m.role == "user"] == QUESTIONS
+    calls = [m for m in messages if m.role == "assistant"]
+    assert {(m.backend, m.model_id) for m in calls} == {("bedrock", CLAUDE)}
+    # live: the tool really ran again
+    assert registry.runs == [("trace_funds", {"address": "0xabc"})]  # type: ignore[attr-defined]
+    # the model was sent the original's system prompt and its tools
+    assert other.requests[0].system == "Be precise."
+    assert {t["name"] for t in other.requests[0].tools} == {"lookup_address", "trace_funds"}
+    # the original is untouched
+    assert len(store.load_messages(original.id)) == 10
+
+
+def test_recorded_tools_hit_and_miss_without_running_anything(
+    store: TranscriptStore, registry: ToolRegistry, original: Session
+) -> None:
+    other = FakeBackend(
+        [
+            [
+                tool_call("lookup_address", {"address": "0xabc"}),  # recorded: a hit
+                tool_call("lookup_address", {"address": "0x999"}),  # never called: a miss
+            ],
+            [text("0xabc is an exchange; 0x999 is unknown.")],
+            [tool_call("trace_funds", {"address": "0xabc"})],  # a hit
+            [text("To 0xdef.")],
+        ],
+        name="bedrock",
+    )
+    result = replay(
+        original.id, backend=other, model=CLAUDE, tools="recorded", store=store, registry=registry
+    )
+
+    assert result.ok
+    assert registry.runs == []  # type: ignore[attr-defined]
+    results = tool_results(store, result.session_id)
+    assert results[0] == (
+        "lookup_address",
+        "ok",
+        {"address": "0xabc", "label": "exchange hot wallet", "risk": 0.2},
+    )
+    name, status, miss = results[1]
+    assert (name, status) == ("lookup_address", "error")
+    assert miss is not None and miss["error"]["type"] == "not_recorded"
+    assert "never called lookup_address with these arguments" in miss["error"]["message"]
+    assert {"address": "0xabc"} in miss["error"]["recorded_inputs"]
+    assert results[2] == ("trace_funds", "ok", {"hops": [{"to": "0xdef", "value": 12.5}]})
+    assert result.recorded_misses == [{"tool": "lookup_address", "input": {"address": "0x999"}}]
+    # the model saw the recorded answer exactly as the original model did
+    sent = other.requests[1].messages[-1].parts[0].tool_result
+    assert sent == {"address": "0xabc", "label": "exchange hot wallet", "risk": 0.2}
+
+
+def test_recorded_argument_order_does_not_matter(store: TranscriptStore, registry: ToolRegistry) -> None:
+    session = store.create_session(purpose="investigation")
+    first = FakeBackend([[tool_call("lookup_address", {"address": "0xabc"})], [text("ok")]])
+    run(store, session, "q", first, "gpt-4o", registry)
+    again = FakeBackend([[tool_call("lookup_address", json.loads('{"address": "0xabc"}'))], [text("ok")]])
+    result = replay(
+        session.id, backend=again, model="gpt-4o", tools="recorded", store=store, registry=registry
+    )
+    assert tool_results(store, result.session_id)[0][1] == "ok"
+
+
+def test_replay_that_fails_half_way_keeps_what_it_produced(
+    store: TranscriptStore, registry: ToolRegistry, original: Session
+) -> None:
+    flaky = FakeBackend(
+        [
+            [text("First answer.")],
+            [text("Partial sec"), BackendError("connection reset", retryable=False)],
+        ],
+        name="openai",
+    )
+    result = replay(original.id, backend=flaky, model="gpt-4o-mini", tools="recorded", store=store)
+
+    assert not result.ok
+    assert (result.completed, result.stopped_at, result.turns) == (1, 2, 2)
+    assert result.error is not None and result.error["kind"] == "backend"
+    assert "stopped at user turn 2 of 2" in result.summary()
+    kept = store.load_messages(result.session_id)
+    assert [m.text for m in kept if m.role == "user"] == QUESTIONS
+    assert [m.text for m in kept if m.role == "assistant"] == ["First answer.", "Partial sec"]
+    assert kept[-1].stop_reason == "error"
+
+
+def test_replay_copies_the_case_link(store: TranscriptStore, original: Session) -> None:
+    cur = store.cursor()
+    cur.execute("CREATE TABLE case_sessions (case_id VARCHAR, session_id VARCHAR, linked_by VARCHAR)")
+    cur.execute("INSERT INTO case_sessions VALUES ('case-7', ?, 'ana')", [original.id])
+    result = replay(
+        original.id, backend=FakeBackend([[text("a")], [text("b")]]), model="m", tools="recorded", store=store
+    )
+    rows = cur.execute(
+        "SELECT case_id, linked_by FROM case_sessions WHERE session_id = ?", [result.session_id]
+    ).fetchall()
+    assert rows == [("case-7", "ana")]
+
+
+def test_replay_many_with_a_progress_bar(store: TranscriptStore, original: Session) -> None:
+    backend = FakeBackend([[text("a")], [text("b")], [text("c")], [text("d")]])
+    results = replay_many(
+        [original.id, original.id], progress="tqdm", backend=backend, model="m", tools="recorded", store=store
+    )
+    assert [r.ok for r in results] == [True, True]
+    assert len({r.session_id for r in results}) == 2
+
+
+def test_bad_tool_mode_and_unknown_session(store: TranscriptStore, original: Session) -> None:
+    with pytest.raises(ConfigurationError, match="tools must be"):
+        replay(original.id, backend=FakeBackend(), model="m", tools="cached", store=store)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="No session"):
+        replay("nope", backend=FakeBackend(), model="m", store=store)
+
+
+def test_estimate_replay_cost_uses_stored_tokens_and_target_price(
+    store: TranscriptStore, original: Session
+) -> None:
+    calls = [m for m in store.load_messages(original.id) if m.role == "assistant"]
+    est = estimate_replay_cost(original.id, CLAUDE, store=store, backend="bedrock")
+    tokens_in = sum(m.usage.input_tokens or 0 for m in calls if m.usage)
+    tokens_out = sum(m.usage.output_tokens or 0 for m in calls if m.usage)
+    assert (est.calls, est.input_tokens, est.output_tokens) == (5, tokens_in, tokens_out)
+    expected = sum(
+        price(CLAUDE, Usage(m.usage.input_tokens, m.usage.output_tokens), backend="bedrock") or 0
+        for m in calls
+        if m.usage
+    )
+    assert est.cost_usd == pytest.approx(expected)
+    assert est.cost_usd == pytest.approx((tokens_in * 3.0 + tokens_out * 15.0) / 1e6)
+    assert est.original_cost_usd == pytest.approx((tokens_in * 2.5 + tokens_out * 10.0) / 1e6)
+    assert estimate_replay_cost(original.id, "my-own-model", store=store).cost_usd is None
+
+
+def test_replay_through_the_openai_wire_adapter(
+    store: TranscriptStore, registry: ToolRegistry, original: Session
+) -> None:
+    """The replay drives a real OpenAI SDK client against a loopback Chat Completions server."""
+    from wire import sse
+    from wire.server import WireServer
+
+    from tahrix_lab.agent.backends.openai import OpenAIBackend
+
+    with WireServer() as server:
+        server.add(
+            sse.turn_reply(
+                [{"kind": "tool_use", "id": "c1", "name": "lookup_address", "input": {"address": "0xabc"}}]
+            ),
+            sse.turn_reply([{"kind": "text", "text": "An exchange wallet."}]),
+            sse.turn_reply([{"kind": "text", "text": "To 0xdef."}]),
+        )
+        backend = OpenAIBackend(base_url=server.url + "/v1", api_key="test-key")
+        try:
+            result = replay(original.id, backend=backend, model="gpt-4o-mini", tools="recorded", store=store)
+        finally:
+            backend.client.close()
+        bodies = [r.json() for r in server.requests]
+
+    assert result.ok, result.summary()
+    assert [m["content"] for m in bodies[0]["messages"] if m["role"] == "user"] == [QUESTIONS[0]]
+    tool_msgs = [m for m in bodies[1]["messages"] if m["role"] == "tool"]
+    assert json.loads(tool_msgs[0]["content"])["label"] == "exchange hot wallet"
+    texts = [m.text for m in store.load_messages(result.session_id) if m.role == "assistant" and m.text]
+    assert texts == ["An exchange wallet.", "To 0xdef."]
