@@ -224,6 +224,7 @@ def serve(settings: Settings, integration_factory: IntegrationFactory | None = N
         sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((settings.host, settings.port))
+        sock.listen(4096)  # accept (queue) connections from the moment the address is printed
         port = sock.getsockname()[1]
         config = uvicorn.Config(
             create_app(built.service),
