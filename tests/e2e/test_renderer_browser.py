@@ -1,0 +1,356 @@
+"""The flow renderer (widgets/flow.js) in real headless Chromium."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+BLOCKS_JS = """() => [...document.querySelectorAll('.tx-flow')].map(flow =>
+  [...flow.children].filter(el => !el.hidden).map(el => {
+    const cls = [...el.classList].find(c => c !== 'tx-block' && c.startsWith('tx-'));
+    return cls.slice(3);
+  }))"""
+
+
+def feed(pg: Any, chunks: list[dict[str, Any]]) -> None:
+    pg.evaluate("(chunks) => chunks.forEach(c => window.flow.push(c))", chunks)
+
+
+def blocks(pg: Any) -> list[list[str]]:
+    return pg.evaluate(BLOCKS_JS)
+
+
+def usage(model: str = "fake-model") -> dict[str, Any]:
+    return {
+        "type": "usage",
+        "model": model,
+        "backend": "fake",
+        "usage": {"input_tokens": 120, "output_tokens": 30},
+        "cost_usd": 0.0012,
+        "latency_ms": 850,
+        "ttft_ms": 120,
+        "stop_reason": "end_turn",
+    }
+
+
+SCRIPTED = [
+    {"type": "reasoning", "text": "The user asks about "},
+    {"type": "reasoning", "text": "address 0xabc."},
+    {"type": "content", "text": "Let me look it up."},
+    {"type": "tool_call", "id": "call_1", "name": "lookup_address", "args": {"address": "0xabc"}},
+    usage(),
+    {
+        "type": "tool_result",
+        "id": "call_1",
+        "name": "lookup_address",
+        "status": "ok",
+        "result": {"label": "Exchange hot wallet", "tx_count": 42},
+        "duration_ms": 12.5,
+    },
+    {"type": "follow_up", "text": "Synthesizing results..."},
+    {"type": "reasoning", "text": "It is an exchange."},
+    {"type": "content", "text": "The address is an **exchange** "},
+    {"type": "content", "text": "hot wallet with 42 transactions."},
+    usage(),
+    {"type": "done", "stop_reason": "end_turn"},
+]
+
+
+def test_blocks_follow_arrival_order_and_finish_cleanly(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('What is 0xabc?')")
+    feed(page, SCRIPTED)
+    assert blocks(page) == [["reasoning", "content", "tool", "usage", "reasoning", "content", "usage"]]
+    assert page.locator(".tx-user .tx-bubble").inner_text() == "What is 0xabc?"
+    # reasoning collapsed, the two reasoning chunks joined in one block
+    assert page.evaluate(
+        "() => [...document.querySelectorAll('.tx-reasoning details')].map(d => d.open)"
+    ) == [
+        False,
+        False,
+    ]
+    assert page.locator(".tx-reasoning-text").first.text_content() == "The user asks about address 0xabc."
+    # the tool block: done, arguments and result present, preview collapsed
+    tool = page.locator(".tx-tool")
+    assert tool.get_attribute("data-status") == "done"
+    assert tool.locator(".tx-tool-name").inner_text() == "lookup_address"
+    assert '"address": "0xabc"' in tool.locator(".tx-tool-args pre").text_content()
+    assert "Exchange hot wallet" in tool.locator(".tx-tool-result pre").text_content()
+    assert page.evaluate("() => document.querySelector('.tx-tool-result').open") is False
+    # consecutive content chunks extend one block, rendered as Markdown
+    last = page.locator(".tx-content").last
+    assert last.inner_text().strip() == "The address is an exchange hot wallet with 42 transactions."
+    assert last.locator("strong").inner_text() == "exchange"
+    # dots hidden, synthesizing indicator gone, usage footer quiet and complete
+    assert page.locator(".tx-dots").is_hidden()
+    assert page.locator(".tx-synth").count() == 0
+    assert "in 120 / out 30 tokens" in page.locator(".tx-usage").first.inner_text()
+    assert "$0.0012" in page.locator(".tx-usage").first.inner_text()
+    assert page.console_errors == []
+
+
+def test_dots_stay_last_while_streaming(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    for chunk in SCRIPTED[:-1]:
+        feed(page, [chunk])
+        state = page.evaluate(
+            "() => { const f = document.querySelector('.tx-flow'); const d = f.lastElementChild;"
+            " return [d.className, d.hidden]; }"
+        )
+        assert state == ["tx-dots", False], chunk
+    feed(page, [SCRIPTED[-1]])
+    assert page.locator(".tx-dots").is_hidden()
+
+
+def test_reasoning_stays_open_while_streaming_and_blocks_are_never_grouped(
+    page: Any, mount_flow: Any
+) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(page, [{"type": "reasoning", "text": "thinking"}])
+    assert page.evaluate("() => document.querySelector('.tx-reasoning details').open") is True
+    feed(page, [{"type": "content", "text": "one"}, {"type": "reasoning", "text": "more thinking"}])
+    opened = "() => [...document.querySelectorAll('.tx-reasoning details')].map(d => d.open)"
+    assert page.evaluate(opened) == [False, True]
+    feed(page, [{"type": "content", "text": "two"}])
+    assert page.evaluate(opened) == [False, False]
+    assert blocks(page) == [["reasoning", "content", "reasoning", "content", "dots"]]
+
+
+def test_follow_up_shows_synthesizing_until_new_text(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(page, SCRIPTED[:7])
+    assert page.locator(".tx-synth").inner_text().startswith("Synthesizing results")
+    assert blocks(page)[0][-2:] == ["synth", "dots"]
+    feed(page, [SCRIPTED[7]])
+    assert page.locator(".tx-synth").count() == 0
+
+
+def test_follow_up_replace_removes_pre_tool_prose_but_keeps_tools(page: Any, mount_flow: Any) -> None:
+    mount_flow(page, {"followUpMode": "replace"})
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(page, SCRIPTED)
+    assert blocks(page) == [["tool", "usage", "reasoning", "content", "usage"]]
+    assert "Let me look it up" not in page.locator(".tx-flow").inner_text()
+
+
+def test_parallel_tool_results_match_by_id(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(
+        page,
+        [
+            {"type": "tool_call", "id": "a", "name": "first", "args": {}},
+            {"type": "tool_call", "id": "b", "name": "second", "args": {}},
+        ],
+    )
+    assert page.evaluate("() => [...document.querySelectorAll('.tx-tool')].map(t => t.dataset.status)") == [
+        "running",
+        "running",
+    ]
+    feed(
+        page,
+        [
+            {
+                "type": "tool_result",
+                "id": "b",
+                "name": "second",
+                "status": "error",
+                "result": {"error": {"type": "denied", "message": "not allowed"}},
+            },
+            {"type": "tool_result", "id": "a", "name": "first", "status": "ok", "result": {"n": 1}},
+        ],
+    )
+    statuses = page.evaluate(
+        "() => [...document.querySelectorAll('.tx-tool')].map(t => [t.dataset.id, t.dataset.status,"
+        " t.querySelector('.tx-tool-status').textContent])"
+    )
+    assert statuses == [["a", "done", "done"], ["b", "error", "error"]]
+    assert "not allowed" in page.locator(".tx-tool").nth(1).locator(".tx-tool-result pre").text_content()
+
+
+@pytest.mark.parametrize(("status", "label"), [("error", "not run"), ("cancelled", "stopped")])
+def test_ending_mid_tool_marks_the_tool_and_hides_dots(
+    page: Any, mount_flow: Any, status: str, label: str
+) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(page, [{"type": "tool_call", "id": "x", "name": "slow", "args": {}}])
+    if status == "error":
+        feed(page, [{"type": "error", "kind": "backend", "message": "The model provider is busy."}])
+        assert page.locator(".tx-error").inner_text().endswith("The model provider is busy.")
+    else:
+        feed(page, [{"type": "done", "stop_reason": "cancelled"}])
+        assert page.locator(".tx-stopped").is_visible()
+    assert page.locator(".tx-dots").is_hidden()
+    assert page.locator(".tx-tool .tx-tool-status").inner_text() == label
+
+
+def test_timeout_hides_dots_and_says_so(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(page, [{"type": "content", "text": "partial"}])
+    page.evaluate("() => window.flow.end('timeout')")
+    assert page.locator(".tx-dots").is_hidden()
+    assert "too long" in page.locator(".tx-error").inner_text()
+    assert page.locator(".tx-content").inner_text().strip() == "partial"
+
+
+def test_effects_notice(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(page, [{"type": "effects", "effects": [{"type": "flags_changed", "case_id": "c1"}]}])
+    assert "flags changed" in page.locator(".tx-effects").inner_text()
+    assert "c1" in page.locator(".tx-effects").inner_text()
+
+
+def test_meter_hidden_until_a_bucket_passes_80_percent(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate(
+        "() => window.flow.setMeter({per_minute_tokens: 0.5, monthly_usd: 0.8, per_hour_tokens: null})"
+    )
+    assert page.locator(".tx-meter").is_hidden()
+    page.evaluate("() => window.flow.setMeter({per_minute_tokens: 0.5, monthly_usd: 0.93})")
+    assert page.locator(".tx-meter").is_visible()
+    items = page.evaluate(
+        "() => [...document.querySelectorAll('.tx-meter-item')].map(i => [i.dataset.bucket, i.innerText])"
+    )
+    assert len(items) == 1
+    assert items[0][0] == "monthly_usd"
+    assert "93%" in items[0][1]
+    page.evaluate("() => window.flow.setMeter({monthly_usd: 0.1})")
+    assert page.locator(".tx-meter").is_hidden()
+
+
+def test_load_renders_history_with_turns(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    history = [
+        {"type": "user", "text": "first question"},
+        *SCRIPTED[:-1],
+        {"type": "user", "text": "second question"},
+        {"type": "content", "text": "short answer"},
+        usage(),
+    ]
+    page.evaluate("(h) => window.flow.load(h)", history)
+    assert page.locator(".tx-bubble").all_inner_texts() == ["first question", "second question"]
+    assert blocks(page) == [
+        ["reasoning", "content", "tool", "usage", "reasoning", "content", "usage"],
+        ["content", "usage"],
+    ]
+    assert page.evaluate("() => [...document.querySelectorAll('.tx-dots')].every(d => d.hidden)")
+    page.evaluate("() => window.flow.clear()")
+    assert page.locator(".tx-flow").count() == 0
+
+
+def test_markdown_rendering(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    text = (
+        "## Findings\n\nThe flow goes through `0xdef` and [Etherscan](https://etherscan.io/tx/0x1).\n\n"
+        "- first hop\n- second hop\n\n```sql\nSELECT * FROM flags;\n```\n\n| flag | score |\n|---|---|\n| peel | 0.9 |\n"
+    )
+    # stream it in small pieces, as a model would
+    feed(page, [{"type": "content", "text": text[i : i + 7]} for i in range(0, len(text), 7)])
+    feed(page, [{"type": "done", "stop_reason": "end_turn"}])
+    c = page.locator(".tx-content")
+    assert c.locator("h4").inner_text() == "Findings"
+    assert c.locator("p code").inner_text() == "0xdef"
+    assert c.locator("a").get_attribute("href") == "https://etherscan.io/tx/0x1"
+    assert c.locator("a").get_attribute("rel") == "noopener noreferrer nofollow"
+    assert c.locator("ul li").all_inner_texts() == ["first hop", "second hop"]
+    assert c.locator("pre code").inner_text() == "SELECT * FROM flags;"
+    assert c.locator("td").all_inner_texts() == ["peel", "0.9"]
+    assert c.locator(".tx-live").count() == 0
+
+
+def test_input_box_sends_and_stops(page: Any, mount_flow: Any) -> None:
+    mount_flow(page, {"showInput": True})
+    box = page.locator(".tx-text")
+    box.click()
+    page.keyboard.type("Trace the stolen funds")
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => window.sent") == ["Trace the stolen funds"]
+    assert box.input_value() == ""
+    page.evaluate("() => window.flow.startTurn('Trace the stolen funds')")
+    assert page.locator(".tx-stop").is_visible()
+    assert page.locator(".tx-send").is_disabled()
+    page.locator(".tx-stop").click()
+    assert page.evaluate("() => window.stops") == 1
+    page.evaluate("() => window.flow.end('cancelled')")
+    assert page.locator(".tx-stop").is_hidden()
+    assert page.locator(".tx-send").is_enabled()
+
+
+# -- untrusted content ---------------------------------------------------------------
+XSS = [
+    "<script>window.__xss=1</script>",
+    '<img src=x onerror="window.__xss=1">',
+    "<svg onload=window.__xss=1></svg>",
+    '<iframe src="javascript:window.__xss=1"></iframe>',
+    '<a href="javascript:window.__xss=1">click</a>',
+    "[click](javascript:window.__xss=1)",
+    "[click](JaVaScRiPt:window.__xss=1)",
+    "[click](java\tscript:window.__xss=1)",
+    "[click](vbscript:msgbox(1))",
+    "[click](data:text/html,<script>window.__xss=1</script>)",
+    '<https://example.com/" onmouseover="window.__xss=1>',
+    '**<img src=x onerror="window.__xss=1">**',
+    '`<img src=x onerror="window.__xss=1">`',
+    '<details open ontoggle="window.__xss=1">x</details>',
+    '"><style>body{display:none}</style>',
+    "| a | b |\n|---|---|\n| <img src=x onerror=window.__xss=1> | [x](javascript:window.__xss=1) |",
+]
+
+
+def test_xss_payloads_never_execute(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('<img src=x onerror=\"window.__xss=1\">')")
+    chunks: list[dict[str, Any]] = []
+    for i, payload in enumerate(XSS):
+        chunks += [
+            {"type": "reasoning", "text": payload},
+            {"type": "content", "text": f"\n\n{payload}\n\n"},
+            {"type": "tool_call", "id": f"x{i}", "name": payload, "args": {"q": payload, payload: 1}},
+            {
+                "type": "tool_result",
+                "id": f"x{i}",
+                "name": payload,
+                "status": "ok",
+                "result": {"html": payload},
+            },
+            {"type": "effects", "effects": [{"type": payload, "case_id": payload}]},
+            {"type": "error", "message": payload, "kind": payload} if i == len(XSS) - 1 else usage(payload),
+        ]
+    # a raw tool call whose arguments were not JSON
+    chunks.insert(0, {"type": "tool_call", "id": "raw", "name": "t", "args": None, "raw": XSS[1]})
+    feed(page, chunks)
+    page.evaluate("(h) => window.flow.load(h)", [{"type": "user", "text": XSS[0]}, *chunks])
+    page.wait_for_timeout(300)  # give any smuggled onerror/onload a chance to fire
+    page.evaluate("() => { for (const d of document.querySelectorAll('details')) d.open = true; }")
+    page.wait_for_timeout(100)
+    for a in page.locator("a").all():
+        a.hover()
+    assert page.evaluate("() => window.__xss") is None
+    report = page.evaluate(
+        """() => {
+      const all = [...document.querySelectorAll('#root *')];
+      return {
+        handlers: all.flatMap(el => [...el.attributes].filter(a => a.name.startsWith('on')).map(a => el.tagName + ' ' + a.name)),
+        tags: all.map(el => el.tagName.toLowerCase()).filter(t => ['script','img','svg','iframe','style','object','embed'].includes(t)),
+        hrefs: all.filter(el => el.hasAttribute('href')).map(el => el.getAttribute('href')),
+        rootVisible: getComputedStyle(document.body).display !== 'none',
+      };
+    }"""
+    )
+    assert report["handlers"] == []
+    assert report["tags"] == []
+    assert all(h.startswith(("https://", "http://", "mailto:")) for h in report["hrefs"]), report["hrefs"]
+    assert report["rootVisible"]
+    # the payloads are shown as text, not swallowed
+    assert "<script>window.__xss=1</script>" in page.locator("#root").inner_text()
+    assert page.console_errors == []
