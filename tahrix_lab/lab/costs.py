@@ -225,12 +225,7 @@ def refresh_prices(store: TranscriptStore, pricer: Pricer | None = None, *, rebu
     of new (model, backend) pairs looked up.
     """
     cur = store.cursor()
-    cur.execute(_PRICES_DDL)
-    source = f"genai-prices {GENAI_PRICES_VERSION}"
-    stale = cur.execute("SELECT count(*) FROM prices WHERE source <> ?", [source]).fetchone()
-    if rebuild or (stale and stale[0]):
-        cur.execute("DELETE FROM prices")
-        cur.execute("DELETE FROM prices_unknown")
+    _ensure_prices(cur, rebuild=rebuild)
     present = cur.execute(
         "SELECT DISTINCT model_id, backend FROM messages WHERE role = 'assistant' AND model_id IS NOT NULL"
     ).fetchall()
@@ -240,6 +235,28 @@ def refresh_prices(store: TranscriptStore, pricer: Pricer | None = None, *, rebu
         ).fetchall()
     )
     pairs = [pair for pair in present if pair not in looked_up]
+    _add_prices(cur, pairs, pricer)
+    return len(pairs)
+
+
+def _ensure_prices(cur: duckdb.DuckDBPyConnection, *, rebuild: bool = False) -> None:
+    """Create the price tables; empty them when genai-prices was upgraded (or asked to)."""
+    cur.execute(_PRICES_DDL)
+    source = f"genai-prices {GENAI_PRICES_VERSION}"
+    stale = cur.execute(
+        "SELECT count(*) FROM (SELECT source FROM prices UNION ALL SELECT source FROM prices_unknown) "
+        "WHERE source <> ?",
+        [source],
+    ).fetchone()
+    if rebuild or (stale and stale[0]):
+        cur.execute("DELETE FROM prices")
+        cur.execute("DELETE FROM prices_unknown")
+
+
+def _add_prices(
+    cur: duckdb.DuckDBPyConnection, pairs: Iterable[tuple[str, str | None]], pricer: Pricer | None
+) -> None:
+    source = f"genai-prices {GENAI_PRICES_VERSION}"
     for model_id, backend in pairs:
         rows = rates_for(model_id, backend, pricer)
         if not rows:
@@ -255,7 +272,6 @@ def refresh_prices(store: TranscriptStore, pricer: Pricer | None = None, *, rebu
                 for r in rows
             ],
         )  # fmt: skip
-    return len(pairs)
 
 
 # -- views --------------------------------------------------------------------------------
@@ -343,8 +359,8 @@ def costs(
     """
     dims = _dims(by)
     store = store if store is not None else TranscriptStore()
-    refresh_prices(store, pricer)
     cur = store.cursor()
+    _ensure_prices(cur)
     needs_sessions = bool(set(dims) & _NEEDS_SESSIONS) or any(v is not None for v in (user, purpose, case))
     where, params = ["TRUE"], []
     for clause, value in (
@@ -357,24 +373,25 @@ def costs(
         if value is not None:
             where.append(clause)
             params.append(value)
+    usage_sql = _usage_sql(cur, with_sessions=needs_sessions)
 
-    # the global price-change dates and tier thresholds: every model's own are a subset
-    changes = [
-        r[0]
-        for r in cur.execute(
-            "SELECT DISTINCT valid_from FROM prices WHERE valid_from IS NOT NULL ORDER BY 1"
-        ).fetchall()
-    ]
-    tiers = [
-        int(r[0])
-        for r in cur.execute(
-            "SELECT DISTINCT min_input_tokens FROM prices WHERE min_input_tokens >= 0 ORDER BY 1"
-        ).fetchall()
-    ]
-    period = (
-        " + ".join([f"(u.created_at >= '{d.isoformat()}'::TIMESTAMPTZ)::INTEGER" for d in changes]) or "0"
-    )
-    tier = " + ".join([f"(coalesce(u.input_tokens, 0) > {t})::INTEGER" for t in tiers]) or "0"
+    breaks = _breaks(cur)
+    _sum_calls(cur, dims, usage_sql, where, params, breaks)
+    # models seen for the first time are looked up now (rarely); new price
+    # breakpoints mean the sums must be cut again
+    new = cur.execute(
+        "SELECT DISTINCT model, backend FROM _lab_costs_sums a WHERE model IS NOT NULL AND NOT EXISTS "
+        "(SELECT 1 FROM prices p WHERE p.model_id = a.model AND p.backend IS NOT DISTINCT FROM a.backend) "
+        "AND NOT EXISTS (SELECT 1 FROM prices_unknown q WHERE q.model_id = a.model "
+        "AND q.backend IS NOT DISTINCT FROM a.backend)"
+    ).fetchall()
+    if new:
+        _add_prices(cur, new, pricer)
+        if _breaks(cur) != breaks:
+            breaks = _breaks(cur)
+            _sum_calls(cur, dims, usage_sql, where, params, breaks)
+
+    changes, tiers = breaks
     # a representative time and input size for each (period, tier) bucket
     period_at = "".join(
         f"WHEN a._period = {i + 1} THEN '{d.isoformat()}'::TIMESTAMPTZ " for i, d in enumerate(changes)
@@ -384,32 +401,17 @@ def costs(
     )
     tier_in = "".join(f"WHEN a._tier = {i + 1} THEN {t + 1} " for i, t in enumerate(tiers))
     tier_in = f"CASE {tier_in}ELSE 0 END" if tiers else "0"
-
-    inner = [f'{_INNER[d]} AS "{d}"' for d in dims]
     outer = [f'{_OUTER[d]} AS "{d}"' for d in dims]
-    group_inner = ", ".join([f'"{d}"' for d in dims] + ["model", "backend", "_period", "_tier"])
     group_outer = ", ".join(str(i + 1) for i in range(len(dims)))
     sql = f"""
-        WITH a AS (
-            SELECT {"".join(f"{c}, " for c in inner)} u.model, u.backend,
-                   {period} AS _period, {tier} AS _tier,
-                   count(*) AS calls,
-                   sum(u.input_tokens::DOUBLE) AS input_tokens,
-                   sum(u.output_tokens::DOUBLE) AS output_tokens,
-                   sum(u.cache_read_tokens::DOUBLE) AS cache_read_tokens,
-                   sum(u.cache_write_tokens::DOUBLE) AS cache_write_tokens,
-                   count(coalesce(u.input_tokens, u.output_tokens)) AS _reported
-            FROM ({_usage_sql(cur, with_sessions=needs_sessions)}) u
-            WHERE {" AND ".join(where)}
-            GROUP BY {group_inner}
-        ), priced AS (
+        WITH priced AS (
             SELECT a.*, p.model_id IS NOT NULL AS _known,
                    (greatest(coalesce(a.input_tokens, 0) - coalesce(a.cache_read_tokens, 0)
                              - coalesce(a.cache_write_tokens, 0), 0) * p.input_per_mtok
                     + coalesce(a.cache_read_tokens, 0) * p.cache_read_per_mtok
                     + coalesce(a.cache_write_tokens, 0) * p.cache_write_per_mtok
                     + coalesce(a.output_tokens, 0) * p.output_per_mtok) / 1e6 AS _cost
-            FROM a LEFT JOIN prices p
+            FROM _lab_costs_sums a LEFT JOIN prices p
               ON p.model_id = a.model AND p.backend IS NOT DISTINCT FROM a.backend
              AND (p.valid_from IS NULL OR {period_at} >= p.valid_from)
              AND (p.valid_to IS NULL OR {period_at} < p.valid_to)
@@ -427,10 +429,74 @@ def costs(
         FROM priced
         {f"GROUP BY {group_outer} ORDER BY {group_outer}" if dims else ""}
     """
-    df = cur.execute(sql, params).df()
+    df = cur.execute(sql).df()
+    cur.execute("DROP TABLE IF EXISTS _lab_costs_sums")
     for col in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
         df[col] = df[col].astype("Int64")
     return df
+
+
+def _breaks(cur: duckdb.DuckDBPyConnection) -> tuple[list[datetime], list[int]]:
+    """Every price-change date and tier threshold in ``prices``: each model's are a subset."""
+    changes = [
+        r[0]
+        for r in cur.execute(
+            "SELECT DISTINCT valid_from FROM prices WHERE valid_from IS NOT NULL ORDER BY 1"
+        ).fetchall()
+    ]
+    tiers = [
+        int(r[0])
+        for r in cur.execute(
+            "SELECT DISTINCT min_input_tokens FROM prices WHERE min_input_tokens >= 0 ORDER BY 1"
+        ).fetchall()
+    ]
+    return changes, tiers
+
+
+def _sum_calls(
+    cur: duckdb.DuckDBPyConnection,
+    dims: list[str],
+    usage_sql: str,
+    where: list[str],
+    params: list[Any],
+    breaks: tuple[list[datetime], list[int]],
+) -> None:
+    """Sum the calls per requested dimension, model, backend, price period and tier
+    into the temporary table ``_lab_costs_sums`` (sums as DOUBLE: exact far beyond
+    any token count, and much faster than DuckDB's 128-bit integer sums)."""
+    changes, tiers = breaks
+    # with a day (or finer) key the period follows from it; otherwise it is its own key
+    time_key = next((d for d in dims if d in ("hour", "day", "week", "month")), None)
+    if time_key is None or not changes:
+        period = (
+            " + ".join(f"(u.created_at >= '{d.isoformat()}'::TIMESTAMPTZ)::INTEGER" for d in changes) or "0"
+        )
+        period_key: str | None = f"{period} AS _period"
+        period_col = "_period"
+    else:
+        per = 3600 if time_key == "hour" else 86400
+        cuts = " + ".join(f'("{time_key}" >= {int(d.timestamp()) // per})::INTEGER' for d in changes)
+        period_key, period_col = None, f"{cuts} AS _period"
+    tier = " + ".join(f"(coalesce(u.input_tokens, 0) > {t})::INTEGER" for t in tiers) or "0"
+    keys = [f'{_INNER[d]} AS "{d}"' for d in dims]
+    keys += [] if "model" in dims else ["u.model"]
+    keys += [] if "backend" in dims else ["u.backend"]
+    keys += [period_key] if period_key else []
+    keys += [f"{tier} AS _tier"]
+    inner = f"""
+        SELECT {", ".join(keys)},
+               count(*) AS calls,
+               sum(u.input_tokens::DOUBLE) AS input_tokens,
+               sum(u.output_tokens::DOUBLE) AS output_tokens,
+               sum(u.cache_read_tokens::DOUBLE) AS cache_read_tokens,
+               sum(u.cache_write_tokens::DOUBLE) AS cache_write_tokens,
+               count(coalesce(u.input_tokens, u.output_tokens)) AS _reported
+        FROM ({usage_sql}) u
+        WHERE {" AND ".join(where)}
+        GROUP BY ALL
+    """
+    extra = "" if period_key else f", {period_col}"
+    cur.execute(f"CREATE OR REPLACE TEMP TABLE _lab_costs_sums AS SELECT *{extra} FROM ({inner})", params)
 
 
 def _as_time(value: datetime | date | None) -> datetime | None:
