@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tahrix_lab.case.tracing import TraceParams, trace_funds
+from tahrix_lab.case.workspace import Workspace
+
+
+def _endpoints(result: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(e["chain"], e["address"]) for eps in result["endpoints"].values() for e in eps}
+
+
+@pytest.mark.parametrize("model", ["poison", "haircut"])
+def test_paths_reach_planted_endpoints(loaded: Workspace, ground_truth: dict[str, Any], model: str) -> None:
+    for path in ground_truth["paths"]:
+        r = trace_funds(loaded.cases, "CASE-001", [path["start"]["address"]],
+                        params=TraceParams(max_hops=path["max_hops"], taint_model=model))  # fmt: skip
+        expected = {(e["chain"], e["address"]) for e in path["expect_endpoints"]}
+        assert expected <= _endpoints(r), path["name"]
+        assert not r["truncated"]
+
+
+def test_theft_transactions_reach_exchange_and_mixer(loaded: Workspace, ground_truth: dict[str, Any]) -> None:
+    r = trace_funds(loaded.cases, "CASE-001", ground_truth["theft_tx_hashes"], params=TraceParams(max_hops=6))
+    assert {"exchange", "mixing_service", "defi_dex"} <= set(r["endpoints"])
+    ea = {ground_truth["actors"][k] for k in ("EA1", "EA2", "EA3")}
+    assert ea <= {e["address"] for e in r["endpoints"]["exchange"]}
+    for e in r["edges"]:
+        assert e["tx_hashes"] and e["transfers"] >= 1
+    assert r["params"]["taint_model"] == "poison"
+
+
+def test_bridges_followed_and_pending_leg_in_frontier(loaded: Workspace, ground_truth: dict[str, Any]) -> None:
+    hop = next(p for p in ground_truth["paths"] if p["name"] == "chain_hop_leg")
+    r = trace_funds(loaded.cases, "CASE-001", [hop["start"]["address"]], params=TraceParams(max_hops=10))
+    bridges = {e["bridge_name"] for e in r["edges"] if e["kind"] == "bridge"}
+    assert bridges == {"stargate", "multichain"}
+    assert {n["chain"] for n in r["nodes"]} == {"ethereum", "bsc", "tron"}
+    pending = ground_truth["unmatched_bridge_events"][0]
+    src = loaded.cases.one("SELECT src_address FROM bridge_events WHERE bridge_event_id = ?", [pending])
+    r2 = trace_funds(loaded.cases, "CASE-001", [src["src_address"]], params=TraceParams(max_hops=2))
+    assert [f["bridge_event_id"] for f in r2["frontier"] if f["reason"] == "bridge_unmatched"] == [pending]
+
+
+def test_backward_trace_finds_the_attacker(loaded: Workspace, ground_truth: dict[str, Any]) -> None:
+    start = ground_truth["actors"]["peel_deposits"][0]
+    r = trace_funds(loaded.cases, "CASE-001", [start],
+                    params=TraceParams(direction="backward", max_hops=8, stop_at_categories=("exchange",)))  # fmt: skip
+    assert any(e["kind"] == "bridge" and e["bridge_name"] == "thorchain" for e in r["edges"])
+    assert {ground_truth["actors"][c] for c in ("C1", "C2", "C3", "C4")} & {n["address"] for n in r["nodes"]}
+
+
+def test_limits(loaded: Workspace, ground_truth: dict[str, Any]) -> None:
+    a0 = ground_truth["actors"]["A0"]
+    r = trace_funds(loaded.cases, "CASE-001", [a0], params=TraceParams(max_hops=6, max_edges=20))
+    assert r["truncated"] and r["totals"]["transfers_followed"] == 20
+    r = trace_funds(loaded.cases, "CASE-001", [a0], params=TraceParams(max_hops=1))
+    assert {f["reason"] for f in r["frontier"]} == {"hop_limit"}
+    big = trace_funds(loaded.cases, "CASE-001", [a0], params=TraceParams(max_hops=2, min_usd=10_000_000))
+    assert all(e["tainted_usd"] >= 10_000_000 for e in big["edges"])
+    assert "error" in trace_funds(loaded.cases, "CASE-001", ["0xnothere"])
