@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -136,7 +137,8 @@ def _sessions(args: argparse.Namespace) -> int:
         for r in costs(store, by=("session",)).itertuples(index=False)
     }
     table = Table(title=f"Sessions in {store.path}")
-    for col in ("id", "created (UTC)", "user", "purpose", "title", "calls", "cost", "replay of"):
+    table.add_column("id", no_wrap=True)
+    for col in ("created (UTC)", "user", "purpose", "title", "calls", "cost", "replay of"):
         table.add_column(col, overflow="fold")
     for s in sessions:
         calls, cost = per.get(s.id, (0, None))
@@ -338,7 +340,7 @@ def default_notebook_dir() -> Path:
 
 
 def lab_command(
-    notebook_dir: Path, *, port: int | None = None, no_browser: bool = False
+    notebook_dir: Path, *, port: int | None = None, no_browser: bool = False, extra: Sequence[str] = ()
 ) -> tuple[list[str], dict[str, str]]:
     """The argv and environment that start JupyterLab on ``notebook_dir`` with the project kernel."""
     if not notebook_dir.is_dir():
@@ -361,6 +363,9 @@ def lab_command(
         argv.append(f"--ServerApp.port={port}")
     if no_browser:
         argv.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        argv.append("--allow-root")  # containers often run as root; Jupyter refuses without it
+    argv.extend(extra)
     return argv, env
 
 
