@@ -29,7 +29,9 @@ def _address_target(ctx: ToolContext, args: dict[str, Any]) -> tuple[str, str]:
             [ctx.case_id, target, target],
         )
         if len(rows) != 1:
-            raise ToolRetry(f"Say which chain the address {target!r} is on (found on {len(rows)} chains in this case).")
+            raise ToolRetry(
+                f"Say which chain the address {target!r} is on (found on {len(rows)} chains in this case)."
+            )
         chain = rows[0]["chain"]
     return chain, norm_address(chain, target) or target
 
@@ -45,7 +47,8 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     with db.write() as cur:
         if action in ("confirm_flag", "dismiss_flag"):
             row = cur.execute(
-                f"SELECT {FLAG_COLUMNS} FROM anomaly_flags WHERE case_id = ? AND flag_id = ?", [cid, args["target"]]
+                f"SELECT {FLAG_COLUMNS} FROM anomaly_flags WHERE case_id = ? AND flag_id = ?",
+                [cid, args["target"]],
             ).fetchone()
             if row is None:
                 raise ToolRetry(f"No flag {args['target']!r} in case {cid}; list_flags shows the ids.")
@@ -69,7 +72,12 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             after = {**before, "status": status, "analyst_note": note, "updated_by": actor}
             audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
                                 target_kind="flag", target_id=args["target"], before=before, after=after)  # fmt: skip
-            effect = {"type": "flags_changed", "case_id": cid, "flag_ids": [args["target"]], "audit_id": audit_id}
+            effect = {
+                "type": "flags_changed",
+                "case_id": cid,
+                "flag_ids": [args["target"]],
+                "audit_id": audit_id,
+            }
         elif action == "add_label":
             if not payload.get("label") or not payload.get("category"):
                 raise ToolRetry("add_label needs payload.label and payload.category.")
@@ -96,22 +104,42 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                 [cid, chain, address],
             ).fetchone()
             before_role = dict(zip(["role", "note", "added_by"], row, strict=True)) if row else None
-            cur.execute("DELETE FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?", [cid, chain, address])
+            cur.execute(
+                "DELETE FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?",
+                [cid, chain, address],
+            )
             cur.execute(
                 "INSERT INTO case_addresses (case_id, chain, address, role, added_by, added_at, note) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [cid, chain, address, payload["role"], actor, utcnow_naive(), payload.get("note")],
             )
-            after = {"chain": chain, "address": address, "role": payload["role"], "note": payload.get("note"), "added_by": actor}
+            after = {
+                "chain": chain,
+                "address": address,
+                "role": payload["role"],
+                "note": payload.get("note"),
+                "added_by": actor,
+            }
             audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
                                 target_kind="case_address", target_id=f"{chain}:{address}",
                                 before={"chain": chain, "address": address, **before_role} if before_role else None, after=after)  # fmt: skip
-            effect = {"type": "roles_changed", "case_id": cid, "addresses": [f"{chain}:{address}"], "audit_id": audit_id}
+            effect = {
+                "type": "roles_changed",
+                "case_id": cid,
+                "addresses": [f"{chain}:{address}"],
+                "audit_id": audit_id,
+            }
         else:  # note
             text = payload.get("text") or payload.get("note")
             if not text:
                 raise ToolRetry("note needs payload.text.")
             note_id = "NOTE-" + uuid.uuid4().hex[:10]
-            after = {"note_id": note_id, "target_kind": kind, "target_id": args["target"], "text": text, "created_by": actor}
+            after = {
+                "note_id": note_id,
+                "target_kind": kind,
+                "target_id": args["target"],
+                "text": text,
+                "created_by": actor,
+            }
             cur.execute(
                 "INSERT INTO notes (note_id, case_id, target_kind, target_id, text, created_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [note_id, cid, kind, args["target"], text, actor, utcnow_naive()],
@@ -119,7 +147,13 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
                                 target_kind="note", target_id=note_id, before=None, after=after)  # fmt: skip
             effect = {"type": "notes_changed", "case_id": cid, "note_ids": [note_id], "audit_id": audit_id}
-    return {"ok": True, "action": action, "audit_id": audit_id, "after": jsonable(after), "_effects": [effect]}
+    return {
+        "ok": True,
+        "action": action,
+        "audit_id": audit_id,
+        "after": jsonable(after),
+        "_effects": [effect],
+    }
 
 
 def revert(db: CaseDB, audit_id: str, *, actor: str) -> dict[str, Any]:
@@ -143,11 +177,21 @@ def revert(db: CaseDB, audit_id: str, *, actor: str) -> dict[str, Any]:
             cur.execute("DELETE FROM labels WHERE case_id = ? AND label_id = ?", [cid, target])
             effect = {"type": "labels_changed", "case_id": cid, "label_ids": [target]}
         elif kind == "case_address" and after:
-            cur.execute("DELETE FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?", [cid, after["chain"], after["address"]])
+            cur.execute(
+                "DELETE FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?",
+                [cid, after["chain"], after["address"]],
+            )
             if before:
                 cur.execute(
                     "INSERT INTO case_addresses (case_id, chain, address, role, added_by, note) VALUES (?, ?, ?, ?, ?, ?)",
-                    [cid, before["chain"], before["address"], before["role"], before.get("added_by"), before.get("note")],
+                    [
+                        cid,
+                        before["chain"],
+                        before["address"],
+                        before["role"],
+                        before.get("added_by"),
+                        before.get("note"),
+                    ],
                 )
             effect = {"type": "roles_changed", "case_id": cid, "addresses": [target]}
         elif kind == "note":

@@ -36,7 +36,9 @@ class Grant:
             return data
         data = data or {}
         tools = data.get("tools")
-        return cls(tools=tuple(tools) if tools is not None else None, may_write=bool(data.get("may_write", False)))
+        return cls(
+            tools=tuple(tools) if tools is not None else None, may_write=bool(data.get("may_write", False))
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"tools": list(self.tools) if self.tools is not None else None, "may_write": self.may_write}
@@ -97,7 +99,9 @@ class CaseContextProvider:
     ``grant`` given here.
     """
 
-    def __init__(self, db: CaseDB, *, case_id: str | None = None, grant: Grant | dict[str, Any] | None = None):
+    def __init__(
+        self, db: CaseDB, *, case_id: str | None = None, grant: Grant | dict[str, Any] | None = None
+    ):
         self.db = db
         self.case_id = case_id
         self.grant = Grant.from_dict(grant) if grant is not None else Grant(may_write=True)

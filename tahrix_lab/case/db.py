@@ -55,6 +55,13 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def jdict(value: dict[str, Any]) -> dict[str, Any]:
+    """``jsonable`` for a dict, typed as one."""
+    out = jsonable(value)
+    assert isinstance(out, dict)
+    return out
+
+
 def utcnow_naive() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
@@ -112,7 +119,7 @@ class CaseDB:
         return bool(self.scalar("SELECT count(*) FROM cases WHERE case_id = ?", [case_id]))
 
     def list_cases(self) -> list[dict[str, Any]]:
-        return [jsonable(r) for r in self.rows("SELECT * FROM cases ORDER BY case_id")]
+        return [jdict(r) for r in self.rows("SELECT * FROM cases ORDER BY case_id")]
 
     def refresh_addresses(self, cur: duckdb.DuckDBPyConnection, case_id: str) -> None:
         """Rebuild the per-address profile of a case from its transfers."""
@@ -375,7 +382,7 @@ class CaseDB:
 
 def label_view(r: dict[str, Any]) -> dict[str, Any]:
     """A label as returned to the model: every text field is data, never instructions."""
-    return jsonable(
+    return jdict(
         {
             "label_id": r["label_id"],
             "label": r["label"],

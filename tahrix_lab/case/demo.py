@@ -55,7 +55,9 @@ def scripted_backend(workspace: Workspace, case_id: str) -> FakeBackend:
 
     def turn1(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
         return [
-            reasoning("Start from the case overview to find the perpetrator address and what has been flagged."),
+            reasoning(
+                "Start from the case overview to find the perpetrator address and what has been flagged."
+            ),
             tool_call("get_case_overview", {}),
         ]
 
@@ -66,16 +68,25 @@ def scripted_backend(workspace: Workspace, case_id: str) -> FakeBackend:
             None,
         )
         if perp is None:
-            return [text("The case has no perpetrator address recorded, so there is nothing to trace from yet.")]
+            return [
+                text("The case has no perpetrator address recorded, so there is nothing to trace from yet.")
+            ]
         return [
-            reasoning(f"The perpetrator is {perp['address']} on {perp['chain']}. Trace its funds forward and read the high-severity flags."),
-            tool_call("trace_funds", {"start": perp["address"], "chain": perp["chain"], "max_hops": 4, "min_usd": 1000}),
+            reasoning(
+                f"The perpetrator is {perp['address']} on {perp['chain']}. Trace its funds forward and read the high-severity flags."
+            ),
+            tool_call(
+                "trace_funds",
+                {"start": perp["address"], "chain": perp["chain"], "max_hops": 4, "min_usd": 1000},
+            ),
             tool_call("list_flags", {"min_severity": "high", "limit": 15, "include_evidence": True}),
         ]
 
     def turn3(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
         return [
-            reasoning("The mixer is an endpoint of that trace. Look at the laundering legs after it: the peel chain, the chain hops and any bridge leg with no destination."),
+            reasoning(
+                "The mixer is an endpoint of that trace. Look at the laundering legs after it: the peel chain, the chain hops and any bridge leg with no destination."
+            ),
             tool_call("list_flags", {"flag_type": "peel_chain", "limit": 3}),
             tool_call("list_flags", {"flag_type": "chain_hopping", "limit": 5}),
             tool_call("find_bridge_events", {"status": "pending", "limit": 5}),
@@ -86,9 +97,18 @@ def scripted_backend(workspace: Workspace, case_id: str) -> FakeBackend:
         if not peel.get("flag_id"):
             return [text("No peel chain was flagged.")]
         return [
-            reasoning("The peel chain evidence is strong; I would mark that flag confirmed. That is a write, so the grant decides."),
-            tool_call("annotate", {"target_kind": "flag", "target": peel["flag_id"], "action": "confirm_flag",
-                                   "payload": {"note": "Peel chain confirmed against the trace (scripted demo)."}}),  # fmt: skip
+            reasoning(
+                "The peel chain evidence is strong; I would mark that flag confirmed. That is a write, so the grant decides."
+            ),
+            tool_call(
+                "annotate",
+                {
+                    "target_kind": "flag",
+                    "target": peel["flag_id"],
+                    "action": "confirm_flag",
+                    "payload": {"note": "Peel chain confirmed against the trace (scripted demo)."},
+                },
+            ),
         ]
 
     def turn5(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
@@ -101,8 +121,15 @@ def scripted_backend(workspace: Workspace, case_id: str) -> FakeBackend:
         denied = _last(messages, "annotate").get("error")
         endpoints = trace.get("endpoints", {})
         edges = {e.get("to"): e for e in trace.get("edges", []) if e.get("kind") == "transfer"}
-        lines = [f"**Findings for {case_id}** (scripted offline demo: every figure below comes from the tool results).", ""]
-        for cat, label in (("exchange", "Exchange deposits"), ("mixing_service", "Mixer"), ("defi_dex", "DEX")):
+        lines = [
+            f"**Findings for {case_id}** (scripted offline demo: every figure below comes from the tool results).",
+            "",
+        ]
+        for cat, label in (
+            ("exchange", "Exchange deposits"),
+            ("mixing_service", "Mixer"),
+            ("defi_dex", "DEX"),
+        ):
             eps = endpoints.get(cat, [])
             if not eps:
                 continue
@@ -177,7 +204,9 @@ def run_demo(
     if backend is None:
         backend, model, scripted = demo_backend(ws, case_id)
     assert model is not None
-    session = ws.start_investigation(case_id, user=user, grant=grant or {"may_write": False}, title="Demo investigation")
+    session = ws.start_investigation(
+        case_id, user=user, grant=grant or {"may_write": False}, title="Demo investigation"
+    )
     if scripted:
         console.print("[bold yellow]Scripted investigation[/] (offline: FakeBackend, no provider). "
                       "The tool calls run for real against the case database.")  # fmt: skip

@@ -78,7 +78,7 @@ def _rows(db: CaseDB, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
 def peel_chain(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str, Any]]:
     rows = _rows(
         db,
-        f"""
+        """
         WITH shape AS (
           SELECT u.chain, u.tx_hash,
                  count(*) FILTER (WHERE direction = 'in') n_in,

@@ -404,7 +404,7 @@ class _Gen:
 
     def bridge(self, **fields: Any) -> str:
         bid = f"BR-{len(self.bridges) + 1:04d}"
-        row = dict.fromkeys(BRIDGE_COLUMNS, "")
+        row: dict[str, Any] = dict.fromkeys(BRIDGE_COLUMNS, "")
         row.update({k: v for k, v in fields.items() if v is not None})
         row["bridge_event_id"] = bid
         for k in ("src_time", "dst_time"):
@@ -672,7 +672,7 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
     eth_bal = 48_000.0
     for i in range(5):
         t = T0 + timedelta(minutes=40 + 7 * i)
-        chunk = 4_300_000 if i < 4 else 4_300_000
+        chunk = 4_300_000
         got = round(chunk / g.price("ETH", t) * 0.997, 4)
         eth_bal += got
         g.tx(
@@ -912,7 +912,7 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
             tron_bal[tk] += arrived
             tron_first.setdefault(tk, tarr)
             # the Tron side cashes out in large chunks to the OTC desk
-            chunk = round(arrived * 0.5, 2) if tk != "T1" else round(arrived * 0.48, 2)
+            chunk_usd = round(arrived * 0.5, 2) if tk != "T1" else round(arrived * 0.48, 2)
             for j in range(2):
                 g.send(
                     "tron",
@@ -920,9 +920,9 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
                     A[tk],
                     A[f"O{1 + (n + j) % 4}"],
                     usdt_t,
-                    chunk,
+                    chunk_usd,
                 )
-                tron_bal[tk] -= chunk
+                tron_bal[tk] -= chunk_usd
     plant("chain_hopping", [("bsc", A[p]) for p in ("P1", "P2", "P3")], "Stargate ETH→BSC then Multichain BSC→Tron within minutes",
           bridge_event_pairs=hop_pairs)  # fmt: skip
     plant(
@@ -1012,7 +1012,7 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
         {"chain": "ethereum", "address": A["TC1"], "resolved_category": "mixing_service"}
     ]
     gt["injection"] = {"text": INJECTION, "label_address": eth_bg[7], "token_asset_key": spam}
-    gt["actors"] = {k: v for k, v in sorted(A.items())}
+    gt["actors"] = dict(sorted(A.items()))
     gt["actors"]["peel_chain"] = peel_addrs
     gt["actors"]["peel_deposits"] = peel_deposits
 

@@ -8,8 +8,10 @@ de-duplicated on their natural key). EVM addresses and hashes are lower-cased.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,7 +30,14 @@ from tahrix_lab.case.schema import FOLDER_TABLES, GLOBAL_TABLES
 class LoadError(UserFacingError):
     """A file could not be loaded; nothing from it was written."""
 
-    def __init__(self, file: str | Path, message: str, *, line: int | None = None, column: str | None = None):
+    def __init__(
+        self,
+        file: str | os.PathLike[str],
+        message: str,
+        *,
+        line: int | None = None,
+        column: str | None = None,
+    ):
         where = str(file)
         if line is not None:
             where += f", line {line}"
@@ -251,7 +260,7 @@ def read_case_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_case_folder(db: CaseDB, folder: str | Path, *, loaded_by: str = "loader") -> LoadReport:
+def load_case_folder(db: CaseDB, folder: str | os.PathLike[str], *, loaded_by: str = "loader") -> LoadReport:
     """Load ``case.json`` plus one CSV/Parquet per table (see ``FOLDER_TABLES``)."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -324,7 +333,7 @@ def _upsert_case(cur: duckdb.DuckDBPyConnection, meta: dict[str, Any], loaded_by
         )
 
 
-def export_case(db: CaseDB, case_id: str, folder: str | Path) -> Path:
+def export_case(db: CaseDB, case_id: str, folder: str | os.PathLike[str]) -> Path:
     """Write a case back as a case folder (the format ``load_case_folder`` reads)."""
     if not db.case_exists(case_id):
         raise UserFacingError(f"No case named {case_id!r}.")
@@ -484,14 +493,14 @@ def _write_frames(
         finally:
             for table in frames:
                 cur.execute(f"DROP TABLE IF EXISTS _stage_{table}")
-                try:
+                with contextlib.suppress(duckdb.Error):
                     cur.unregister(f"_df_{table}")
-                except duckdb.Error:
-                    pass
     return report
 
 
-def load_etherscan_csv(db: CaseDB, case_id: str, path: str | Path, *, chain: str = "ethereum") -> LoadReport:
+def load_etherscan_csv(
+    db: CaseDB, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum"
+) -> LoadReport:
     """An Etherscan-style export: normal, internal or ERC-20 token transfers (detected from the header)."""
     file = Path(path)
     header, rows = _read_rows(file)
@@ -572,7 +581,9 @@ def load_etherscan_csv(db: CaseDB, case_id: str, path: str | Path, *, chain: str
     return _write_frames(db, case_id, {"assets": assets, "transactions": txs, "transfers": transfers}, file)
 
 
-def load_etl_csv(db: CaseDB, case_id: str, path: str | Path, *, chain: str = "ethereum") -> LoadReport:
+def load_etl_csv(
+    db: CaseDB, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum"
+) -> LoadReport:
     """An ethereum-etl / BigQuery ``crypto_ethereum`` CSV: ``transactions`` or ``token_transfers``."""
     file = Path(path)
     header, rows = _read_rows(file)
@@ -622,9 +633,8 @@ def load_etl_csv(db: CaseDB, case_id: str, path: str | Path, *, chain: str = "et
             gas_used = _dec(file, line, "receipt_gas_used", r.get("receipt_gas_used"))
             price = _dec(file, line, "gas_price", r.get("gas_price"))
             eff = _dec(file, line, "receipt_effective_gas_price", r.get("receipt_effective_gas_price"))
-            fee_wei = (
-                gas_used * (eff or price) if gas_used is not None and (eff or price) is not None else None
-            )
+            unit = eff if eff is not None else price
+            fee_wei = gas_used * unit if gas_used is not None and unit is not None else None
             status_raw = (r.get("receipt_status") or "").strip()
             ok = status_raw != "0"
             frm = norm_address(chain, r["from_address"])

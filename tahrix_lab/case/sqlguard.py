@@ -24,7 +24,17 @@ class SQLRefused(ValueError):
 
 
 ALLOWED_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
-DENIED_PREFIXES = ("read_", "parquet_", "duckdb_", "pragma_", "sqlite_", "postgres_", "mysql_", "iceberg_", "delta_")
+DENIED_PREFIXES = (
+    "read_",
+    "parquet_",
+    "duckdb_",
+    "pragma_",
+    "sqlite_",
+    "postgres_",
+    "mysql_",
+    "iceberg_",
+    "delta_",
+)
 DENIED_FUNCTIONS = frozenset(
     {"glob", "getenv", "query", "query_table", "sniff_csv", "current_setting", "http_get", "http_post",
      "load_extension", "install_extension", "read_text", "read_blob", "checkpoint", "force_checkpoint",
@@ -32,14 +42,18 @@ DENIED_FUNCTIONS = frozenset(
 )  # fmt: skip
 
 
-def _walk(node: Any, tables: set[str], functions: set[str], table_functions: set[str], ctes: set[str]) -> None:
+def _walk(
+    node: Any, tables: set[str], functions: set[str], table_functions: set[str], ctes: set[str]
+) -> None:
     if isinstance(node, dict):
         kind = node.get("type")
         if kind == "BASE_TABLE":
             schema = node.get("schema_name") or ""
             catalog = node.get("catalog_name") or ""
             if catalog or schema not in ("", "main"):
-                raise SQLRefused(f"Only the case tables can be read (not {catalog}.{schema}.{node.get('table_name')}).")
+                raise SQLRefused(
+                    f"Only the case tables can be read (not {catalog}.{schema}.{node.get('table_name')})."
+                )
             tables.add(str(node.get("table_name", "")).lower())
         elif kind == "TABLE_FUNCTION":
             fn = node.get("function") or {}
@@ -62,13 +76,15 @@ def check_sql(cur: duckdb.DuckDBPyConnection, query: str) -> set[str]:
     if not query.strip():
         raise SQLRefused("The query is empty.")
     raw = cur.execute("SELECT json_serialize_sql(?)", [query]).fetchone()
-    tree = json.loads(raw[0]) if raw else {"error": True}
+    tree: dict[str, Any] = json.loads(raw[0]) if raw else {"error": True}
     if tree.get("error"):
         message = str(tree.get("error_message", "parse error"))
         if "Only SELECT" in message:
-            raise SQLRefused("Only a single SELECT statement is allowed (no writes, DDL, COPY, ATTACH, PRAGMA or SET).")
+            raise SQLRefused(
+                "Only a single SELECT statement is allowed (no writes, DDL, COPY, ATTACH, PRAGMA or SET)."
+            )
         raise SQLRefused(f"The query could not be parsed: {message[:200]}")
-    statements = tree.get("statements") or []
+    statements: list[Any] = tree.get("statements") or []
     if len(statements) != 1:
         raise SQLRefused(f"Send exactly one SELECT statement (got {len(statements)}).")
     tables: set[str] = set()
@@ -78,13 +94,17 @@ def check_sql(cur: duckdb.DuckDBPyConnection, query: str) -> set[str]:
     _walk(statements[0], tables, functions, table_functions, ctes)
     bad_tf = sorted(table_functions - ALLOWED_TABLE_FUNCTIONS)
     if bad_tf:
-        raise SQLRefused(f"Table functions such as {', '.join(bad_tf)} are not allowed: query the case tables only.")
+        raise SQLRefused(
+            f"Table functions such as {', '.join(bad_tf)} are not allowed: query the case tables only."
+        )
     bad_fn = sorted(f for f in functions if f in DENIED_FUNCTIONS or f.startswith(DENIED_PREFIXES))
     if bad_fn:
         raise SQLRefused(f"The function(s) {', '.join(bad_fn)} are not allowed here.")
     unknown = sorted(tables - ctes - SQL_TABLES)
     if unknown:
-        raise SQLRefused(f"Only the case tables can be read; not {', '.join(unknown)}. Tables: {', '.join(sorted(SQL_TABLES))}.")
+        raise SQLRefused(
+            f"Only the case tables can be read; not {', '.join(unknown)}. Tables: {', '.join(sorted(SQL_TABLES))}."
+        )
     return tables - ctes
 
 
@@ -102,7 +122,9 @@ def run_sql(db: CaseDB, query: str, *, limit: int = 200, timeout_s: float = 10.0
             columns = [d[0] for d in res.description]
             rows = res.fetchall()
         except duckdb.InterruptException:
-            raise SQLRefused(f"The query ran longer than {timeout_s:g} s and was stopped; narrow it.") from None
+            raise SQLRefused(
+                f"The query ran longer than {timeout_s:g} s and was stopped; narrow it."
+            ) from None
         except duckdb.Error as exc:
             raise SQLRefused(f"The query failed: {str(exc).splitlines()[0][:300]}") from None
         finally:

@@ -10,14 +10,13 @@ fields only. Only ``annotate`` and ``run_detectors`` write; they return
 
 from __future__ import annotations
 
-import json
-import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from tahrix_lab.agent.errors import ToolRetry
-from tahrix_lab.agent.tools import REGISTRY, Tool, ToolRegistry
+from tahrix_lab.agent.tools import REGISTRY, Tool, ToolFn, ToolRegistry
 from tahrix_lab.case.context import ToolContext
-from tahrix_lab.case.db import jsonable, norm_address, utcnow_naive
+from tahrix_lab.case.db import jdict, norm_address
 from tahrix_lab.case.detectors import DEFAULTS, DETECTORS, run_detectors
 from tahrix_lab.case.schema import FLAG_TYPES, SEVERITIES
 from tahrix_lab.case.sqlguard import SQLRefused
@@ -34,8 +33,11 @@ CHAINS = ["ethereum", "bsc", "polygon", "arbitrum", "optimism", "avalanche_c", "
 CASE_TOOLS = ToolRegistry()
 
 
+F = TypeVar("F", bound=ToolFn)
+
+
 def _register(name: str, description: str, parameters: dict[str, Any], examples: list[dict[str, Any]], *,
-              writes: bool = False, timeout: float = 30.0) -> Any:  # fmt: skip
+              writes: bool = False, timeout: float = 30.0) -> Callable[[F], F]:  # fmt: skip
     parameters = {"type": "object", "additionalProperties": False, **parameters}
     parameters.setdefault("properties", {})
     parameters["properties"].setdefault(
@@ -79,7 +81,10 @@ def _cap(rows: list[Any], limit: int) -> tuple[list[Any], bool]:
 def get_case_overview(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     db, cid = ctx.db, ctx.case_id
     case = db.one("SELECT * FROM cases WHERE case_id = ?", [cid])
-    roles = db.rows("SELECT chain, address, role, note, added_by FROM case_addresses WHERE case_id = ? ORDER BY role, chain, address", [cid])
+    roles = db.rows(
+        "SELECT chain, address, role, note, added_by FROM case_addresses WHERE case_id = ? ORDER BY role, chain, address",
+        [cid],
+    )
     totals = db.rows(
         "SELECT t.chain, t.asset_key, any_value(a.symbol) AS symbol, count(*) AS transfers, "
         "round(coalesce(sum(t.usd_value), 0), 2) AS usd FROM transfers t LEFT JOIN assets a USING (asset_key) "
@@ -103,7 +108,7 @@ def get_case_overview(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         [cid],
     )
     ctx.see("address", [f"{r['chain']}:{r['address']}" for r in roles])
-    return jsonable({
+    return jdict({
         "case": case, "addresses_with_roles": roles, "counts": counts, "totals_by_asset": totals,
         "flags_by_type": flags, "bridge_events_by_status": bridges, "data_note": DATA_NOTE,
     })  # fmt: skip
@@ -117,24 +122,36 @@ def get_case_overview(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     "whether this session already looked at it. Give chain when the same address exists on several chains.",
     {
         "properties": {
-            "address": {"type": "string", "minLength": 3, "description": "The address (EVM hex, Tron base58, BTC bech32)."},
+            "address": {
+                "type": "string",
+                "minLength": 3,
+                "description": "The address (EVM hex, Tron base58, BTC bech32).",
+            },
             "chain": {"type": "string", "enum": CHAINS},
             "counterparties": {"type": "integer", "minimum": 0, "maximum": 50, "default": 10},
         },
         "required": ["address"],
     },
-    [{"address": "0x1111111111111111111111111111111111111111"}, {"address": "bc1qexample", "chain": "bitcoin", "counterparties": 5}],
+    [
+        {"address": "0x1111111111111111111111111111111111111111"},
+        {"address": "bc1qexample", "chain": "bitcoin", "counterparties": 5},
+    ],
 )
 def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     keys = _chain_addr(ctx, args["address"], args.get("chain"))
     if not keys:
-        raise ToolRetry(f"The address {args['address']!r} does not appear in case {ctx.case_id}. Check the chain and spelling.")
+        raise ToolRetry(
+            f"The address {args['address']!r} does not appear in case {ctx.case_id}. Check the chain and spelling."
+        )
     top = int(args.get("counterparties", 10))
     labels = ctx.db.labels_for(ctx.case_id, keys)
     before = ctx.see("address", [f"{c}:{a}" for c, a in keys])
     out = []
     for chain, address in keys:
-        prof = ctx.db.one("SELECT * FROM addresses WHERE case_id = ? AND chain = ? AND address = ?", [ctx.case_id, chain, address])
+        prof = ctx.db.one(
+            "SELECT * FROM addresses WHERE case_id = ? AND chain = ? AND address = ?",
+            [ctx.case_id, chain, address],
+        )
         cps = ctx.db.rows(
             """
             SELECT counterparty, direction, count(*) AS transfers, round(coalesce(sum(usd_value), 0), 2) AS usd,
@@ -148,7 +165,9 @@ def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             """,
             [ctx.case_id, chain, address, top],
         )
-        cp_labels = ctx.db.labels_for(ctx.case_id, [(chain, c["counterparty"]) for c in cps if c["counterparty"]])
+        cp_labels = ctx.db.labels_for(
+            ctx.case_id, [(chain, c["counterparty"]) for c in cps if c["counterparty"]]
+        )
         for c in cps:
             best = (cp_labels.get((chain, c["counterparty"])) or {}).get("best")
             c["label"] = best["label"] if best else None
@@ -157,7 +176,7 @@ def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "SELECT role, note, added_by, added_at FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?",
             [ctx.case_id, chain, address],
         )
-        flags, nflags = ctx.db.list_flags(ctx.case_id, address=address, limit=20)
+        flags, _ = ctx.db.list_flags(ctx.case_id, address=address, limit=20)
         flags = [f for f in flags if f["chain"] == chain]
         ctx.see("flag", [f["flag_id"] for f in flags])
         entry = labels.get((chain, address)) or {"best": None, "labels": [], "conflict": False}
@@ -167,7 +186,7 @@ def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             "roles": roles, "top_counterparties": cps,
             "flags": [{k: f[k] for k in ("flag_id", "flag_type", "severity", "score", "status")} for f in flags],
         })  # fmt: skip
-    return jsonable({"matches": out, "data_note": DATA_NOTE})
+    return jdict({"matches": out, "data_note": DATA_NOTE})
 
 
 # -- 3. transaction ---------------------------------------------------------------------------
@@ -175,8 +194,13 @@ def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     "get_transaction",
     "One transaction with all its value movements (native, internal, token, UTXO inputs/outputs), method and memo, "
     "the bridge events it is a leg of, and the flags that cite it.",
-    {"properties": {"tx_hash": {"type": "string", "minLength": 8}, "chain": {"type": "string", "enum": CHAINS}},
-     "required": ["tx_hash"]},  # fmt: skip
+    {
+        "properties": {
+            "tx_hash": {"type": "string", "minLength": 8},
+            "chain": {"type": "string", "enum": CHAINS},
+        },
+        "required": ["tx_hash"],
+    },
     [{"tx_hash": "0x" + "ab" * 32}, {"tx_hash": "cd" * 32, "chain": "bitcoin"}],
 )
 def get_transaction(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -214,8 +238,16 @@ def get_transaction(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         )
         ctx.see("tx", [tx["tx_hash"]])
         ctx.see("bridge_event", [b["bridge_event_id"] for b in bridges])
-        out.append({"transaction": tx, "transfers": transfers, "utxo_io": io, "bridge_events": bridges, "flags": flags})
-    return jsonable({"matches": out, "data_note": DATA_NOTE})
+        out.append(
+            {
+                "transaction": tx,
+                "transfers": transfers,
+                "utxo_io": io,
+                "bridge_events": bridges,
+                "flags": flags,
+            }
+        )
+    return jdict({"matches": out, "data_note": DATA_NOTE})
 
 
 # -- 4. transfers -----------------------------------------------------------------------------
@@ -245,10 +277,20 @@ def list_transfers(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     where, params = ["t.case_id = $case"], {"case": ctx.case_id, "limit": int(args.get("limit", 50)) + 1}
     address = args.get("address")
     direction = args.get("direction", "both")
-    cp = "CASE WHEN t.from_address = $addr THEN t.to_address ELSE t.from_address END" if address else "t.to_address"
+    cp = (
+        "CASE WHEN t.from_address = $addr THEN t.to_address ELSE t.from_address END"
+        if address
+        else "t.to_address"
+    )
     if address:
-        params["addr"] = norm_address(args.get("chain") or "ethereum", address) if address.startswith("0x") else address
-        where.append({"in": "t.to_address = $addr", "out": "t.from_address = $addr"}.get(direction, "(t.to_address = $addr OR t.from_address = $addr)"))
+        params["addr"] = (
+            norm_address(args.get("chain") or "ethereum", address) if address.startswith("0x") else address
+        )
+        where.append(
+            {"in": "t.to_address = $addr", "out": "t.from_address = $addr"}.get(
+                direction, "(t.to_address = $addr OR t.from_address = $addr)"
+            )
+        )
     for key, clause in (("chain", "t.chain = $chain"), ("kind", "t.kind = $kind"), ("time_from", "t.block_time >= CAST($time_from AS TIMESTAMPTZ)"),
                         ("time_to", "t.block_time < CAST($time_to AS TIMESTAMPTZ)"), ("min_usd", "t.usd_value >= $min_usd")):  # fmt: skip
         if args.get(key) is not None:
@@ -258,9 +300,13 @@ def list_transfers(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         where.append("(t.asset_key = $asset OR upper(a.symbol) = upper($asset))")
         params["asset"] = args["asset"]
     if args.get("counterparty_category"):
-        where.append(f"lab.category = $cat")
+        where.append("lab.category = $cat")
         params["cat"] = args["counterparty_category"]
-    order = "t.usd_value DESC NULLS LAST, t.block_time" if args.get("order_by") == "usd" else "t.block_time, t.transfer_id"
+    order = (
+        "t.usd_value DESC NULLS LAST, t.block_time"
+        if args.get("order_by") == "usd"
+        else "t.block_time, t.transfer_id"
+    )
     rows = ctx.db.rows(
         f"""
         WITH lab AS (SELECT chain, address, arg_max(category, coalesce(confidence_level, 0)) AS category,
@@ -276,7 +322,7 @@ def list_transfers(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         params,
     )
     rows, truncated = _cap(rows, int(args.get("limit", 50)))
-    return jsonable({"transfers": rows, "count": len(rows), "truncated": truncated, "filters": {k: v for k, v in args.items() if k != "case_id"},
+    return jdict({"transfers": rows, "count": len(rows), "truncated": truncated, "filters": {k: v for k, v in args.items() if k != "case_id"},
                      "data_note": DATA_NOTE})  # fmt: skip
 
 
@@ -322,7 +368,9 @@ def trace_funds_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     ctx.see("address", [f"{n['chain']}:{n['address']}" for n in result["nodes"]][:500])
     for n in result["nodes"]:  # keep the model-facing result small; the panel calls Workspace.trace
         n.pop("label_ids", None)
-    result["_effects"] = [{"type": "trace_ready", "case_id": ctx.case_id, "start": starts, "params": params.to_dict()}]
+    result["_effects"] = [
+        {"type": "trace_ready", "case_id": ctx.case_id, "start": starts, "params": params.to_dict()}
+    ]
     result["data_note"] = DATA_NOTE
     return result
 
@@ -346,13 +394,17 @@ def trace_funds_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 def find_bridge_events(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     where, params = ["case_id = $case"], {"case": ctx.case_id, "limit": int(args.get("limit", 50)) + 1}
     if args.get("address"):
-        where.append("(src_address = $a OR dst_address = $a OR src_address = lower($a) OR dst_address = lower($a) OR declared_recipient = $a)")
+        where.append(
+            "(src_address = $a OR dst_address = $a OR src_address = lower($a) OR dst_address = lower($a) OR declared_recipient = $a)"
+        )
         params["a"] = args["address"]
     if args.get("chain"):
         where.append("(src_chain = $chain OR dst_chain = $chain)")
         params["chain"] = args["chain"]
     if args.get("tx_hash"):
-        where.append("(src_tx_hash = lower($h) OR dst_tx_hash = lower($h) OR src_tx_hash = $h OR dst_tx_hash = $h)")
+        where.append(
+            "(src_tx_hash = lower($h) OR dst_tx_hash = lower($h) OR src_tx_hash = $h OR dst_tx_hash = $h)"
+        )
         params["h"] = args["tx_hash"]
     for key, clause in (("bridge_name", "bridge_name = $bridge_name"), ("status", "status = $status"),
                         ("time_from", "src_time >= CAST($time_from AS TIMESTAMPTZ)"), ("time_to", "src_time < CAST($time_to AS TIMESTAMPTZ)")):  # fmt: skip
@@ -366,7 +418,7 @@ def find_bridge_events(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]
     )
     rows, truncated = _cap(rows, int(args.get("limit", 50)))
     ctx.see("bridge_event", [r["bridge_event_id"] for r in rows])
-    return jsonable({"bridge_events": rows, "count": len(rows), "truncated": truncated})
+    return jdict({"bridge_events": rows, "count": len(rows), "truncated": truncated})
 
 
 @_register(
@@ -395,12 +447,15 @@ def match_bridge_leg(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     )
     if src is None:
         raise ToolRetry(f"No source transaction {h!r} in case {cid}.")
-    moved = db.one(
-        "SELECT t.asset_key, a.canonical_asset, sum(t.usd_value) AS usd, sum(t.amount) AS amount, any_value(t.to_address) AS to_address "
-        "FROM transfers t LEFT JOIN assets a USING (asset_key) WHERE t.case_id = ? AND t.chain = ? AND t.tx_hash = ? "
-        "AND t.from_address = ? GROUP BY ALL ORDER BY usd DESC NULLS LAST LIMIT 1",
-        [cid, src["chain"], src["tx_hash"], src["from_address"]],
-    ) or {}
+    moved = (
+        db.one(
+            "SELECT t.asset_key, a.canonical_asset, sum(t.usd_value) AS usd, sum(t.amount) AS amount, any_value(t.to_address) AS to_address "
+            "FROM transfers t LEFT JOIN assets a USING (asset_key) WHERE t.case_id = ? AND t.chain = ? AND t.tx_hash = ? "
+            "AND t.from_address = ? GROUP BY ALL ORDER BY usd DESC NULLS LAST LIMIT 1",
+            [cid, src["chain"], src["tx_hash"], src["from_address"]],
+        )
+        or {}
+    )
     bare = src["tx_hash"][2:] if src["tx_hash"].startswith("0x") else src["tx_hash"]
     memo = src.get("memo") or ""
     guid = memo.split("guid:", 1)[1].strip() if "guid:" in memo else None
@@ -412,10 +467,21 @@ def match_bridge_leg(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
               upper(memo) = upper('OUT:' || $bare) OR upper(memo) = upper('REFUND:' || $bare)
            OR memo = 'anySwapIn:' || $hash OR ($guid IS NOT NULL AND memo = 'guid:' || $guid))
         """,
-        {"case": cid, "chain": src["chain"], "dst": args.get("dst_chain"), "bare": bare, "hash": src["tx_hash"], "guid": guid},
+        {
+            "case": cid,
+            "chain": src["chain"],
+            "dst": args.get("dst_chain"),
+            "bare": bare,
+            "hash": src["tx_hash"],
+            "guid": guid,
+        },
     )
     for r in exact:
-        method = "memo" if "OUT:" in (r["memo"] or "").upper() or "REFUND:" in (r["memo"] or "").upper() else "protocol_id"
+        method = (
+            "memo"
+            if "OUT:" in (r["memo"] or "").upper() or "REFUND:" in (r["memo"] or "").upper()
+            else "protocol_id"
+        )
         candidates.append({"dst_chain": r["chain"], "dst_tx_hash": r["tx_hash"], "dst_time": r["block_time"], "match_method": method,
                            "confidence": 1.0, "evidence": {"memo": r["memo"]}})  # fmt: skip
     tol = float(args.get("fee_tolerance_pct", 3)) / 100
@@ -443,9 +509,10 @@ def match_bridge_leg(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                                "evidence": {"transfer_id": r["transfer_id"], "usd": r["usd_value"], "src_usd": moved["usd"],
                                             "same_canonical_asset": same}})  # fmt: skip
     stored = db.rows(
-        "SELECT * EXCLUDE (case_id) FROM bridge_events WHERE case_id = ? AND src_tx_hash = ?", [cid, src["tx_hash"]]
+        "SELECT * EXCLUDE (case_id) FROM bridge_events WHERE case_id = ? AND src_tx_hash = ?",
+        [cid, src["tx_hash"]],
     )
-    return jsonable({
+    return jdict({
         "source": {"chain": src["chain"], "tx_hash": src["tx_hash"], "time": src["block_time"], "from": src["from_address"],
                    "to": src["to_address"], "memo": memo, "asset_key": moved.get("asset_key"), "usd": moved.get("usd")},
         "candidates": candidates, "stored_bridge_events": stored,
@@ -622,7 +689,7 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             indirect.sort(key=lambda x: -x["weighted_share"])
             results.append({"chain": chain, "address": address, "found": True, "direct": d, "indirect": indirect[:20],
                             "indirect_share": round(min(1.0, sum(x["weighted_share"] for x in indirect)), 4)})  # fmt: skip
-    return jsonable({"results": results, "lists": lists, "max_hops": hops, "as_of": as_of,
+    return jdict({"results": results, "lists": lists, "max_hops": hops, "as_of": as_of,
                      "note": "direct share = listed USD / all USD in+out of the address; labels count only inside their validity window",
                      "data_note": DATA_NOTE})  # fmt: skip
 

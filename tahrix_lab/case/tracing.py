@@ -52,7 +52,9 @@ class _State:
     truncated: bool = False
 
 
-def resolve_start(db: CaseDB, case_id: str, start: str, chain: str | None, direction: str) -> list[tuple[Key, datetime | None, float]]:
+def resolve_start(
+    db: CaseDB, case_id: str, start: str, chain: str | None, direction: str
+) -> list[tuple[Key, datetime | None, float]]:
     """Start nodes with the time tainted value is there (None = all history) and the USD tainted."""
     start = start.strip()
     txs = db.rows(
@@ -79,7 +81,12 @@ def resolve_start(db: CaseDB, case_id: str, start: str, chain: str | None, direc
 
 
 def trace_funds(
-    db: CaseDB, case_id: str, starts: list[str], *, chain: str | None = None, params: TraceParams | None = None
+    db: CaseDB,
+    case_id: str,
+    starts: list[str],
+    *,
+    chain: str | None = None,
+    params: TraceParams | None = None,
 ) -> dict[str, Any]:
     p = params or TraceParams()
     fwd = p.direction == "forward"
@@ -96,7 +103,10 @@ def trace_funds(
             st.frac[k] = 1.0
             frontier[k] = t
     if not frontier:
-        return {"error": f"No address or transaction {', '.join(unknown)!s} in case {case_id}.", "start": starts}
+        return {
+            "error": f"No address or transaction {', '.join(unknown)!s} in case {case_id}.",
+            "start": starts,
+        }
     categories = db.category_map(case_id)
     stop = set(p.stop_at_categories)
     expanded: set[Key] = set()
@@ -142,7 +152,9 @@ def trace_funds(
             nxt[there] = r["block_time"] if prev is None else min(prev, r["block_time"])
         for k in frontier:
             if k not in moved and k not in st.endpoints:
-                st.frontier.append({"chain": k[0], "address": k[1], "reason": "no_further_movement", "hop": hop - 1})
+                st.frontier.append(
+                    {"chain": k[0], "address": k[1], "reason": "no_further_movement", "hop": hop - 1}
+                )
         if p.taint_model == "haircut":
             _haircut(db, case_id, st, nxt, fwd)
         frontier = nxt
@@ -156,9 +168,13 @@ def norm_chain(chain: str | None) -> str | None:
     return chain.strip().lower() if chain else None
 
 
-def _hop_rows(db: CaseDB, case_id: str, frontier: dict[Key, datetime | None], p: TraceParams) -> list[dict[str, Any]]:
+def _hop_rows(
+    db: CaseDB, case_id: str, frontier: dict[Key, datetime | None], p: TraceParams
+) -> list[dict[str, Any]]:
     keys = list(frontier)
-    here, there = ("from_address", "to_address") if p.direction == "forward" else ("to_address", "from_address")
+    here, there = (
+        ("from_address", "to_address") if p.direction == "forward" else ("to_address", "from_address")
+    )
     cmp = ">=" if p.direction == "forward" else "<="
     window = ""
     if p.time_window_hours:
@@ -181,7 +197,9 @@ def _hop_rows(db: CaseDB, case_id: str, frontier: dict[Key, datetime | None], p:
     )
 
 
-def _bridges_for(db: CaseDB, case_id: str, rows: list[dict[str, Any]], fwd: bool) -> dict[Key, dict[str, Any]]:
+def _bridges_for(
+    db: CaseDB, case_id: str, rows: list[dict[str, Any]], fwd: bool
+) -> dict[Key, dict[str, Any]]:
     if not rows:
         return {}
     leg = "src" if fwd else "dst"
@@ -202,7 +220,13 @@ def _edge(r: dict[str, Any], hop: int, tainted: float, fwd: bool) -> dict[str, A
 
 
 def _follow_bridge(
-    st: _State, b: dict[str, Any], edge: dict[str, Any], hop: int, tainted: float, fwd: bool, nxt: dict[Key, datetime | None]
+    st: _State,
+    b: dict[str, Any],
+    edge: dict[str, Any],
+    hop: int,
+    tainted: float,
+    fwd: bool,
+    nxt: dict[Key, datetime | None],
 ) -> None:
     if fwd:
         if not b["dst_tx_hash"] or not b["dst_address"]:
@@ -248,7 +272,9 @@ def _haircut(db: CaseDB, case_id: str, st: _State, nxt: dict[Key, datetime | Non
         st.frac[k] = min(1.0, tainted / total) if total > 0 else 1.0
 
 
-def _result(db: CaseDB, case_id: str, st: _State, starts: list[str], p: TraceParams, unknown: list[str]) -> dict[str, Any]:
+def _result(
+    db: CaseDB, case_id: str, st: _State, starts: list[str], p: TraceParams, unknown: list[str]
+) -> dict[str, Any]:
     keys = list(st.nodes) + [k for k in st.endpoints if k not in st.nodes]
     labels = db.labels_for(case_id, keys)
     nodes = []
@@ -277,9 +303,13 @@ def _result(db: CaseDB, case_id: str, st: _State, starts: list[str], p: TracePar
         "endpoints": by_cat,
         "frontier": st.frontier,
         "totals": {
-            "nodes": len(nodes), "edges": len(edges), "transfers_followed": len(st.edges),
-            "endpoint_usd_by_category": {c: round(sum(e["tainted_usd"] for e in eps), 2) for c, eps in by_cat.items()},
-        },  # fmt: skip
+            "nodes": len(nodes),
+            "edges": len(edges),
+            "transfers_followed": len(st.edges),
+            "endpoint_usd_by_category": {
+                c: round(sum(e["tainted_usd"] for e in eps), 2) for c, eps in by_cat.items()
+            },
+        },
         "truncated": st.truncated,
     }
     if unknown:
@@ -291,7 +321,6 @@ def address_key(chain: str, address: str) -> Key:
     return chain, norm_address(chain, address) or address
 
 
-
 def aggregate_edges(raw: list[dict[str, Any]], sample: int = 5) -> list[dict[str, Any]]:
     """One edge per (kind, chain, from, to, bridge event): counts, USD and sample evidence."""
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -300,7 +329,11 @@ def aggregate_edges(raw: list[dict[str, Any]], sample: int = 5) -> list[dict[str
         key = (e["kind"], chain, e["from"], e.get("to_chain"), e["to"], e.get("bridge_event_id"))
         agg = out.get(key)
         if agg is None:
-            agg = out[key] = {k: v for k, v in e.items() if k not in ("transfer_id", "tx_hash", "amount", "usd", "tainted_usd", "time")}
+            agg = out[key] = {
+                k: v
+                for k, v in e.items()
+                if k not in ("transfer_id", "tx_hash", "amount", "usd", "tainted_usd", "time")
+            }
             agg.update({"chain": chain, "transfers": 0, "usd": 0.0, "tainted_usd": 0.0, "first_time": e["time"],
                         "last_time": e["time"], "tx_hashes": [], "transfer_ids": []})  # fmt: skip
         agg["transfers"] += 1

@@ -1,9 +1,9 @@
 """Workspace: one DuckDB file holding both the transcript and the case data.
 
-    ws = Workspace()                      # $TAHRIX_DB or ./tahrix.duckdb
-    case_id = ws.load_sample_case()       # idempotent
-    session = ws.start_investigation(case_id, user="ana", grant={"may_write": False})
-    for event in ws.ask(session, "Where did the stolen ETH go?", backend=..., model=...): ...
+ws = Workspace()                      # $TAHRIX_DB or ./tahrix.duckdb
+case_id = ws.load_sample_case()       # idempotent
+session = ws.start_investigation(case_id, user="ana", grant={"may_write": False})
+for event in ws.ask(session, "Where did the stolen ETH go?", backend=..., model=...): ...
 """
 
 from __future__ import annotations
@@ -41,7 +41,12 @@ def sample_case_dir() -> Path:
 class Workspace:
     """The transcript store (``ws.store``) and the case database (``ws.cases``) on one connection."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, connection: duckdb.DuckDBPyConnection | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        connection: duckdb.DuckDBPyConnection | None = None,
+    ):
         self.path = str(path) if path is not None else default_path()
         self._conn = connection if connection is not None else connect(self.path)
         self.store = TranscriptStore(self.path, connection=self._conn)
@@ -66,14 +71,20 @@ class Workspace:
         has = self.cases.scalar("SELECT count(*) FROM transfers WHERE case_id = ?", [SAMPLE_CASE_ID])
         if not has:
             self.load_case_folder(sample_case_dir())
-        if detect and not self.cases.scalar("SELECT count(*) FROM anomaly_flags WHERE case_id = ?", [SAMPLE_CASE_ID]):
+        if detect and not self.cases.scalar(
+            "SELECT count(*) FROM anomaly_flags WHERE case_id = ?", [SAMPLE_CASE_ID]
+        ):
             self.run_detectors(SAMPLE_CASE_ID)
         return SAMPLE_CASE_ID
 
-    def load_etherscan_csv(self, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum") -> loaders.LoadReport:
+    def load_etherscan_csv(
+        self, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum"
+    ) -> loaders.LoadReport:
         return loaders.load_etherscan_csv(self.cases, case_id, path, chain=chain)
 
-    def load_etl_csv(self, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum") -> loaders.LoadReport:
+    def load_etl_csv(
+        self, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum"
+    ) -> loaders.LoadReport:
         return loaders.load_etl_csv(self.cases, case_id, path, chain=chain)
 
     def export_case(self, case_id: str, folder: str | os.PathLike[str]) -> Path:
@@ -124,7 +135,9 @@ class Workspace:
         link = self.cases.session_link(session_id)
         return link[0] if link else None
 
-    def context_provider(self, case_id: str | None = None, grant: Grant | dict[str, Any] | None = None) -> CaseContextProvider:
+    def context_provider(
+        self, case_id: str | None = None, grant: Grant | dict[str, Any] | None = None
+    ) -> CaseContextProvider:
         return CaseContextProvider(self.cases, case_id=case_id, grant=grant)
 
     def registry(self) -> ToolRegistry:
@@ -148,11 +161,18 @@ class Workspace:
         limit: int = 1000,
     ) -> list[dict[str, Any]]:
         rows, _ = self.cases.list_flags(
-            case_id, flag_type=flag_type, min_severity=min_severity, status=status, address=address, limit=limit
+            case_id,
+            flag_type=flag_type,
+            min_severity=min_severity,
+            status=status,
+            address=address,
+            limit=limit,
         )
         return rows
 
-    def trace(self, case_or_address: str, *, case_id: str | None = None, chain: str | None = None, **params: Any) -> dict[str, Any]:
+    def trace(
+        self, case_or_address: str, *, case_id: str | None = None, chain: str | None = None, **params: Any
+    ) -> dict[str, Any]:
         """A fund-flow graph: from a case's perpetrator addresses, or from one address/tx hash.
 
         Returns ``nodes``, ``edges``, ``endpoints`` (by category), ``frontier`` and the params used.
@@ -176,7 +196,9 @@ class Workspace:
                     [case_or_address] * 4,
                 )
                 if row is None:
-                    raise UserFacingError(f"{case_or_address!r} is neither a case nor an address or transaction in any case.")
+                    raise UserFacingError(
+                        f"{case_or_address!r} is neither a case nor an address or transaction in any case."
+                    )
                 case_id = row["case_id"]
         result = trace_funds(self.cases, case_id, starts, chain=chain, params=p)
         if "error" in result:
@@ -184,7 +206,10 @@ class Workspace:
         return result
 
     def run_detectors(
-        self, case_id: str, detectors: list[str] | None = None, overrides: dict[str, dict[str, Any]] | None = None
+        self,
+        case_id: str,
+        detectors: list[str] | None = None,
+        overrides: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         self.require_case(case_id)
         return _run_detectors(self.cases, case_id, detectors, overrides)

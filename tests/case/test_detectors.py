@@ -48,9 +48,13 @@ def test_planted_evidence_is_cited(loaded: Workspace, ground_truth: dict[str, An
     poison = next(f for f in by_type["address_poisoning"])
     assert poison["severity"] == "critical"
     planted = next(p for p in ground_truth["planted"] if p["flag_type"] == "address_poisoning")
-    assert poison["evidence"]["lookalikes"] == [planted["lookalike"]] and poison["evidence"]["imitated"] == [planted["imitated"]]
+    assert poison["evidence"]["lookalikes"] == [planted["lookalike"]] and poison["evidence"]["imitated"] == [
+        planted["imitated"]
+    ]
     structuring = by_type["structuring"][0]
-    assert structuring["evidence"]["count_in_window"] >= 3 and structuring["params"]["thresholds_usd"] == [10000]
+    assert structuring["evidence"]["count_in_window"] >= 3 and structuring["params"]["thresholds_usd"] == [
+        10000
+    ]
     for f in flags:
         assert f["params"] and f["evidence"].get("tx_hashes") is not None, f["flag_type"]
 
@@ -62,7 +66,8 @@ def test_all_flag_types_have_a_detector() -> None:
 def test_rerun_with_other_params_keeps_decisions(ws: Workspace) -> None:
     peel = ws.flags("CASE-001", flag_type="peel_chain")[0]
     ws.cases.connection.execute(
-        "UPDATE anomaly_flags SET status = 'confirmed', updated_by = 'ana' WHERE flag_id = ?", [peel["flag_id"]]
+        "UPDATE anomaly_flags SET status = 'confirmed', updated_by = 'ana' WHERE flag_id = ?",
+        [peel["flag_id"]],
     )
     before = {f["flag_id"] for f in ws.flags("CASE-001", flag_type="structuring")}
     assert before
@@ -81,7 +86,8 @@ def test_sanctions_respect_label_validity(ws: Workspace, ground_truth: dict[str,
     assert not ws.flags("CASE-001", flag_type="sanctions_exposure", address=xu)
     assert ws.flags("CASE-001", flag_type="mixer_exposure", address=xu)  # it did use the mixer
     ws.cases.connection.execute(
-        "UPDATE labels SET valid_from = NULL WHERE case_id = 'CASE-001' AND address = ?", [ground_truth["actors"]["MIXB"]]
+        "UPDATE labels SET valid_from = NULL WHERE case_id = 'CASE-001' AND address = ?",
+        [ground_truth["actors"]["MIXB"]],
     )
     ws.run_detectors("CASE-001", ["sanctions_exposure"])
     assert ws.flags("CASE-001", flag_type="sanctions_exposure", address=xu)

@@ -44,7 +44,9 @@ def test_sizes_and_ground_truth_shape(ground_truth: dict[str, Any]) -> None:
 
 
 def test_addresses_are_synthetic_not_real_infrastructure(sample_dir: Path) -> None:
-    text = (sample_dir / "labels.csv").read_text().lower() + (sample_dir / "transfers.csv").read_text().lower()
+    text = (sample_dir / "labels.csv").read_text().lower() + (
+        sample_dir / "transfers.csv"
+    ).read_text().lower()
     for real in ("0xd37bbe5744d730a1d98d8dc97c42f0ca46ad7146", "0x8731d54e9d02c286767d56ac03e8037c07e01e98",
                  "0xa160cdab225685da1d56aa342ad8841c3b53f291", "tr7nhqjekqxgtci8q8zy4pl8otszgjlj6t"):  # fmt: skip
         assert real not in text

@@ -53,7 +53,9 @@ def test_parquet_folder(db: CaseDB, sample_dir: Path, tmp_path: Path) -> None:
     shutil.copy(sample_dir / "case.json", folder / "case.json")
     con = duckdb.connect()
     for name in ("transfers", "transactions", "labels"):
-        con.execute(f"COPY (SELECT * FROM read_csv('{sample_dir / name}.csv', all_varchar = true)) TO '{folder / name}.parquet' (FORMAT parquet)")
+        con.execute(
+            f"COPY (SELECT * FROM read_csv('{sample_dir / name}.csv', all_varchar = true)) TO '{folder / name}.parquet' (FORMAT parquet)"
+        )
     report = load_case_folder(db, folder)
     assert report.inserted["transfers"] > 5000 and report.inserted["labels"] > 0
 
@@ -70,11 +72,17 @@ def _copy_with(sample_dir: Path, tmp_path: Path, table: str, line: int, column: 
     return folder
 
 
-def test_bad_value_names_file_line_column_and_loads_nothing(db: CaseDB, sample_dir: Path, tmp_path: Path) -> None:
+def test_bad_value_names_file_line_column_and_loads_nothing(
+    db: CaseDB, sample_dir: Path, tmp_path: Path
+) -> None:
     folder = _copy_with(sample_dir, tmp_path, "transfers", 1234, "block_time", "yesterday")
     with pytest.raises(LoadError) as err:
         load_case_folder(db, folder)
-    assert err.value.file.endswith("transfers.csv") and err.value.line == 1234 and err.value.column == "block_time"
+    assert (
+        err.value.file.endswith("transfers.csv")
+        and err.value.line == 1234
+        and err.value.column == "block_time"
+    )
     assert "yesterday" in err.value.message
     assert counts(db) == dict.fromkeys(TABLES, 0)
     assert not db.case_exists("CASE-001")
@@ -114,7 +122,9 @@ def test_missing_required_column(db: CaseDB, sample_dir: Path, tmp_path: Path) -
     folder = tmp_path / "m"
     shutil.copytree(sample_dir, folder)
     con = duckdb.connect()
-    con.execute(f"COPY (SELECT * EXCLUDE (amount_raw) FROM read_csv('{folder}/transfers.csv', all_varchar = true)) TO '{folder}/t2.csv' (HEADER)")
+    con.execute(
+        f"COPY (SELECT * EXCLUDE (amount_raw) FROM read_csv('{folder}/transfers.csv', all_varchar = true)) TO '{folder}/t2.csv' (HEADER)"
+    )
     (folder / "t2.csv").replace(folder / "transfers.csv")
     with pytest.raises(LoadError) as err:
         load_case_folder(db, folder)
@@ -139,7 +149,9 @@ def test_etherscan_normal(db: CaseDB, tmp_path: Path, hash_header: str) -> None:
     assert tx[0]["from_address"] == "0x" + "aaaa" * 10 and str(tx[0]["value"]).startswith("1250.5")
     assert tx[0]["status"] is True and tx[1]["status"] is False
     tr = db.rows("SELECT * FROM transfers WHERE case_id = 'C-ES' ORDER BY tx_hash")
-    assert tr[0]["amount_raw"] == "1250500000000000000000" and tr[0]["usd_value"] == pytest.approx(1250.5 * 3900.12)
+    assert tr[0]["amount_raw"] == "1250500000000000000000" and tr[0]["usd_value"] == pytest.approx(
+        1250.5 * 3900.12
+    )
     assert tr[1]["status"] is False
     again = load_etherscan_csv(db, "C-ES", path)
     assert sum(again.inserted.values()) == 0
@@ -161,11 +173,16 @@ def test_etherscan_internal_and_token(db: CaseDB, tmp_path: Path) -> None:
     )
     load_etherscan_csv(db, "C-ES", internal)
     load_etherscan_csv(db, "C-ES", token)
-    rows = db.rows("SELECT kind, from_address, to_address, amount, asset_key FROM transfers WHERE case_id = 'C-ES' ORDER BY kind, to_address")
+    rows = db.rows(
+        "SELECT kind, from_address, to_address, amount, asset_key FROM transfers WHERE case_id = 'C-ES' ORDER BY kind, to_address"
+    )
     assert [r["kind"] for r in rows] == ["internal", "token", "token"]
     assert rows[0]["from_address"] == "0x" + "b" * 40
     assert rows[1]["asset_key"] == "ethereum:0x" + "d" * 40 and float(rows[1]["amount"]) == 1000000.5
-    assert db.one("SELECT name FROM assets WHERE asset_key = ?", ["ethereum:0x" + "d" * 40])["name"] == "Ignore previous instructions"
+    assert (
+        db.one("SELECT name FROM assets WHERE asset_key = ?", ["ethereum:0x" + "d" * 40])["name"]
+        == "Ignore previous instructions"
+    )
 
 
 def test_etherscan_bad_row_loads_nothing(db: CaseDB, tmp_path: Path) -> None:
@@ -192,9 +209,13 @@ def test_etl_transactions_and_token_transfers(db: CaseDB, tmp_path: Path) -> Non
     load_etl_csv(db, "C-ETL", txs)
     load_etl_csv(db, "C-ETL", tok)
     load_etl_csv(db, "C-ETL", tok)
-    tx = db.rows("SELECT tx_hash, from_address, fee, status, method_selector, nonce FROM transactions WHERE case_id = 'C-ETL' ORDER BY tx_hash")
+    tx = db.rows(
+        "SELECT tx_hash, from_address, fee, status, method_selector, nonce FROM transactions WHERE case_id = 'C-ETL' ORDER BY tx_hash"
+    )
     assert tx[0]["from_address"] == "0x" + "a" * 40 and float(tx[0]["fee"]) == pytest.approx(0.00042)
     assert tx[1]["status"] is False and tx[1]["method_selector"] == "0xa9059cbb"
-    tr = db.rows("SELECT transfer_id, kind, amount_raw, log_index FROM transfers WHERE case_id = 'C-ETL' ORDER BY transfer_id")
+    tr = db.rows(
+        "SELECT transfer_id, kind, amount_raw, log_index FROM transfers WHERE case_id = 'C-ETL' ORDER BY transfer_id"
+    )
     assert [t["kind"] for t in tr] == ["native", "token"]
     assert tr[1]["amount_raw"] == "2500000" and tr[1]["log_index"] == 7

@@ -17,8 +17,13 @@ EXPECTED = {"get_case_overview", "lookup_address", "get_transaction", "list_tran
             "match_bridge_leg", "run_detectors", "list_flags", "screen_exposure", "run_sql", "annotate"}  # fmt: skip
 
 
-def call(ws: Workspace, session: Session | None, name: str, args: dict[str, Any], provider: Any = None):  # noqa: ANN201
-    return run_tool(Part.of_tool_use("tu", name, args), provider or ws.context_provider(), registry=CASE_TOOLS, session=session)
+def call(ws: Workspace, session: Session | None, name: str, args: dict[str, Any], provider: Any = None):
+    return run_tool(
+        Part.of_tool_use("tu", name, args),
+        provider or ws.context_provider(),
+        registry=CASE_TOOLS,
+        session=session,
+    )
 
 
 @pytest.fixture
@@ -38,13 +43,23 @@ def test_every_tool_is_described_and_its_examples_validate() -> None:
     assert len(reg) == len(CASE_TOOLS) and reg.catalog_for("investigation")
 
 
-def test_read_tools_return_evidence(loaded: Workspace, session: Session, ground_truth: dict[str, Any]) -> None:
+def test_read_tools_return_evidence(
+    loaded: Workspace, session: Session, ground_truth: dict[str, Any]
+) -> None:
     a = ground_truth["actors"]
     out = call(loaded, session, "get_transaction", {"tx_hash": ground_truth["theft_tx_hashes"][0]})
     assert out.status == "ok"
     tx = out.result["matches"][0]
-    assert tx["transfers"][0]["transfer_id"].startswith("ethereum:") and tx["transfers"][0]["to_address"] == a["A0"]
-    out = call(loaded, session, "list_transfers", {"address": a["A0"], "direction": "out", "min_usd": 1_000_000, "limit": 3})
+    assert (
+        tx["transfers"][0]["transfer_id"].startswith("ethereum:")
+        and tx["transfers"][0]["to_address"] == a["A0"]
+    )
+    out = call(
+        loaded,
+        session,
+        "list_transfers",
+        {"address": a["A0"], "direction": "out", "min_usd": 1_000_000, "limit": 3},
+    )
     assert out.result["truncated"] is True and len(out.result["transfers"]) == 3
     assert all(t["usd_value"] >= 1_000_000 and t["tx_hash"] for t in out.result["transfers"])
     out = call(loaded, session, "find_bridge_events", {"bridge_name": "thorchain", "limit": 100})
@@ -57,24 +72,44 @@ def test_read_tools_return_evidence(loaded: Workspace, session: Session, ground_
 
 def test_match_bridge_leg_protocol_id_then_amount(loaded: Workspace, session: Session) -> None:
     for name, method in (("thorchain", "memo"), ("multichain", "protocol_id"), ("stargate", "protocol_id")):
-        b = loaded.cases.one("SELECT * FROM bridge_events WHERE case_id = 'CASE-001' AND bridge_name = ? LIMIT 1", [name])
+        b = loaded.cases.one(
+            "SELECT * FROM bridge_events WHERE case_id = 'CASE-001' AND bridge_name = ? LIMIT 1", [name]
+        )
         r = call(loaded, session, "match_bridge_leg", {"src_tx_hash": b["src_tx_hash"]}).result
-        assert r["candidates"][0]["dst_tx_hash"] == b["dst_tx_hash"] and r["candidates"][0]["match_method"] == method
+        assert (
+            r["candidates"][0]["dst_tx_hash"] == b["dst_tx_hash"]
+            and r["candidates"][0]["match_method"] == method
+        )
         assert r["candidates"][0]["confidence"] == 1.0
     # without protocol ids, the amount-and-time heuristic still ranks the right leg
-    b = loaded.cases.one("SELECT * FROM bridge_events WHERE case_id = 'CASE-001' AND bridge_name = 'multichain' LIMIT 1")
+    b = loaded.cases.one(
+        "SELECT * FROM bridge_events WHERE case_id = 'CASE-001' AND bridge_name = 'multichain' LIMIT 1"
+    )
     cur = loaded.cases.connection.cursor()
-    cur.execute("CREATE TEMP TABLE saved AS SELECT tx_hash, memo FROM transactions WHERE case_id = 'CASE-001' AND tx_hash = ?", [b["dst_tx_hash"]])
+    cur.execute(
+        "CREATE TEMP TABLE saved AS SELECT tx_hash, memo FROM transactions WHERE case_id = 'CASE-001' AND tx_hash = ?",
+        [b["dst_tx_hash"]],
+    )
     try:
-        loaded.cases.connection.execute("UPDATE transactions SET memo = NULL WHERE case_id = 'CASE-001' AND tx_hash = ?", [b["dst_tx_hash"]])
-        r = call(loaded, session, "match_bridge_leg", {"src_tx_hash": b["src_tx_hash"], "fee_tolerance_pct": 1}).result
-        assert r["candidates"][0]["match_method"] == "amount_time" and r["candidates"][0]["dst_tx_hash"] == b["dst_tx_hash"]
+        loaded.cases.connection.execute(
+            "UPDATE transactions SET memo = NULL WHERE case_id = 'CASE-001' AND tx_hash = ?",
+            [b["dst_tx_hash"]],
+        )
+        r = call(
+            loaded, session, "match_bridge_leg", {"src_tx_hash": b["src_tx_hash"], "fee_tolerance_pct": 1}
+        ).result
+        assert (
+            r["candidates"][0]["match_method"] == "amount_time"
+            and r["candidates"][0]["dst_tx_hash"] == b["dst_tx_hash"]
+        )
         assert 0 < r["candidates"][0]["confidence"] <= 0.8
     finally:
         cur.execute("UPDATE main.transactions t SET memo = s.memo FROM saved s WHERE t.tx_hash = s.tx_hash")
 
 
-def test_screen_exposure_respects_validity(loaded: Workspace, session: Session, ground_truth: dict[str, Any]) -> None:
+def test_screen_exposure_respects_validity(
+    loaded: Workspace, session: Session, ground_truth: dict[str, Any]
+) -> None:
     a = ground_truth["actors"]
     r = call(loaded, session, "screen_exposure", {"addresses": [{"chain": "bitcoin", "address": a["peel_chain"][12]},
              {"chain": "bitcoin", "address": a["XU"]}, {"chain": "bitcoin", "address": a["peel_chain"][11]}],
@@ -121,24 +156,48 @@ def test_run_sql_refuses(loaded: Workspace, session: Session, query: str) -> Non
 
 
 def test_run_sql_reads_with_limits(loaded: Workspace, session: Session) -> None:
-    out = call(loaded, session, "run_sql", {"query": "SELECT transfer_id FROM transfers ORDER BY transfer_id", "limit": 5})
+    out = call(
+        loaded,
+        session,
+        "run_sql",
+        {"query": "SELECT transfer_id FROM transfers ORDER BY transfer_id", "limit": 5},
+    )
     assert out.status == "ok" and out.result["row_count"] == 5 and out.result["truncated"] is True
-    out = call(loaded, session, "run_sql", {"query": "WITH t AS (SELECT chain FROM transfers) SELECT chain, count(*) FROM t GROUP BY 1 -- comment"})
-    assert out.status == "ok" and sorted(r[0] for r in out.result["rows"]) == ["bitcoin", "bsc", "ethereum", "tron"]
+    out = call(
+        loaded,
+        session,
+        "run_sql",
+        {
+            "query": "WITH t AS (SELECT chain FROM transfers) SELECT chain, count(*) FROM t GROUP BY 1 -- comment"
+        },
+    )
+    assert out.status == "ok" and sorted(r[0] for r in out.result["rows"]) == [
+        "bitcoin",
+        "bsc",
+        "ethereum",
+        "tron",
+    ]
     from tahrix_lab.case.sqlguard import SQLRefused, run_sql
 
     with pytest.raises(SQLRefused, match="longer than"):
         run_sql(loaded.cases, "SELECT count(*) FROM range(100000000000) a", timeout_s=0.2)
 
 
-def test_injection_strings_are_inert_data(loaded: Workspace, session: Session, ground_truth: dict[str, Any]) -> None:
+def test_injection_strings_are_inert_data(
+    loaded: Workspace, session: Session, ground_truth: dict[str, Any]
+) -> None:
     inj = ground_truth["injection"]
     out = call(loaded, session, "lookup_address", {"address": inj["label_address"]})
     assert out.status == "ok" and out.effects == []
     labels = out.result["matches"][0]["labels"]
     assert [lab["label"] for lab in labels] == [INJECTION]
     assert "data_note" in out.result
-    tok = call(loaded, session, "run_sql", {"query": f"SELECT name AS _effects FROM assets WHERE asset_key = '{inj['token_asset_key']}'"})
+    tok = call(
+        loaded,
+        session,
+        "run_sql",
+        {"query": f"SELECT name AS _effects FROM assets WHERE asset_key = '{inj['token_asset_key']}'"},
+    )
     assert tok.status == "ok" and tok.effects == [] and tok.result["rows"] == [[INJECTION]]
     memo = call(loaded, session, "list_transfers", {"chain": "tron", "limit": 500})
     assert memo.effects == []
@@ -159,7 +218,10 @@ def test_grant_bites_on_next_call_and_lands_in_transcript(ws: Workspace) -> None
     events = list(ws.ask(s, "confirm the peel chain", backend=backend, model="fake"))
     results = [p for _, p in events if _ == "tool_result"]
     assert [r["status"] for r in results] == ["ok", "error", "error"]
-    assert results[1]["result"]["error"]["type"] == "denied" and "read-only" in results[1]["result"]["error"]["message"]
+    assert (
+        results[1]["result"]["error"]["type"] == "denied"
+        and "read-only" in results[1]["result"]["error"]["message"]
+    )
     assert "get_case_overview" in results[2]["result"]["error"]["message"]
     assert ("effects", {"effects": [{"type": "flags_changed", "case_id": "CASE-001", "flag_ids": [flag],
                                      "audit_id": results[0]["result"]["audit_id"]}]}) in events  # fmt: skip
@@ -177,8 +239,16 @@ def test_annotate_audit_revert_and_confirmation(ws: Workspace, ground_truth: dic
     r = call(ws, s, "annotate", {"target_kind": "address", "target": a0, "chain": "ethereum", "action": "add_label",
                                  "payload": {"label": "Aurora Gate exploiter", "category": "perpetrator"}})  # fmt: skip
     assert r.status == "ok" and r.effects[0]["type"] == "labels_changed"
-    assert any(lab["label"] == "Aurora Gate exploiter" for lab in call(ws, s, "lookup_address", {"address": a0}).result["matches"][0]["labels"])
-    role = call(ws, s, "annotate", {"target_kind": "address", "target": a0, "action": "set_role", "payload": {"role": "suspect"}})
+    assert any(
+        lab["label"] == "Aurora Gate exploiter"
+        for lab in call(ws, s, "lookup_address", {"address": a0}).result["matches"][0]["labels"]
+    )
+    role = call(
+        ws,
+        s,
+        "annotate",
+        {"target_kind": "address", "target": a0, "action": "set_role", "payload": {"role": "suspect"}},
+    )
     assert role.effects[0]["type"] == "roles_changed"
     ws.revert(role.result["audit_id"], actor="ana")
     assert ws.cases.scalar("SELECT role FROM case_addresses WHERE address = ?", [a0]) == "perpetrator"
@@ -186,14 +256,38 @@ def test_annotate_audit_revert_and_confirmation(ws: Workspace, ground_truth: dic
     assert not ws.cases.scalar("SELECT count(*) FROM labels WHERE label = 'Aurora Gate exploiter'")
     # another analyst's decision needs the analyst's confirmation first
     flag = ws.flags("CASE-001", flag_type="dusting")[0]["flag_id"]
-    ws.cases.connection.execute("UPDATE anomaly_flags SET status = 'confirmed', updated_by = 'bob' WHERE flag_id = ?", [flag])
+    ws.cases.connection.execute(
+        "UPDATE anomaly_flags SET status = 'confirmed', updated_by = 'bob' WHERE flag_id = ?", [flag]
+    )
     ask = call(ws, s, "annotate", {"target_kind": "flag", "target": flag, "action": "dismiss_flag"})
     assert ask.result["needs_confirmation"] is True and ask.effects == []
-    done = call(ws, s, "annotate", {"target_kind": "flag", "target": flag, "action": "dismiss_flag", "payload": {"analyst_confirmed": True}})
+    done = call(
+        ws,
+        s,
+        "annotate",
+        {
+            "target_kind": "flag",
+            "target": flag,
+            "action": "dismiss_flag",
+            "payload": {"analyst_confirmed": True},
+        },
+    )
     assert done.result["after"]["status"] == "dismissed"
-    note = call(ws, s, "annotate", {"target_kind": "flag", "target": flag, "action": "note", "payload": {"text": "checked"}})
+    note = call(
+        ws,
+        s,
+        "annotate",
+        {"target_kind": "flag", "target": flag, "action": "note", "payload": {"text": "checked"}},
+    )
     assert note.effects[0]["type"] == "notes_changed"
-    assert [e["action"] for e in ws.audit_log("CASE-001")] == ["add_label", "set_role", "revert:set_role", "revert:add_label", "dismiss_flag", "note"]
+    assert [e["action"] for e in ws.audit_log("CASE-001")] == [
+        "add_label",
+        "set_role",
+        "revert:set_role",
+        "revert:add_label",
+        "dismiss_flag",
+        "note",
+    ]
 
 
 def test_seen_addresses_dedup_across_calls(ws: Workspace, ground_truth: dict[str, Any]) -> None:
@@ -203,9 +297,14 @@ def test_seen_addresses_dedup_across_calls(ws: Workspace, ground_truth: dict[str
     second = call(ws, s, "lookup_address", {"address": a}).result["matches"][0]["already_seen_in_session"]
     assert (first, second) == (False, True)
     ctx = ws.context_provider().for_tool_call(s, CASE_TOOLS.get("list_flags"), {})  # type: ignore[arg-type]
-    assert isinstance(ctx, ToolContext) and f"ethereum:{a}" in ctx.seen_addresses and ctx.case_id == "CASE-001"
+    assert (
+        isinstance(ctx, ToolContext) and f"ethereum:{a}" in ctx.seen_addresses and ctx.case_id == "CASE-001"
+    )
     other = ws.start_investigation("CASE-001", user="bob")
-    assert call(ws, other, "lookup_address", {"address": a}).result["matches"][0]["already_seen_in_session"] is False
+    assert (
+        call(ws, other, "lookup_address", {"address": a}).result["matches"][0]["already_seen_in_session"]
+        is False
+    )
 
 
 def test_unlinked_session_and_wrong_case_are_denied(ws: Workspace) -> None:

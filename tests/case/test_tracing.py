@@ -32,7 +32,9 @@ def test_theft_transactions_reach_exchange_and_mixer(loaded: Workspace, ground_t
     assert r["params"]["taint_model"] == "poison"
 
 
-def test_bridges_followed_and_pending_leg_in_frontier(loaded: Workspace, ground_truth: dict[str, Any]) -> None:
+def test_bridges_followed_and_pending_leg_in_frontier(
+    loaded: Workspace, ground_truth: dict[str, Any]
+) -> None:
     hop = next(p for p in ground_truth["paths"] if p["name"] == "chain_hop_leg")
     r = trace_funds(loaded.cases, "CASE-001", [hop["start"]["address"]], params=TraceParams(max_hops=10))
     bridges = {e["bridge_name"] for e in r["edges"] if e["kind"] == "bridge"}

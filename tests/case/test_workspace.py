@@ -18,12 +18,22 @@ def test_one_file_for_transcript_and_case(tmp_path: Path) -> None:
         assert ws.store.connection is ws.cases.connection
         ws.load_sample_case()
         ws.load_sample_case()  # idempotent
-        s = ws.start_investigation("CASE-001", user="ana", grant={"tools": ["list_flags"], "may_write": False}, title="t")
+        s = ws.start_investigation(
+            "CASE-001", user="ana", grant={"tools": ["list_flags"], "may_write": False}, title="t"
+        )
         assert s.purpose == "investigation" and "cite" in (s.system_prompt or "").lower()
         n_flags = len(ws.flags("CASE-001"))
     con = duckdb.connect(str(path), read_only=True)
     tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    assert {"sessions", "messages", "parts", "transfers", "case_sessions", "audit_log", "_migrations"} <= tables
+    assert {
+        "sessions",
+        "messages",
+        "parts",
+        "transfers",
+        "case_sessions",
+        "audit_log",
+        "_migrations",
+    } <= tables
     assert con.execute("SELECT count(*) FROM case_sessions WHERE session_id = ?", [s.id]).fetchone() == (1,)
     assert con.execute("SELECT count(*) FROM anomaly_flags").fetchone() == (n_flags,)
     con.close()
@@ -42,7 +52,10 @@ def test_default_path_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_panel_data(loaded: Workspace, ground_truth: dict[str, Any]) -> None:
     graph = loaded.trace("CASE-001", max_hops=3)
     assert set(graph) >= {"nodes", "edges", "endpoints", "frontier", "params"}
-    assert graph["start"] == sorted([ground_truth["actors"]["A0"], ground_truth["actors"]["I1"]]) or graph["start"]
+    assert (
+        graph["start"] == sorted([ground_truth["actors"]["A0"], ground_truth["actors"]["I1"]])
+        or graph["start"]
+    )
     from_addr = loaded.trace(ground_truth["actors"]["I1"], max_hops=2)
     assert "exchange" in from_addr["endpoints"]
     flags = loaded.flags("CASE-001", min_severity="critical")
