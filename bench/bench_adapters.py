@@ -31,7 +31,9 @@ from wire import eventstream, sse  # noqa: E402
 from wire.server import Reply, WireServer  # noqa: E402
 
 from tahrix_lab.agent.backends.bedrock import BedrockBackend  # noqa: E402
+from tahrix_lab.agent.backends.bedrock import map_stream as bedrock_map_stream  # noqa: E402
 from tahrix_lab.agent.backends.openai import OpenAIBackend  # noqa: E402
+from tahrix_lab.agent.backends.openai import map_stream as openai_map_stream  # noqa: E402
 from tahrix_lab.agent.transcript import Message  # noqa: E402
 
 FULL = "--full" in sys.argv
@@ -60,7 +62,9 @@ def timed(fn: Callable[[], int]) -> tuple[float, int]:
     return time.perf_counter() - start, count
 
 
-def compare(name: str, bare: Callable[[], int], adapter: Callable[[], int]) -> None:
+def compare(
+    name: str, bare: Callable[[], int], adapter: Callable[[], int], mapping: Callable[[], int]
+) -> None:
     bare_best = adapter_best = float("inf")
     wire_events = events = 0
     for _ in range(ROUNDS):  # interleaved, so drift on a shared machine hits both
@@ -68,11 +72,18 @@ def compare(name: str, bare: Callable[[], int], adapter: Callable[[], int]) -> N
         bare_best = min(bare_best, t)
         t, events = timed(adapter)
         adapter_best = min(adapter_best, t)
+    mapping_best = min(timed(mapping)[0] for _ in range(ROUNDS))
     extra = (adapter_best - bare_best) / wire_events * 1e6
     print(
         f"{name:8s} wire events {wire_events:>8,}  adapter events {events:>8,}  "
         f"bare {bare_best:7.3f}s  adapter {adapter_best:7.3f}s  "
         f"extra {extra:+6.2f} µs/event  ratio {adapter_best / bare_best:5.3f}"
+    )
+    # The same mapping over the SDK's already-parsed objects: the adapter's own
+    # cost without the server and the network, so machine noise cannot hide it.
+    print(
+        f"{'':8s} mapping alone {mapping_best:7.3f}s = {mapping_best / wire_events * 1e6:5.2f} µs/event, "
+        f"ratio (bare + mapping) / bare {(bare_best + mapping_best) / bare_best:5.3f}"
     )
 
 
@@ -93,7 +104,16 @@ def bench_openai(events: list[dict[str, Any]]) -> None:
             gen = backend.stream(system=None, messages=MESSAGES, tools=[], model="m", inference=None)
             return sum(1 for _ in gen)
 
-        compare("openai", bare, adapter)
+        parsed = list(
+            client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "bench"}], stream=True
+            )
+        )
+
+        def mapping() -> int:
+            return sum(1 for _ in openai_map_stream(parsed))
+
+        compare("openai", bare, adapter, mapping)
         client.close()
 
 
@@ -121,7 +141,15 @@ def bench_bedrock(events: list[dict[str, Any]]) -> None:
             gen = backend.stream(system=None, messages=MESSAGES, tools=[], model="m", inference=None)
             return sum(1 for _ in gen)
 
-        compare("bedrock", bare, adapter)
+        response = client.converse_stream(
+            modelId="m", messages=[{"role": "user", "content": [{"text": "bench"}]}]
+        )
+        parsed = list(response["stream"])
+
+        def mapping() -> int:
+            return sum(1 for _ in bedrock_map_stream(parsed))
+
+        compare("bedrock", bare, adapter, mapping)
         client.close()
 
 
