@@ -227,3 +227,29 @@ def tool_result_sent(harness: Harness, request: Any) -> tuple[str, dict[str, Any
     assert tool.role == "tool"
     part = tool.parts[0]
     return part.tool_use_id, part.tool_result
+
+
+def assert_redacted_reasoning(harness: Harness, store: TranscriptStore) -> None:
+    """Redacted reasoning is kept (base64) by families that have it, and a
+    follow-up call on the same family goes through."""
+    secret = "c2VhbGVkIHRob3VnaHQ="  # base64 of b"sealed thought"
+    turns = [
+        [{"kind": "reasoning", "text": "", "redacted": secret}, text("Hi."), done(usage=USAGE)],
+        [text("Again."), done(usage=USAGE)],
+    ]
+    backend = harness.make(turns)
+    session = store.create_session()
+    for question in ("First?", "Second?"):
+        store.append_message(session.id, Message.user(question))
+        events = list(
+            run_agent(session, store=store, backend=backend, model="anthropic.claude-test", tools=[])
+        )
+        assert "error" not in kinds(events)
+    first = store.load_messages(session.id)[1]
+    if harness.signatures:
+        assert first.parts[0].is_redacted_reasoning
+        assert first.parts[0].signature == secret
+    assert first.parts[-1].text == "Hi."
+    if harness.family == "bedrock":
+        assistant = harness.sent()[1]["messages"][1]
+        assert assistant["content"][0] == {"reasoningContent": {"redactedContent": secret}}

@@ -9,6 +9,7 @@ from backend_conformance import (
     assert_no_usage_is_unknown,
     assert_not_retryable,
     assert_reasoning,
+    assert_redacted_reasoning,
     assert_retries_before_first_event,
     assert_stop_reason,
     assert_text_stream,
@@ -56,3 +57,7 @@ def test_no_retry_after_first_event(harness: Harness, store: TranscriptStore) ->
 
 def test_validation_error_is_not_retried(harness: Harness, store: TranscriptStore) -> None:
     assert_not_retryable(harness, store)
+
+
+def test_redacted_reasoning(harness: Harness, store: TranscriptStore) -> None:
+    assert_redacted_reasoning(harness, store)
