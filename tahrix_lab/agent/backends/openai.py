@@ -310,6 +310,7 @@ def map_stream(chunks: Iterable[ChatCompletionChunk]) -> Iterator[Event]:
     taken from whichever chunk carries it (trailing, on the finish chunk, or
     after it). A stream without a finish reason was cut short: that is an error."""
     calls: dict[int, _ToolCall] = {}
+    last = -1  # index of the latest tool-call fragment
     finish: str | None = None
     usage: Any = None
     for chunk in chunks:
@@ -326,12 +327,16 @@ def map_stream(chunks: Iterable[ChatCompletionChunk]) -> Iterator[Event]:
                 yield {"kind": "text", "text": delta.content}
             if delta.tool_calls:
                 for fragment in delta.tool_calls:
-                    call = calls.get(fragment.index)
+                    at: int | None = fragment.index
+                    if at is None:  # some servers omit it: a fragment with an id starts a new call
+                        at = last + 1 if (fragment.id or last < 0) else last
+                    last = at
+                    call = calls.get(at)
                     if call is None:
                         # a new index means the earlier calls are complete
-                        for index in sorted(i for i in calls if i < fragment.index):
+                        for index in sorted(i for i in calls if i < at):
                             yield calls.pop(index).event()
-                        call = calls[fragment.index] = _ToolCall()
+                        call = calls[at] = _ToolCall()
                     if fragment.id and call.id is None:
                         call.id = fragment.id
                     function = fragment.function

@@ -438,3 +438,26 @@ def test_tool_arguments_replay_the_same_bytes(server: WireServer, backend: OpenA
     call = server.requests[0].json()["messages"][1]["tool_calls"][0]
     assert call["function"]["arguments"] == raw
     assert json.loads(call["function"]["arguments"]) == {"address": "0xabc"}
+
+
+def test_tool_calls_without_index(server: WireServer, backend: OpenAIBackend) -> None:
+    """Some servers (older Ollama) send whole calls without ``index``."""
+    calls = [
+        {"id": "call_x", "type": "function", "function": {"name": "a", "arguments": '{"n": 1}'}},
+        {"id": "call_y", "type": "function", "function": {"name": "b", "arguments": "{}"}},
+    ]
+    server.add(
+        Reply(
+            chunks=[
+                sse.sse(sse.chunk({"tool_calls": calls})),
+                sse.sse(sse.chunk(finish="tool_calls")),
+                sse.DONE,
+            ],
+            content_type="text/event-stream",
+        )
+    )
+    events = stream(backend)
+    assert [(e["id"], e["name"], e["input"]) for e in events if e["kind"] == "tool_use"] == [  # type: ignore[typeddict-item]
+        ("call_x", "a", {"n": 1}),
+        ("call_y", "b", {}),
+    ]
