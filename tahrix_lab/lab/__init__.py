@@ -1,7 +1,11 @@
 """The notebook surface: the chat widget and panels, replay, diff and cost analysis.
 
-Heavy pieces (anywidget, pandas, altair) load on first use, so ``import
-tahrix_lab.lab`` stays cheap for the CLI.
+The analysis helpers are imported here directly (pandas and altair load only
+when a DataFrame or a chart is made). Several share their module's name
+(``costs``, ``diff``, ``replay``), so they must be bound eagerly: a lazy
+lookup would be shadowed by the submodule once it is imported. The widget and
+the case panels (anywidget, and maintained by the widget and case work) load
+on first use, and are exported only once their modules exist.
 """
 
 from __future__ import annotations
@@ -10,49 +14,61 @@ import importlib
 import importlib.util
 from typing import Any
 
-# public name -> module that defines it
-_EXPORTS: dict[str, str] = {
-    # analysis (replay, diff, costs, charts, transfer)
-    "ReplayEstimate": "replay",
-    "ReplayResult": "replay",
-    "estimate_replay_cost": "replay",
-    "replay": "replay",
-    "replay_many": "replay",
-    "TranscriptDiff": "diff",
-    "diff": "diff",
-    "budget_status": "costs",
-    "call_costs": "costs",
-    "costs": "costs",
-    "costs_by_case": "costs",
-    "costs_by_purpose": "costs",
-    "costs_by_user": "costs",
-    "create_views": "costs",
-    "month_to_date": "costs",
-    "refresh_prices": "costs",
+from tahrix_lab.lab.costs import (
+    budget_status,
+    call_costs,
+    costs,
+    costs_by_case,
+    costs_by_purpose,
+    costs_by_user,
+    create_views,
+    month_to_date,
+    refresh_prices,
+)
+from tahrix_lab.lab.diff import TranscriptDiff, diff
+from tahrix_lab.lab.replay import ReplayEstimate, ReplayResult, estimate_replay_cost, replay, replay_many
+from tahrix_lab.lab.transfer import export_sessions, import_sessions
+
+# name -> module, imported on first use
+_LAZY: dict[str, str] = {
     "budget_fill": "charts",
     "spend_over_time": "charts",
     "tokens_by_model": "charts",
-    "export_sessions": "transfer",
-    "import_sessions": "transfer",
-    # the widget and case panels (widget.py, panels.py: maintained by the widget/case work)
     "ChatWidget": "widget",
     "FlagsPanel": "panels",
     "FlowGraphPanel": "panels",
 }
+_AVAILABLE = {
+    name for name, module in _LAZY.items() if importlib.util.find_spec(f"tahrix_lab.lab.{module}") is not None
+}
 
-# the widget and panels arrive with their own work: export them only once they exist
-__all__ = sorted(
-    name
-    for name, module in _EXPORTS.items()
-    if importlib.util.find_spec(f"tahrix_lab.lab.{module}") is not None
-)
+__all__ = [
+    "ReplayEstimate",
+    "ReplayResult",
+    "TranscriptDiff",
+    "budget_status",
+    "call_costs",
+    "costs",
+    "costs_by_case",
+    "costs_by_purpose",
+    "costs_by_user",
+    "create_views",
+    "diff",
+    "estimate_replay_cost",
+    "export_sessions",
+    "import_sessions",
+    "month_to_date",
+    "refresh_prices",
+    "replay",
+    "replay_many",
+]
+__all__ += sorted(_AVAILABLE)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None or name not in __all__:
+    if name not in _AVAILABLE:
         raise AttributeError(f"module 'tahrix_lab.lab' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"tahrix_lab.lab.{module}"), name)
+    value = getattr(importlib.import_module(f"tahrix_lab.lab.{_LAZY[name]}"), name)
     globals()[name] = value
     return value
 

@@ -31,10 +31,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 from genai_prices import __version__ as GENAI_PRICES_VERSION
 from genai_prices import data_snapshot
 from genai_prices import types as gp_types
@@ -44,6 +43,9 @@ from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.pricing import DEFAULT_PRICER, PROVIDER_BY_BACKEND, Pricer, price_calculation
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Usage
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where used: `import tahrix_lab.lab` stays light
 
 log = logging.getLogger(__name__)
 
@@ -568,6 +570,8 @@ def budget_status(store: TranscriptStore, budget: Budget, users: Iterable[str] |
                 "unknown_cost_calls": int(spent["unknown_cost_calls"]),
             }
         )
+    import pandas as pd
+
     df = pd.DataFrame(rows)
     if df.empty:
         return df

@@ -18,13 +18,14 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where used: `import tahrix_lab.lab` stays light
 
 ToolOp = Literal["same", "added", "removed", "args_changed"]
 WordOp = Literal["equal", "insert", "delete"]
@@ -116,11 +117,19 @@ class TurnDiff:
         return counts
 
 
-@dataclass
+@dataclass(repr=False)
 class TranscriptDiff:
     a_id: str
     b_id: str
     turns: list[TurnDiff]
+
+    def __repr__(self) -> str:
+        tot = self.totals
+        return (
+            f"<TranscriptDiff {self.a_id} vs {self.b_id}: {len(self.turns)} turns, "
+            f"{'identical' if tot['identical'] else 'differs'}, mean similarity {_fmt_ratio(tot['mean_similarity'])}, "
+            f"tools =/+/−/~ {tot['tools_same']}/{tot['tools_added']}/{tot['tools_removed']}/{tot['tools_args_changed']}>"
+        )
 
     @property
     def identical(self) -> bool:
@@ -166,6 +175,8 @@ class TranscriptDiff:
                 for key in ("calls", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "ttft_ms"):
                     row[f"{key}_{side_name}"] = getattr(s, key) if s else None
             rows.append(row)
+        import pandas as pd
+
         return pd.DataFrame(rows)
 
     # -- rendering --------------------------------------------------------------------
