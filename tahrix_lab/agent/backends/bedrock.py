@@ -409,8 +409,8 @@ def map_error(exc: BaseException) -> BackendError:
         code = str(error.get("Code") or "")
         meta = exc.response.get("ResponseMetadata", {})
         known = ERROR_CODES.get(code.lower())
-        status = meta.get("HTTPStatusCode") or (known[0] if known else None)
-        if not isinstance(status, int) or (known is not None and status == 200):
+        status = meta.get("HTTPStatusCode")
+        if not isinstance(status, int) or status < 400:  # stream exceptions arrive inside an HTTP 200
             status = known[0] if known else None
         retryable = known[1] if known else (status is not None and (status == 429 or status >= 500))
         message = error.get("Message") or str(exc)
