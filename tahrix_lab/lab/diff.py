@@ -18,11 +18,13 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.agent.transcript import Message, Part
+from tahrix_lab.agent.transcript import Message, Part, Usage
+from tahrix_lab.lab.costs import Rate, rates_for
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where used: `import tahrix_lab.lab` stays light
@@ -299,7 +301,7 @@ def split_turns(messages: Sequence[Message]) -> list[list[Message]]:
     return turns
 
 
-def _side(turn: list[Message], pricer: Pricer) -> Side:
+def _side(turn: list[Message], pricer: CallPricer) -> Side:
     results: dict[str, Part] = {}
     for m in turn:
         if m.role == "tool":
@@ -320,9 +322,7 @@ def _side(turn: list[Message], pricer: Pricer) -> Side:
                 )
             )
     costs = [
-        pricer.price(m.model_id, m.usage, backend=m.backend, at=m.created_at)
-        if m.usage and m.usage.known
-        else None
+        pricer(m.model_id, m.usage, m.backend, m.created_at) if m.usage and m.usage.known else None
         for m in calls
     ]
     return Side(
@@ -349,7 +349,8 @@ def word_diff(a: str, b: str) -> tuple[float, list[tuple[WordOp, str]]]:
     if a == b:
         return 1.0, ([("equal", a)] if a else [])
     ta, tb = _WORDS.findall(a), _WORDS.findall(b)
-    sm = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
+    # match on the bare words; emit the tokens with their spacing
+    sm = difflib.SequenceMatcher(None, [w.strip() for w in ta], [w.strip() for w in tb], autojunk=False)
     ops: list[tuple[WordOp, str]] = []
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag == "equal":
@@ -359,10 +360,7 @@ def word_diff(a: str, b: str) -> tuple[float, list[tuple[WordOp, str]]]:
                 ops.append(("delete", "".join(ta[i1:i2])))
             if j2 > j1:
                 ops.append(("insert", "".join(tb[j1:j2])))
-    ratio = difflib.SequenceMatcher(
-        None, [w.strip() for w in ta], [w.strip() for w in tb], autojunk=False
-    ).ratio()
-    return ratio, ops
+    return sm.ratio(), ops
 
 
 def changed_fields(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -422,12 +420,12 @@ def diff_messages(
     b_id: str = "B",
     pricer: Pricer | None = None,
 ) -> TranscriptDiff:
-    pricer = pricer or DEFAULT_PRICER
+    priced = CallPricer(pricer or DEFAULT_PRICER)
     turns_a, turns_b = split_turns(a), split_turns(b)
     out: list[TurnDiff] = []
     for i in range(max(len(turns_a), len(turns_b))):
-        sa = _side(turns_a[i], pricer) if i < len(turns_a) else None
-        sb = _side(turns_b[i], pricer) if i < len(turns_b) else None
+        sa = _side(turns_a[i], priced) if i < len(turns_a) else None
+        sb = _side(turns_b[i], priced) if i < len(turns_b) else None
         ratio, words = word_diff(sa.text if sa else "", sb.text if sb else "")
         if sa is None or sb is None:
             ratio = 0.0
@@ -444,6 +442,39 @@ def diff(
     store.get_session(a)  # a clear error when an id is unknown
     store.get_session(b)
     return diff_messages(store.load_messages(a), store.load_messages(b), a_id=a, b_id=b, pricer=pricer)
+
+
+class CallPricer:
+    """Prices calls from each model's genai-prices rates, looked up once per diff
+    (the same rate rows as the ``costs`` view: periods, tiers, cache kinds)."""
+
+    def __init__(self, pricer: Pricer) -> None:
+        self.pricer = pricer
+        self._rates: dict[tuple[str, str | None], list[Rate]] = {}
+
+    def __call__(
+        self, model: str | None, usage: Usage | None, backend: str | None, at: datetime
+    ) -> float | None:
+        if not model or usage is None or not usage.known:
+            return None
+        key = (model, backend)
+        if key not in self._rates:
+            self._rates[key] = rates_for(model, backend, self.pricer)
+        n = usage.input_tokens or 0
+        for r in self._rates[key]:
+            in_period = (r.valid_from is None or at >= r.valid_from) and (
+                r.valid_to is None or at < r.valid_to
+            )
+            in_tier = n > r.min_input_tokens and (r.max_input_tokens is None or n <= r.max_input_tokens)
+            if in_period and in_tier:
+                read, write = usage.cache_read_tokens or 0, usage.cache_write_tokens or 0
+                return (
+                    max(n - read - write, 0) * r.input_per_mtok
+                    + read * r.cache_read_per_mtok
+                    + write * r.cache_write_per_mtok
+                    + (usage.output_tokens or 0) * r.output_per_mtok
+                ) / 1e6
+        return None
 
 
 # -- formatting helpers --------------------------------------------------------------------
