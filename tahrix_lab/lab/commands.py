@@ -216,17 +216,39 @@ def _replay(args: argparse.Namespace) -> int:
         from tahrix_lab.terminal import FlowPrinter
 
         printer = FlowPrinter(console)
-        result = replay(ids[0], backend=backend, model=args.model, tools=tools, store=store, on_event=printer)
+        result = replay(
+            ids[0], backend=backend, model=args.model, tools=tools, store=store, on_event=printer,
+            **_case_tools(store, ids[0], tools),
+        )  # fmt: skip
         console.print()
         console.print(result.summary())
         return 0 if result.ok else 1
     from rich.progress import track
 
     for sid in track(ids, description="replaying", console=console):
-        result = replay(sid, backend=backend, model=args.model, tools=tools, store=store)
+        result = replay(
+            sid, backend=backend, model=args.model, tools=tools, store=store, **_case_tools(store, sid, tools)
+        )
         failed += not result.ok
         console.print(result.summary())
     return 1 if failed else 0
+
+
+def _case_tools(store: TranscriptStore, session_id: str, tools: str) -> dict[str, Any]:
+    """For a live replay of a case's session: the case tools and the case context
+    (the replay copies the case link, so the tools see the same case and grant)."""
+    if tools != "live":
+        return {}
+    from tahrix_lab.lab.replay import case_link_table_exists
+
+    if not case_link_table_exists(store):
+        return {}
+    from tahrix_lab.case.workspace import Workspace
+
+    ws = Workspace(store.path, connection=store.connection)
+    if ws.case_of(session_id) is None:
+        return {}
+    return {"registry": ws.registry(), "context": ws.context_provider()}
 
 
 def _diff(args: argparse.Namespace) -> int:

@@ -174,15 +174,24 @@ class RecordedTools:
         return answer
 
 
+def case_link_table_exists(store: TranscriptStore) -> bool:
+    """Whether the case package's ``case_sessions`` table is in this database."""
+    has = (
+        store.cursor()
+        .execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'case_sessions' "
+            "AND table_schema = current_schema()"
+        )
+        .fetchone()
+    )
+    return bool(has and has[0])
+
+
 def copy_case_link(store: TranscriptStore, original_id: str, new_id: str) -> bool:
     """Copy the original's rows in the case package's ``case_sessions`` table, if it exists."""
-    cur = store.cursor()
-    has = cur.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'case_sessions' "
-        "AND table_schema = current_schema()"
-    ).fetchone()
-    if not has or not has[0]:
+    if not case_link_table_exists(store):
         return False
+    cur = store.cursor()
     columns = [
         r[0]
         for r in cur.execute(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,3 +210,46 @@ def test_replay_through_the_openai_wire_adapter(
     assert json.loads(tool_msgs[0]["content"])["label"] == "exchange hot wallet"
     texts = [m.text for m in store.load_messages(result.session_id) if m.role == "assistant" and m.text]
     assert texts == ["An exchange wallet.", "To 0xdef."]
+
+
+def test_replay_of_a_case_investigation_recorded_and_live(tmp_path: Path) -> None:
+    """The case package's scripted investigator, replayed: with recorded tools every call is a
+    hit and the transcript diffs as identical in content; live, the tools run again on the case
+    (the replay carries the case link, so the case context resolves)."""
+    from tahrix_lab.case.demo import QUESTION, scripted_backend
+    from tahrix_lab.case.workspace import Workspace
+    from tahrix_lab.lab.diff import diff
+
+    ws = Workspace(tmp_path / "case.duckdb")
+    case_id = ws.load_sample_case()
+    session = ws.start_investigation(case_id, user="ana", grant={"may_write": False})
+    question = QUESTION.format(case_id=case_id)
+    events = list(ws.ask(session, question, backend=scripted_backend(ws, case_id), model="scripted"))
+    assert not [p for e, p in events if e == "error"]
+
+    recorded = replay(session.id, backend=scripted_backend(ws, case_id), model="scripted", tools="recorded",
+                      store=ws.store, registry=ws.registry())  # fmt: skip
+    assert recorded.ok and recorded.recorded_misses == []
+    assert ws.case_of(recorded.session_id) == case_id
+    d = diff(session.id, recorded.session_id, store=ws.store)
+    assert [c.op for t in d.turns for c in t.tools] == ["same"] * d.totals["tools_same"]
+    assert d.totals["tools_same"] >= 3 and d.turns[0].similarity == 1.0
+
+    live = replay(session.id, backend=scripted_backend(ws, case_id), model="scripted", tools="live",
+                  store=ws.store, registry=ws.registry(), context=ws.context_provider())  # fmt: skip
+    assert live.ok
+
+    def outcomes(sid: str) -> list[tuple[str | None, str | None]]:
+        return [
+            (p.tool_name, p.tool_status)
+            for m in ws.store.load_messages(sid)
+            for p in m.parts
+            if p.type == "tool_result"
+        ]
+
+    # the same calls with the same outcomes, including the write the read-only grant refused:
+    # the copied case link carries the grant
+    assert outcomes(live.session_id) == outcomes(session.id)
+    assert ("annotate", "error") in outcomes(live.session_id)
+    assert diff(session.id, live.session_id, store=ws.store).turns[0].similarity == 1.0
+    ws.close()
