@@ -17,8 +17,12 @@ from tahrix_lab.lab.transfer import FORMAT, export_sessions, import_sessions
 
 def rich_session(store: TranscriptStore) -> Session:
     """Every kind of part and field the transcript knows, including awkward values."""
-    s = store.create_session(user="ana", purpose="investigation", system_prompt="Be präzise ✓", title="t\nitle")
-    store.append_message(s.id, Message.user("Look at this 🧾", Part.of_media("image", "s3://bucket/k.png", "image/png")))
+    s = store.create_session(
+        user="ana", purpose="investigation", system_prompt="Be präzise ✓", title="t\nitle"
+    )
+    store.append_message(
+        s.id, Message.user("Look at this 🧾", Part.of_media("image", "s3://bucket/k.png", "image/png"))
+    )
     store.append_message(
         s.id,
         Message(
@@ -27,7 +31,12 @@ def rich_session(store: TranscriptStore) -> Session:
                 Part.of_reasoning("thinking…", signature="c2lnbmF0dXJl"),
                 Part.of_reasoning(None, "cmVkYWN0ZWQ="),  # redacted reasoning
                 Part.of_text("Checking."),
-                Part.of_tool_use("call_1", "lookup", {"address": "0xabc", "n": 1.5, "deep": {"x": [1, None]}}, raw='{"address":"0xabc"}'),
+                Part.of_tool_use(
+                    "call_1",
+                    "lookup",
+                    {"address": "0xabc", "n": 1.5, "deep": {"x": [1, None]}},
+                    raw='{"address":"0xabc"}',
+                ),
                 Part.of_tool_use("call_2", "lookup", None, raw="{not json"),
             ],
             backend="bedrock",
@@ -46,13 +55,22 @@ def rich_session(store: TranscriptStore) -> Session:
             role="tool",
             parts=[
                 Part.of_tool_result("call_1", "lookup", {"items": [{"label": "exchange"}]}),
-                Part.of_tool_result("call_2", "lookup", {"error": {"type": "invalid_json", "message": "bad"}}, "error"),
+                Part.of_tool_result(
+                    "call_2", "lookup", {"error": {"type": "invalid_json", "message": "bad"}}, "error"
+                ),
             ],
         ),
     )
     store.append_message(
         s.id,
-        Message(role="assistant", parts=[Part.of_text("Done.")], backend="bedrock", model_id="m", stop_reason="end_turn", usage=Usage()),
+        Message(
+            role="assistant",
+            parts=[Part.of_text("Done.")],
+            backend="bedrock",
+            model_id="m",
+            stop_reason="end_turn",
+            usage=Usage(),
+        ),
     )
     return s
 
