@@ -364,12 +364,18 @@ def repeated_amount(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[st
         db,
         f"""
         WITH {LAB},
+        -- only (source, counterparty, asset, amount) groups with enough rows at all get the window pass
+        grp AS (
+          SELECT chain, from_address, to_address, asset_key, amount_raw FROM transfers
+          WHERE case_id = $case AND coalesce(usd_value, 0) >= $min_usd
+          GROUP BY ALL HAVING count(*) >= $min),
         c AS (
           SELECT t.chain, t.from_address, t.to_address, t.asset_key, t.amount_raw, t.amount, t.tx_hash, t.block_time,
                  t.usd_value,
                  count(*) OVER (PARTITION BY t.chain, t.from_address, t.to_address, t.asset_key, t.amount_raw
                                 ORDER BY t.block_time RANGE BETWEEN CURRENT ROW AND to_hours($hours::BIGINT) FOLLOWING) AS n
-          FROM transfers t LEFT JOIN lab s ON s.chain = t.chain AND s.address = t.from_address
+          FROM transfers t SEMI JOIN grp USING (chain, from_address, to_address, asset_key, amount_raw)
+          LEFT JOIN lab s ON s.chain = t.chain AND s.address = t.from_address
           WHERE t.case_id = $case AND coalesce(t.usd_value, 0) >= $min_usd
             AND (s.category IS NULL OR NOT list_contains($services, s.category)))
         SELECT chain, from_address, to_address, asset_key, amount_raw, any_value(amount) AS amount, max(n) AS max_n,

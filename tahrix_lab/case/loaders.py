@@ -111,7 +111,7 @@ TABLE_COLUMNS: dict[str, dict[str, C]] = {
     },
 }  # fmt: skip
 
-_EVM_LIST = "[" + ", ".join(f"'{c}'" for c in EVM_CHAINS) + "]"
+_EVM_IN = "(" + ", ".join(f"'{c}'" for c in EVM_CHAINS) + ")"
 _LINE_RE = re.compile(r"[Ll]ine:?\s*(\d+)")
 
 
@@ -131,51 +131,106 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _normalised(col: str, sqltype: str, kind: str) -> str:
-    """SQL that casts a staged VARCHAR column to its type and normal form."""
-    v = f"nullif(trim({_q(col)}), '')"
+def _normalised(col: str, sqltype: str, kind: str, plan: dict[str, bool] | None = None) -> str:
+    """SQL that casts a staged VARCHAR column to its type and normal form.
+
+    ``plan`` (from ``_plan``) says which clean-ups the data needs; skipping the
+    ones it does not need keeps million-row loads fast.
+    """
+    plan = plan or {"trim": True, "lower": True, "tz": True}
+    q = _q(col)
+    v = f"nullif(trim({q}), '')" if plan["trim"] else f"nullif({q}, '')"
     if sqltype == "TIMESTAMP":
-        return f"CAST(CAST({v} AS TIMESTAMPTZ) AS TIMESTAMP)"
-    if kind.startswith(("addr", "hash")):
+        if not plan["tz"]:
+            return f"CAST({v} AS TIMESTAMP)"
+        return f"CASE WHEN length({v}) = 19 THEN CAST({v} AS TIMESTAMP) ELSE CAST(CAST({v} AS TIMESTAMPTZ) AS TIMESTAMP) END"
+    if kind.startswith(("addr", "hash")) and plan["lower"]:
         chain_col = kind.split(":", 1)[1] if ":" in kind else "chain"
-        return f"CASE WHEN list_contains({_EVM_LIST}, {_q(chain_col)}) THEN lower({v}) ELSE {v} END"
-    if kind == "key":
-        return f"CASE WHEN list_contains({_EVM_LIST}, split_part({v}, ':', 1)) THEN lower({v}) ELSE {v} END"
+        return f"CASE WHEN {_q(chain_col)} IN {_EVM_IN} THEN lower({v}) ELSE {v} END"
+    if kind == "key" and plan["lower"]:
+        return f"CASE WHEN split_part({v}, ':', 1) IN {_EVM_IN} THEN lower({v}) ELSE {v} END"
     if sqltype == "VARCHAR":
         return v
     return f"CAST({v} AS {sqltype})"
 
 
-def _check(cur: duckdb.DuckDBPyConnection, stage: str, file: Path, table: str, first_line: int) -> None:
-    """Find the first bad value of every column and report it with its line."""
+def _plan_probes(table: str, cols: list[str]) -> list[tuple[str, str, str]]:
+    spec = TABLE_COLUMNS[table]
+    probes: list[tuple[str, str, str]] = []
+    for c in cols:
+        sqltype, _, kind = spec[c]
+        q = _q(c)
+        probes.append((c, "trim", f"coalesce(bool_or({q} <> trim({q})), FALSE)"))
+        if kind.startswith(("addr", "hash")) or kind == "key":
+            probes.append((c, "lower", f"coalesce(bool_or({q} <> lower({q})), FALSE)"))
+        if sqltype == "TIMESTAMP":
+            probes.append((c, "tz", f"coalesce(bool_or(length(trim({q})) <> 19), FALSE)"))
+    return probes
+
+
+def _plan_from(
+    cols: list[str], probes: list[tuple[str, str, str]], values: Any
+) -> dict[str, dict[str, bool]]:
+    plan = {c: {"trim": False, "lower": False, "tz": False} for c in cols}
+    for (c, what, _), value in zip(probes, values, strict=True):
+        plan[c][what] = bool(value)
+    return plan
+
+
+def _plan(
+    cur: duckdb.DuckDBPyConnection, stage: str, table: str, cols: list[str]
+) -> dict[str, dict[str, bool]]:
+    """One scan: which columns need trimming, lower-casing or time-zone parsing."""
+    probes = _plan_probes(table, cols)
+    row = cur.execute(f"SELECT {', '.join(p[2] for p in probes)} FROM {stage}").fetchone() or ()
+    return _plan_from(cols, probes, row)
+
+
+def _bad_value(col: str, sqltype: str) -> str:
+    v = f"nullif(trim({_q(col)}), '')"
+    if sqltype == "TIMESTAMP":
+        # plain 'YYYY-MM-DD HH:MM:SS' parses as TIMESTAMP; anything else must carry an offset we honour
+        return (
+            f"({v} IS NOT NULL AND CASE WHEN length({v}) = 19 THEN TRY_CAST({v} AS TIMESTAMP) "
+            f"ELSE TRY_CAST({v} AS TIMESTAMPTZ)::TIMESTAMP END IS NULL)"
+        )
+    return f"({v} IS NOT NULL AND TRY_CAST({v} AS {sqltype}) IS NULL)"
+
+
+def _check(
+    cur: duckdb.DuckDBPyConnection, stage: str, file: Path, table: str, first_line: int
+) -> dict[str, dict[str, bool]]:
+    """Find the first bad value of every column and report it with its line; in the
+    same scan, work out the clean-up plan for the insert (see ``_plan``)."""
     cols = [r[0] for r in cur.execute(f"DESCRIBE {stage}").fetchall()]
     spec = TABLE_COLUMNS[table]
+    probes: list[tuple[str, str, str]] = []  # (column, problem, SQL that is true on a bad row)
     for col, (sqltype, required, _) in spec.items():
         if col not in cols:
             if required:
                 raise LoadError(file, f"the required column {col!r} is missing", line=1, column=col)
             continue
-        v = f"nullif(trim({_q(col)}), '')"
         if required:
-            row = cur.execute(
-                f"SELECT rowid FROM {stage} WHERE {v} IS NULL ORDER BY rowid LIMIT 1"
-            ).fetchone()
-            if row:
-                raise LoadError(file, "a value is required here", line=int(row[0]) + first_line, column=col)
-        if sqltype == "VARCHAR":
-            continue
-        target = "TIMESTAMPTZ" if sqltype == "TIMESTAMP" else sqltype
-        row = cur.execute(
-            f"SELECT rowid, {_q(col)} FROM {stage} WHERE {v} IS NOT NULL AND TRY_CAST({v} AS {target}) IS NULL "
-            "ORDER BY rowid LIMIT 1"
-        ).fetchone()
-        if row:
-            raise LoadError(
-                file,
-                f"{str(row[1])[:60]!r} is not a valid {sqltype.lower()}",
-                line=int(row[0]) + first_line,
-                column=col,
-            )
+            probes.append((col, "missing", f"nullif(trim({_q(col)}), '') IS NULL"))
+        if sqltype != "VARCHAR":
+            probes.append((col, sqltype, _bad_value(col, sqltype)))
+    present = [c for c in spec if c in cols]
+    plan_probes = _plan_probes(table, present)
+    select = ", ".join(
+        [f"min(rowid) FILTER (WHERE {cond})" for _, _, cond in probes] + [p[2] for p in plan_probes]
+    )
+    found = cur.execute(f"SELECT {select} FROM {stage}").fetchone() or ()
+    plan = _plan_from(present, plan_probes, found[len(probes) :])
+    hits = [(row, probe) for row, probe in zip(found[: len(probes)], probes, strict=True) if row is not None]
+    if not hits:
+        return plan
+    row, (col, problem, _) = min(hits, key=lambda h: (h[0], list(spec).index(h[1][0])))
+    line = int(row) + first_line
+    if problem == "missing":
+        raise LoadError(file, "a value is required here", line=line, column=col)
+    value = cur.execute(f"SELECT {_q(col)} FROM {stage} WHERE rowid = ?", [row]).fetchone()
+    shown = str(value[0] if value else "")[:60]
+    raise LoadError(file, f"{shown!r} is not a valid {problem.lower()}", line=line, column=col)
 
 
 def _stage(cur: duckdb.DuckDBPyConnection, file: Path, stage: str) -> int:
@@ -203,13 +258,18 @@ def _stage(cur: duckdb.DuckDBPyConnection, file: Path, stage: str) -> int:
 
 
 def _insert_staged(
-    cur: duckdb.DuckDBPyConnection, stage: str, table: str, case_id: str | None
+    cur: duckdb.DuckDBPyConnection,
+    stage: str,
+    table: str,
+    case_id: str | None,
+    plan: dict[str, dict[str, bool]] | None = None,
 ) -> tuple[int, int]:
     """Insert staged rows not already present (natural key); return (inserted, duplicates)."""
     cols_present = {r[0] for r in cur.execute(f"DESCRIBE {stage}").fetchall()}
     spec = TABLE_COLUMNS[table]
     cols = [c for c in spec if c in cols_present]
-    exprs = [f"{_normalised(c, *spec[c][::2])} AS {_q(c)}" for c in cols]
+    plan = plan or _plan(cur, stage, table, cols)
+    exprs = [f"{_normalised(c, spec[c][0], spec[c][2], plan[c])} AS {_q(c)}" for c in cols]
     keys = FOLDER_TABLES[table]
     total = int(cur.execute(f"SELECT count(*) FROM {stage}").fetchone()[0])  # type: ignore[index]
     scoped = table not in GLOBAL_TABLES
@@ -217,12 +277,21 @@ def _insert_staged(
     case_cond = "t.case_id = $case AND " if scoped else ""
     insert_cols = (["case_id"] if scoped else []) + cols
     select_cols = (["$case"] if scoped else []) + [f"d.{_q(c)}" for c in cols]
-    sql = (
-        f"INSERT INTO {table} ({', '.join(_q(c) for c in insert_cols)}) "
-        f"SELECT {', '.join(select_cols)} FROM (SELECT DISTINCT ON ({', '.join(_q(k) for k in keys)}) * FROM "
-        f"(SELECT {', '.join(exprs)} FROM {stage})) d "
-        f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {case_cond}{key_join})"
-    )
+    key_list = ", ".join(_q(k) for k in keys)
+    # fast paths: no duplicate keys in the file -> no DISTINCT ON; nothing of this case yet -> no anti-join
+    key_hash = ", ".join(f"lower({_q(k)})" if plan[k]["lower"] or plan[k]["trim"] else _q(k) for k in keys)
+    dup_row = cur.execute(f"SELECT count(*) - count(DISTINCT hash({key_hash})) FROM {stage}").fetchone()
+    has_dups = bool(dup_row and dup_row[0])
+    empty_row = cur.execute(
+        f"SELECT NOT EXISTS (SELECT 1 FROM {table} t {'WHERE t.case_id = $case' if scoped else ''})",
+        {"case": case_id} if scoped else {},
+    ).fetchone()
+    empty = bool(empty_row and empty_row[0])
+    source = f"(SELECT {', '.join(exprs)} FROM {stage})"
+    if has_dups:
+        source = f"(SELECT DISTINCT ON ({key_list}) * FROM {source})"
+    where = "" if empty else f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {case_cond}{key_join})"
+    sql = f"INSERT INTO {table} ({', '.join(_q(c) for c in insert_cols)}) SELECT {', '.join(select_cols)} FROM {source} d {where}"
     params = {"case": case_id} if scoped else {}
     before = int(cur.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # type: ignore[index]
     cur.execute(sql, params)
@@ -274,20 +343,21 @@ def load_case_folder(db: CaseDB, folder: str | os.PathLike[str], *, loaded_by: s
     with db.write_lock:
         cur = db.cursor()
         staged: dict[str, str] = {}
+        plans: dict[str, dict[str, dict[str, bool]]] = {}
         try:
             for table, file in files.items():
                 if file is None:
                     continue
                 stage = f"_stage_{table}"
                 first = _stage(cur, file, stage)
-                _check(cur, stage, file, table, first)
+                plans[table] = _check(cur, stage, file, table, first)
                 staged[table] = stage
                 report.files.append(str(file))
             cur.execute("BEGIN")
             try:
                 _upsert_case(cur, meta, loaded_by)
                 for table, stage in staged.items():
-                    ins, dup = _insert_staged(cur, stage, table, case_id)
+                    ins, dup = _insert_staged(cur, stage, table, case_id, plans[table])
                     report.inserted[table] = ins
                     report.skipped_duplicates[table] = dup
                 db.refresh_addresses(cur, case_id)
