@@ -1,0 +1,174 @@
+"""ChatWidget end to end: real JupyterLab, real kernel, real Chromium, real keystrokes."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+pytestmark = pytest.mark.e2e
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+JupyterLab = Any  # the jupyter_lab fixture's type, see conftest.py
+
+CELL = """
+import time
+from tahrix_lab.agent import FakeBackend, ToolRegistry, TranscriptStore
+from tahrix_lab.agent.backends.fake import reasoning, text, tool_call
+from tahrix_lab.lab.widget import ChatWidget
+
+store = TranscriptStore({db!r})
+tools = ToolRegistry()
+
+@tools.register(parameters={{"type": "object", "properties": {{"address": {{"type": "string"}}}}, "required": ["address"]}})
+def lookup_address(args, ctx):
+    "Look an address up in the case labels."
+    time.sleep(1.0)  # slow enough to see it running
+    return {{"address": args["address"], "label": "Exchange hot wallet", "category": "exchange"}}
+
+def paced(*events):
+    def turn(messages, specs):
+        for event in events:
+            time.sleep(0.15)  # stream like a model, so chunks arrive live one by one
+            yield event
+    return turn
+
+backend = FakeBackend([
+    paced(reasoning("The analyst asks about 0xabc. "), reasoning("I should look it up."),
+          tool_call("lookup_address", {{"address": "0xabc"}}, id="call_1")),
+    paced(text("The address **0xabc** is an "), text("exchange hot wallet."), text(" It is labelled as such.")),
+])
+chat = ChatWidget(store=store, backend=backend, model="fake-model", registry=tools)
+chat
+"""
+
+ORDER_JS = """() => [...document.querySelectorAll('.tx-chat .tx-flow')].map(flow =>
+  [...flow.children].filter(el => !el.hidden).map(el =>
+    [...el.classList].find(c => c !== 'tx-block' && c.startsWith('tx-')).slice(3)))"""
+
+
+def open_notebook(page: Any, lab: JupyterLab, name: str) -> None:
+    page.set_default_timeout(90_000)
+    page.goto(lab.lab_url(name))
+    page.locator(".jp-Notebook .jp-Cell .cm-content").first.wait_for()
+    # The toolbar names the kernel before it is connected: wait for the server
+    # to see the page's connection and for the page to show the kernel idle.
+    deadline = time.monotonic() + 90
+    while not kernel_ready(lab):
+        assert time.monotonic() < deadline, "the notebook's kernel never became ready"
+        time.sleep(0.3)
+    page.locator(".jp-Toolbar-kernelName", has_text="Tahrix test").first.wait_for()
+    page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for()
+
+
+def kernel_ready(lab: JupyterLab) -> bool:
+    try:
+        kernels = lab.api("GET", "/api/kernels")
+    except urllib.error.HTTPError:  # the server fails to list a kernel that is still starting
+        return False
+    return any(k.get("connections", 0) >= 1 and k.get("execution_state") == "idle" for k in kernels)
+
+
+def run_first_cell(page: Any) -> None:
+    """Shift+Enter in the first cell; pressed again only if the cell never started."""
+    prompt = page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputPrompt")
+    for _ in range(3):
+        page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
+        page.keyboard.press("Shift+Enter")
+        try:
+            page.wait_for_function(
+                "(el) => /\\[(\\*|\\d+)\\]/.test(el.textContent)", arg=prompt.element_handle(), timeout=10_000
+            )
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError("the notebook never ran the cell")
+
+
+def test_chat_widget_in_jupyterlab(jupyter_lab: JupyterLab, page: Any) -> None:
+    try:
+        check_chat_widget(jupyter_lab, page)
+    except BaseException:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "jupyterlab-chat-widget-failure.png"), full_page=True)
+        raise
+
+
+def check_chat_widget(jupyter_lab: JupyterLab, page: Any) -> None:
+    db = jupyter_lab.root / "chat.duckdb"
+    jupyter_lab.write_notebook("chat.ipynb", [CELL.format(db=str(db))])
+    open_notebook(page, jupyter_lab, "chat.ipynb")
+    run_first_cell(page)
+
+    box = page.locator(".tx-chat .tx-text")
+    box.wait_for()
+    assert page.locator(".jp-OutputArea-output", has_text="Failed to load model class").count() == 0
+    box.click()
+    page.keyboard.type("What is 0xabc?")
+    page.locator(".tx-chat .tx-send").click()
+
+    # live: the tool shows as running before its result arrives
+    page.locator('.tx-chat .tx-tool[data-status="running"]').wait_for()
+    page.locator('.tx-chat .tx-flow[data-status="done"]').wait_for()
+
+    assert page.locator(".tx-chat .tx-bubble").inner_text() == "What is 0xabc?"
+    order = page.evaluate(ORDER_JS)
+    assert order == [["reasoning", "tool", "usage", "content", "usage"]]
+    assert "I should look it up." in page.locator(".tx-chat .tx-reasoning-text").text_content()
+    tool = page.locator(".tx-chat .tx-tool")
+    assert tool.get_attribute("data-status") == "done"
+    assert tool.locator(".tx-tool-name").inner_text() == "lookup_address"
+    assert "Exchange hot wallet" in tool.locator(".tx-tool-result pre").text_content()
+    answer = page.locator(".tx-chat .tx-content")
+    assert (
+        answer.inner_text().strip() == "The address 0xabc is an exchange hot wallet. It is labelled as such."
+    )
+    assert answer.locator("strong").inner_text() == "0xabc"
+    assert page.locator(".tx-chat .tx-dots").is_hidden()
+    assert page.locator(".tx-chat .tx-send").is_enabled()
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator(".tx-chat .tx-tool-result summary").click()  # show the result in the screenshot
+    page.locator(".tx-chat").screenshot(path=str(ARTIFACTS / "jupyterlab-chat-widget.png"))
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-chat-page.png"))
+
+    # The conversation lives in a synced trait: after saving (so the output
+    # refers to the widget) a reloaded page shows it all again from the kernel.
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-dirty')")
+    page.reload()
+    page.locator('.tx-chat .tx-flow[data-status="done"]').wait_for()
+    assert page.evaluate(ORDER_JS) == [["reasoning", "tool", "usage", "content", "usage"]]
+
+    # the transcript is in DuckDB (read once the kernel has released the file)
+    jupyter_lab.shutdown_kernels()
+    assert_transcript(db)
+
+
+def assert_transcript(db: Path) -> None:
+    with duckdb.connect(str(db), read_only=True) as conn:
+        sessions = conn.execute("SELECT id FROM sessions").fetchall()
+        assert len(sessions) == 1
+        rows = conn.execute(
+            "SELECT m.position, m.role, p.type, p.text, p.tool_name, p.tool_result "
+            "FROM messages m JOIN parts p ON p.session_id = m.session_id AND p.message_position = m.position "
+            "ORDER BY m.position, p.position"
+        ).fetchall()
+    shape = [(pos, role, kind) for pos, role, kind, *_ in rows]
+    assert shape == [
+        (0, "user", "text"),
+        (1, "assistant", "reasoning"),
+        (1, "assistant", "tool_use"),
+        (2, "tool", "tool_result"),
+        (3, "assistant", "text"),
+    ]
+    assert rows[0][3] == "What is 0xabc?"
+    assert json.loads(rows[3][5])["label"] == "Exchange hot wallet"
+    assert rows[4][3] == "The address **0xabc** is an exchange hot wallet. It is labelled as such."

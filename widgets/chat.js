@@ -1,0 +1,74 @@
+// anywidget glue for ChatWidget (tahrix_lab/lab/widget.py).
+//
+// Not a standalone module: anywidget serves `_esm` as one blob URL, where a
+// relative `import` cannot resolve, so Python joins flow.js and this file into
+// one module and `createFlow` is in scope here.
+//
+// Transport: the `chunks` trait is the authoritative, ordered conversation;
+// live chunks also arrive as custom messages {type: "chunks", start, chunks}
+// where `start` is the index of the first one. A view draws each index once:
+// overlaps are skipped, a gap asks the kernel to resend from what it has.
+
+function renderChat({ model, el }) {
+  el.classList.add("tx-chat");
+  let drawn = 0;
+  const flow = createFlow(el, {
+    followUpMode: model.get("follow_up_mode"),
+    showInput: true,
+    onSend: (text) => model.send({ type: "send", text }),
+    onStop: () => model.send({ type: "stop" }),
+  });
+
+  const draw = (start, chunks) => {
+    if (start > drawn) {
+      model.send({ type: "resync", since: drawn });
+      return;
+    }
+    for (let i = drawn - start; i < chunks.length; i++) flow.push(chunks[i]);
+    drawn = Math.max(drawn, start + chunks.length);
+  };
+
+  const reload = () => {
+    const all = model.get("chunks") || [];
+    flow.clear();
+    flow.load(all, { live: model.get("busy") });
+    drawn = all.length;
+    flow.setBusy(model.get("busy"));
+  };
+
+  const onChunks = () => {
+    const all = model.get("chunks") || [];
+    if (all.length < drawn) reload(); // the conversation was cleared
+    else draw(0, all);
+  };
+  const onMessage = (msg) => {
+    if (msg && msg.type === "chunks") draw(msg.start, msg.chunks || []);
+  };
+  const onBusy = () => {
+    const busy = model.get("busy");
+    flow.setBusy(busy);
+    if (!busy) flow.end("done"); // a no-op when a done/error chunk already ended the turn
+  };
+  const onMeter = () => flow.setMeter(model.get("meter") || {});
+  const onMode = () => flow.setFollowUpMode(model.get("follow_up_mode"));
+
+  reload();
+  onMeter();
+  // Chunks sent live before this view existed are not replayed: ask for them.
+  model.send({ type: "resync", since: drawn });
+
+  model.on("change:chunks", onChunks);
+  model.on("msg:custom", onMessage);
+  model.on("change:busy", onBusy);
+  model.on("change:meter", onMeter);
+  model.on("change:follow_up_mode", onMode);
+  return () => {
+    model.off("change:chunks", onChunks);
+    model.off("msg:custom", onMessage);
+    model.off("change:busy", onBusy);
+    model.off("change:meter", onMeter);
+    model.off("change:follow_up_mode", onMode);
+  };
+}
+
+export default { render: renderChat };
