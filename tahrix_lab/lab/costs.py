@@ -2,14 +2,15 @@
 
 Prices are data from ``genai-prices``, never typed here. Pricing 10 million
 calls one by one in Python would take minutes, so the rates are copied once
-into a small ``prices`` table — one row per (model, backend, validity period,
+into a small ``model_prices`` table (``prices`` is the case package's
+asset-price table) — one row per (model, backend, validity period,
 input-token tier) with USD per million tokens of each kind — and the ``costs``
 view joins the calls with it in SQL:
 
     usage   one row per model call: user, session, purpose, case_id (when the
             case package links sessions in ``case_sessions``), backend, model,
             tokens, latency, time.
-    prices  rates for the models present, with ``valid_from``/``valid_to``
+    model_prices  rates for the models present, with ``valid_from``/``valid_to``
             taken from the table's price-change dates (historic prices at the
             call's time) and ``min_input_tokens``/``max_input_tokens`` for
             tiered prices (a tier applies to all tokens once crossed, as in
@@ -82,7 +83,7 @@ _OUTER: dict[str, str] = {
 _NEEDS_SESSIONS = {"user", "purpose", "case", "session"}
 
 _PRICES_DDL = """
-CREATE TABLE IF NOT EXISTS prices (
+CREATE TABLE IF NOT EXISTS model_prices (
     model_id VARCHAR NOT NULL,
     backend VARCHAR,
     valid_from TIMESTAMPTZ,
@@ -95,10 +96,10 @@ CREATE TABLE IF NOT EXISTS prices (
     cache_write_per_mtok DOUBLE NOT NULL,
     source VARCHAR NOT NULL
 );
-CREATE TABLE IF NOT EXISTS prices_unknown (model_id VARCHAR, backend VARCHAR, source VARCHAR);
+CREATE TABLE IF NOT EXISTS model_prices_unknown (model_id VARCHAR, backend VARCHAR, source VARCHAR);
 """
 
-# cost of one call given a joined ``p`` (prices) row; NULL when tokens are unknown
+# cost of one call given a joined ``p`` (model_prices) row; NULL when tokens are unknown
 _COST_SQL = """
 CASE WHEN p.model_id IS NULL OR (u.input_tokens IS NULL AND u.output_tokens IS NULL) THEN NULL ELSE (
     greatest(coalesce(u.input_tokens, 0) - coalesce(u.cache_read_tokens, 0) - coalesce(u.cache_write_tokens, 0), 0)
@@ -113,7 +114,7 @@ CASE WHEN u.input_tokens IS NULL AND u.output_tokens IS NULL THEN 'usage not rep
 END
 """
 _PRICE_JOIN = """
-LEFT JOIN prices p
+LEFT JOIN model_prices p
   ON p.model_id = u.model AND p.backend IS NOT DISTINCT FROM u.backend
  AND (p.valid_from IS NULL OR u.created_at >= p.valid_from)
  AND (p.valid_to IS NULL OR u.created_at < p.valid_to)
@@ -221,7 +222,7 @@ def rates_for(model_id: str, backend: str | None, pricer: Pricer | None = None) 
 
 
 def refresh_prices(store: TranscriptStore, pricer: Pricer | None = None, *, rebuild: bool = False) -> int:
-    """Fill ``prices`` for every (model, backend) in the transcript that has no rates yet.
+    """Fill ``model_prices`` for every (model, backend) in the transcript that has no rates yet.
 
     Rebuilds when the installed genai-prices version changed. Returns the number
     of new (model, backend) pairs looked up.
@@ -233,7 +234,7 @@ def refresh_prices(store: TranscriptStore, pricer: Pricer | None = None, *, rebu
     ).fetchall()
     looked_up = set(
         cur.execute(
-            "SELECT model_id, backend FROM prices UNION SELECT model_id, backend FROM prices_unknown"
+            "SELECT model_id, backend FROM model_prices UNION SELECT model_id, backend FROM model_prices_unknown"
         ).fetchall()
     )
     pairs = [pair for pair in present if pair not in looked_up]
@@ -246,13 +247,13 @@ def _ensure_prices(cur: duckdb.DuckDBPyConnection, *, rebuild: bool = False) -> 
     cur.execute(_PRICES_DDL)
     source = f"genai-prices {GENAI_PRICES_VERSION}"
     stale = cur.execute(
-        "SELECT count(*) FROM (SELECT source FROM prices UNION ALL SELECT source FROM prices_unknown) "
+        "SELECT count(*) FROM (SELECT source FROM model_prices UNION ALL SELECT source FROM model_prices_unknown) "
         "WHERE source <> ?",
         [source],
     ).fetchone()
     if rebuild or (stale and stale[0]):
-        cur.execute("DELETE FROM prices")
-        cur.execute("DELETE FROM prices_unknown")
+        cur.execute("DELETE FROM model_prices")
+        cur.execute("DELETE FROM model_prices_unknown")
 
 
 def _add_prices(
@@ -262,10 +263,10 @@ def _add_prices(
     for model_id, backend in pairs:
         rows = rates_for(model_id, backend, pricer)
         if not rows:
-            cur.execute("INSERT INTO prices_unknown VALUES (?, ?, ?)", [model_id, backend, source])
+            cur.execute("INSERT INTO model_prices_unknown VALUES (?, ?, ?)", [model_id, backend, source])
             continue
         cur.executemany(
-            "INSERT INTO prices VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO model_prices VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 [
                     r.model_id, r.backend, r.valid_from, r.valid_to, r.min_input_tokens, r.max_input_tokens,
@@ -313,7 +314,7 @@ def _usage_sql(cur: duckdb.DuckDBPyConnection, *, with_sessions: bool = True) ->
 
 
 def create_views(store: TranscriptStore, pricer: Pricer | None = None) -> None:
-    """(Re)create ``usage``, ``prices`` and ``costs`` in the store's database."""
+    """(Re)create ``usage``, ``model_prices`` and ``costs`` in the store's database."""
     refresh_prices(store, pricer)
     cur = store.cursor()
     cur.execute(f"CREATE OR REPLACE VIEW usage AS {_usage_sql(cur)}")
@@ -355,7 +356,7 @@ def costs(
     per-call ``costs`` view summed, but are computed faster: prices are linear
     within a (price period, input-token tier), so the calls are first summed
     per model, backend, period and tier — cheap integer keys — and only those
-    few sums are joined with the ``prices`` table. (Plain input, ``input -
+    few sums are joined with the ``model_prices`` table. (Plain input, ``input -
     cache_read - cache_write``, is clamped at 0 per group rather than per call:
     the two differ only for rows that break the usage convention.)
     """
@@ -383,8 +384,8 @@ def costs(
     # breakpoints mean the sums must be cut again
     new = cur.execute(
         "SELECT DISTINCT model, backend FROM _lab_costs_sums a WHERE model IS NOT NULL AND NOT EXISTS "
-        "(SELECT 1 FROM prices p WHERE p.model_id = a.model AND p.backend IS NOT DISTINCT FROM a.backend) "
-        "AND NOT EXISTS (SELECT 1 FROM prices_unknown q WHERE q.model_id = a.model "
+        "(SELECT 1 FROM model_prices p WHERE p.model_id = a.model AND p.backend IS NOT DISTINCT FROM a.backend) "
+        "AND NOT EXISTS (SELECT 1 FROM model_prices_unknown q WHERE q.model_id = a.model "
         "AND q.backend IS NOT DISTINCT FROM a.backend)"
     ).fetchall()
     if new:
@@ -413,7 +414,7 @@ def costs(
                     + coalesce(a.cache_read_tokens, 0) * p.cache_read_per_mtok
                     + coalesce(a.cache_write_tokens, 0) * p.cache_write_per_mtok
                     + coalesce(a.output_tokens, 0) * p.output_per_mtok) / 1e6 AS _cost
-            FROM _lab_costs_sums a LEFT JOIN prices p
+            FROM _lab_costs_sums a LEFT JOIN model_prices p
               ON p.model_id = a.model AND p.backend IS NOT DISTINCT FROM a.backend
              AND (p.valid_from IS NULL OR {period_at} >= p.valid_from)
              AND (p.valid_to IS NULL OR {period_at} < p.valid_to)
@@ -439,17 +440,17 @@ def costs(
 
 
 def _breaks(cur: duckdb.DuckDBPyConnection) -> tuple[list[datetime], list[int]]:
-    """Every price-change date and tier threshold in ``prices``: each model's are a subset."""
+    """Every price-change date and tier threshold in ``model_prices``: each model's are a subset."""
     changes = [
         r[0]
         for r in cur.execute(
-            "SELECT DISTINCT valid_from FROM prices WHERE valid_from IS NOT NULL ORDER BY 1"
+            "SELECT DISTINCT valid_from FROM model_prices WHERE valid_from IS NOT NULL ORDER BY 1"
         ).fetchall()
     ]
     tiers = [
         int(r[0])
         for r in cur.execute(
-            "SELECT DISTINCT min_input_tokens FROM prices WHERE min_input_tokens >= 0 ORDER BY 1"
+            "SELECT DISTINCT min_input_tokens FROM model_prices WHERE min_input_tokens >= 0 ORDER BY 1"
         ).fetchall()
     ]
     return changes, tiers

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -211,3 +212,19 @@ def test_charts_are_vega_lite_specs(store: TranscriptStore, filled: dict[str, st
     assert tokens["encoding"]["y"]["field"] == "model"
     with pytest.raises(ValueError, match="lacks day"):
         charts.spend_over_time(costs(store, by=("model",)))
+
+
+def test_costs_in_a_case_workspace_beside_the_case_tables(tmp_path: Path) -> None:
+    """The case package keeps asset prices in its own ``prices`` table; the model rates must not collide."""
+    from tahrix_lab.case.workspace import Workspace
+
+    ws = Workspace(tmp_path / "case.duckdb")
+    case_id = ws.load_sample_case()
+    session = ws.start_investigation(case_id, user="ana")
+    call(ws.store, session.id, "gpt-4o", "openai", T1, Usage(1_000, 100))
+    df = call_costs(ws.store, session_id=session.id)
+    assert df.loc[0, "case_id"] == case_id
+    assert df.loc[0, "cost_usd"] == pytest.approx(genai("gpt-4o", Usage(1_000, 100), T1))
+    assert costs(ws.store, by="case")["case"].tolist() == [case_id]
+    assert ws.cases.scalar("SELECT count(*) FROM prices") > 0  # the case's asset prices are untouched
+    ws.close()
