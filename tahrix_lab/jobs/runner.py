@@ -302,6 +302,8 @@ class JobRunner:
             log.exception("job %s failed", job.job_id)
             status = "error"
             last = [{"type": "error", "message": INTERNAL_MESSAGE, "kind": "internal"}]
+        if not last:  # a terminal chunk always ends the list: it wakes every long-poll
+            last = [{"type": "done", "stop_reason": None}]
         if broken:
             if not ended:
                 self._end_after_outage(job)

@@ -28,6 +28,8 @@ cannot miss one added between two reads (the id says where to resume).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -41,6 +43,8 @@ JobStatus = Literal["streaming", "done", "error", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"done", "error", "cancelled"})
 DEFAULT_TTL_S = 180.0
 KEY_PREFIX = "chatjob:"
+# Longer than the longest long-poll (25 s): a blocking XREAD must not time out first.
+SOCKET_TIMEOUT_S = 35.0
 
 
 class StoreUnavailable(Exception):
@@ -129,6 +133,21 @@ class JobStore(ABC):
         job, block until one exists or ``wait`` seconds pass.
         """
 
+    async def aread(
+        self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None
+    ) -> dict[str, Any] | None:
+        """``read`` for an event loop (the API), without parking a thread while it waits
+        (both stores here override it). With ``user``, another user's job reads as
+        ``None`` and is never waited on."""
+        import anyio
+
+        state = await anyio.to_thread.run_sync(self.read, job_id, since, 0.0)
+        if state is None or (user is not None and state.get("user") != user):
+            return None
+        if state["chunks"] or state["status"] in TERMINAL or wait <= 0:
+            return state
+        return await anyio.to_thread.run_sync(self.read, job_id, since, wait)
+
     @abstractmethod
     def owner(self, job_id: str) -> str | None: ...
 
@@ -149,6 +168,9 @@ class JobStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release what ``aread`` opened on the current event loop."""
 
 
 def _state(header: dict[str, Any], chunks: list[Chunk], since: int, total: int) -> dict[str, Any]:
@@ -179,15 +201,30 @@ class _MemJob:
     queue_position: int = 0
     cancel: bool = False
     expires: float | None = None  # set when the job ends
+    cond: threading.Condition | None = None  # long-polls of this job wait here (threads)
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(default_factory=list)
+
+    def wake(self) -> None:
+        assert self.cond is not None
+        self.cond.notify_all()
+        for loop, fut in self.waiters:
+            loop.call_soon_threadsafe(_resolve, fut)
+        self.waiters.clear()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class MemoryJobStore(JobStore):
-    """Jobs in a dict, guarded by one condition variable that long-polls wait on."""
+    """Jobs in a dict under one lock; each job has its own condition on that lock, so a
+    chunk wakes only the long-polls of its own job."""
 
     def __init__(self, ttl: float = DEFAULT_TTL_S) -> None:
         self.ttl = ttl
         self._jobs: dict[str, _MemJob] = {}
-        self._cond = threading.Condition()
+        self._cond = threading.RLock()
 
     def _get(self, job_id: str) -> _MemJob | None:
         job = self._jobs.get(job_id)
@@ -204,7 +241,12 @@ class MemoryJobStore(JobStore):
     def create(self, job_id: str, *, user: str, session_id: str, queue_position: int = 0) -> None:
         with self._cond:
             self._purge()
-            self._jobs[job_id] = _MemJob(user=user, session_id=session_id, queue_position=queue_position)
+            self._jobs[job_id] = _MemJob(
+                user=user,
+                session_id=session_id,
+                queue_position=queue_position,
+                cond=threading.Condition(self._cond),
+            )
 
     def append(self, job_id: str, chunks: list[Chunk]) -> bool:
         with self._cond:
@@ -215,7 +257,7 @@ class MemoryJobStore(JobStore):
                 job.folder.apply(chunk)
                 job.chunks.append(chunk)
             job.queue_position = 0
-            self._cond.notify_all()
+            job.wake()
             return job.cancel
 
     def finish(self, job_id: str, status: JobStatus, chunks: list[Chunk]) -> None:
@@ -230,7 +272,7 @@ class MemoryJobStore(JobStore):
             job.status = status
             job.queue_position = 0
             job.expires = time.monotonic() + self.ttl
-            self._cond.notify_all()
+            job.wake()
 
     def read(self, job_id: str, since: int = 0, wait: float = 0.0) -> dict[str, Any] | None:
         deadline = time.monotonic() + max(wait, 0.0)
@@ -242,7 +284,37 @@ class MemoryJobStore(JobStore):
                 remaining = deadline - time.monotonic()
                 if len(job.chunks) > since or job.status in TERMINAL or remaining <= 0:
                     break
-                self._cond.wait(remaining)
+                assert job.cond is not None
+                job.cond.wait(remaining)
+            return self._snapshot(job, since)
+
+    async def aread(
+        self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None
+    ) -> dict[str, Any] | None:
+        # The lock is only ever held briefly, so reading inline on the loop is fine;
+        # waiting is a future that the writer resolves, not a parked thread.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(wait, 0.0)
+        while True:
+            with self._cond:
+                job = self._get(job_id)
+                if job is None or (user is not None and job.user != user):
+                    return None
+                remaining = deadline - loop.time()
+                if len(job.chunks) > since or job.status in TERMINAL or remaining <= 0:
+                    return self._snapshot(job, since)
+                fut: asyncio.Future[None] = loop.create_future()
+                job.waiters.append((loop, fut))
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(fut, remaining)
+            finally:
+                with self._cond:
+                    if (loop, fut) in job.waiters:
+                        job.waiters.remove((loop, fut))
+
+    def _snapshot(self, job: _MemJob, since: int) -> dict[str, Any]:
+        with self._cond:
             f = job.folder
             header = {
                 "status": job.status,
@@ -328,6 +400,30 @@ return 1
 """
 
 
+def _redis_state(header: dict[str, Any], entries: list[Any], since: int) -> dict[str, Any] | None:
+    if not header:
+        return None
+    for name in ("tool_calls", "usage"):
+        header[name] = json.loads(header.get(name) or ("[]" if name == "tool_calls" else "{}"))
+    # XRANGE gives {field: value}; through a script each entry's fields are a flat list.
+    chunks = [json.loads(fields["c"] if isinstance(fields, dict) else fields[1]) for _id, fields in entries]
+    return _state(header, chunks, since, int(header.get("next", 0)))
+
+
+# KEYS: hash, stream. ARGV: since. The state and the chunks from `since`, in one step.
+_READ = """
+local h = redis.call('HGETALL', KEYS[1])
+if #h == 0 then return {h, {}} end
+return {h, redis.call('XRANGE', KEYS[2], '(0-' .. ARGV[1], '+')}
+"""
+
+
+def _script_state(reply: list[Any], since: int) -> dict[str, Any] | None:
+    flat, entries = reply
+    header = dict(zip(flat[0::2], flat[1::2], strict=True))
+    return _redis_state(header, entries, since)
+
+
 def job_key(job_id: str) -> str:
     return f"{KEY_PREFIX}{job_id}"
 
@@ -358,12 +454,19 @@ class RedisJobStore(JobStore):
         self.ttl = ttl
         self._redis = redis
         self.client: Any = client or redis.Redis.from_url(
-            url, decode_responses=True, socket_connect_timeout=2, health_check_interval=10
+            url,
+            decode_responses=True,
+            socket_connect_timeout=2,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            health_check_interval=10,
         )
         self._append = self.client.register_script(_APPEND)
         self._cancel = self.client.register_script(_CANCEL)
         self._position = self.client.register_script(_POSITION)
         self._folders: dict[str, Folder] = {}  # the writer's own summary of each job it writes
+        self._aclient: Any = None
+        self._ascript: Any = None
+        self._aloop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
 
     def check(self) -> None:
@@ -474,12 +577,43 @@ class RedisJobStore(JobStore):
         pipe.hgetall(key)
         pipe.xrange(key + ":chunks", min=f"(0-{since}", max="+")
         header, entries = self._call(pipe.execute)
-        if not header:
-            return None
-        for name in ("tool_calls", "usage"):
-            header[name] = json.loads(header.get(name) or ("[]" if name == "tool_calls" else "{}"))
-        chunks = [json.loads(fields["c"]) for _id, fields in entries]
-        return _state(header, chunks, since, int(header.get("next", 0)))
+        return _redis_state(header, entries, since)
+
+    # -- the API's side: redis.asyncio, so a long-poll parks no thread --------------
+    def _async_client(self) -> tuple[Any, Any]:
+        import redis.asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aloop is not loop:
+            self._aclient = redis.asyncio.Redis.from_url(
+                self.url,
+                decode_responses=True,
+                socket_connect_timeout=2,
+                socket_timeout=SOCKET_TIMEOUT_S,
+                health_check_interval=10,
+            )
+            self._ascript = self._aclient.register_script(_READ)
+            self._aloop = loop
+        return self._aclient, self._ascript
+
+    async def aread(
+        self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None
+    ) -> dict[str, Any] | None:
+        # One command per step: the read script (state + chunks, atomically), then at
+        # most one XREAD BLOCK and one more read script.
+        client, script = self._async_client()
+        key = job_key(job_id)
+        since = max(0, since)
+        try:
+            state = _script_state(await script(keys=[key, key + ":chunks"], args=[since]), since)
+            if state is None or (user is not None and state.get("user") != user):
+                return None
+            if state["chunks"] or state["status"] in TERMINAL or wait <= 0:
+                return state
+            await client.xread({key + ":chunks": f"0-{since}"}, count=1, block=max(1, int(wait * 1000)))
+            return _script_state(await script(keys=[key, key + ":chunks"], args=[since]), since)
+        except self._redis.RedisError as exc:
+            raise StoreUnavailable(f"Redis at {redact_url(self.url)} is unreachable: {exc}") from exc
 
     def owner(self, job_id: str) -> str | None:
         user = self._call(self.client.hget, job_key(job_id), "user")
@@ -507,3 +641,8 @@ class RedisJobStore(JobStore):
 
     def close(self) -> None:
         self.client.close()
+
+    async def aclose(self) -> None:
+        if self._aclient is not None and self._aloop is asyncio.get_running_loop():
+            await self._aclient.aclose()
+        self._aclient = None

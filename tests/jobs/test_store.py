@@ -195,3 +195,32 @@ def test_redis_unreachable_names_the_url() -> None:
     with pytest.raises(StoreUnavailable):
         store.read("x")
     store.close()
+
+
+def test_async_long_poll_returns_when_a_chunk_arrives(store: JobStore) -> None:
+    import asyncio
+
+    store.create("j", user="u", session_id="s")
+
+    async def scenario() -> tuple[dict[str, object] | None, dict[str, object] | None]:
+        timer = threading.Timer(0.2, store.append, args=("j", [{"type": "content", "text": "hi"}]))
+        timer.start()
+        got = await store.aread("j", since=0, wait=10)
+        idle = await store.aread("j", since=1, wait=0.2)
+        await store.aclose()
+        timer.join()
+        return got, idle
+
+    got, idle = asyncio.run(scenario())
+    assert got is not None
+    assert [c["text"] for c in got["chunks"]] == ["hi"]  # type: ignore[union-attr]
+    assert idle is not None
+    assert idle["chunks"] == []
+    assert asyncio.run(_none(store)) is None
+
+
+async def _none(store: JobStore) -> object:
+    try:
+        return await store.aread("ghost", wait=1)
+    finally:
+        await store.aclose()

@@ -1,0 +1,206 @@
+"""Delivery latency of the job service: plain polling every 500 ms vs long-polling.
+
+A fake backend produces a chunk every 50 ms, each stamped with the time it was
+produced; a client polls the job API and records produce -> received for each
+chunk. Both clients run in one run, one after the other, against the same
+server process (uvicorn on loopback).
+
+    .venv/bin/python bench/bench_jobs_latency.py            # 100 chunks each, in-memory store
+    TAHRIX_BENCH_CHUNKS=400 .venv/bin/python bench/bench_jobs_latency.py
+    TAHRIX_BENCH_REDIS=1 .venv/bin/python bench/bench_jobs_latency.py   # jobs in a real redis-server
+
+Target: long-poll p95 <= 30 ms and at least 10x better than plain polling.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import httpx
+
+JOB = "/api/v1/agent/chat-stream-job"
+TOKEN = "bench-token-123456"
+HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class StampBackend:
+    """Yields ``" {seq}:{unix time}"`` text events at ``rate`` per second for ``count`` events."""
+
+    name = "fake"
+
+    def __init__(self, count: int, interval: float) -> None:
+        self.count = count
+        self.interval = interval
+
+    def stream(
+        self, *, system: Any, messages: Sequence[Any], tools: Any, model: str, inference: Any
+    ) -> Iterator[Any]:
+        start = time.monotonic()
+        for seq in range(self.count):
+            delay = start + seq * self.interval - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            yield {"kind": "text", "text": f" {seq}:{time.time():.6f}"}
+        yield {"kind": "done", "stop_reason": "end_turn", "raw_stop_reason": "end_turn", "usage": None}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_child(port: int, redis_url: str | None, db: str, count: int, interval: float, workers: int) -> None:
+    """The server process: the real service wiring with the stamping backend."""
+    import logging
+
+    import uvicorn
+
+    from tahrix_lab.jobs.api import create_app
+    from tahrix_lab.jobs.commands import build
+    from tahrix_lab.jobs.settings import Settings
+
+    logging.basicConfig(level=logging.WARNING)
+    if os.environ.get("TAHRIX_BENCH_SWITCH"):
+        import sys
+
+        sys.setswitchinterval(float(os.environ["TAHRIX_BENCH_SWITCH"]))
+    settings = Settings(tokens={TOKEN: "bench"}, db=db, redis_url=redis_url, workers=workers)
+    built = build(settings, backend=StampBackend(count, interval))
+    assert built.service is not None
+    uvicorn.run(create_app(built.service), host="127.0.0.1", port=port, log_level="warning", backlog=4096)
+
+
+class Server:
+    def __init__(self, *, redis_url: str | None, count: int, interval: float, workers: int = 8) -> None:
+        self.port = free_port()
+        self.tmp = tempfile.TemporaryDirectory()
+        ctx = mp.get_context("spawn")
+        db = os.path.join(self.tmp.name, "bench.duckdb")
+        self.proc = ctx.Process(target=serve_child, args=(self.port, redis_url, db, count, interval, workers))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Server:
+        self.proc.start()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(self.url + "/healthz", timeout=1)
+                return self
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the bench server did not start") from None
+                time.sleep(0.1)
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.join(10)
+        self.tmp.cleanup()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc.pid is not None
+        return self.proc.pid
+
+
+class RedisProc:
+    """A throw-away redis-server on a free loopback port, no persistence."""
+
+    def __init__(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise SystemExit("redis-server is not installed")
+        self.port = free_port()
+        self.tmp = tempfile.TemporaryDirectory()
+        self.proc = subprocess.Popen(
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.tmp.name, "--maxclients", "10000"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        import redis
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis.from_url(self.url).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self.tmp.cleanup()
+
+
+def parse(chunks: list[dict[str, Any]], received: float, out: list[tuple[int, float]]) -> None:
+    for c in chunks:
+        if c["type"] == "content":
+            seq, stamp = c["text"].strip().split(":")
+            out.append((int(seq), received - float(stamp)))
+
+
+def run_client(url: str, *, wait: float, interval: float) -> list[tuple[int, float]]:
+    """One job; poll with ``wait`` (long-poll) or every ``interval`` seconds (plain)."""
+    got: list[tuple[int, float]] = []
+    with httpx.Client(base_url=url, headers=HEADERS, timeout=60) as client:
+        job = client.post(JOB, json={"message": "go"}).json()["job_id"]
+        since = 0
+        while True:
+            r = client.get(f"{JOB}/{job}", params={"since": since, "wait": wait})
+            state = r.json()
+            parse(state["chunks"], time.time(), got)
+            since = state["next"]
+            if state["status"] != "streaming":
+                return got
+            if wait == 0:
+                time.sleep(interval)
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def main() -> None:
+    count = int(os.environ.get("TAHRIX_BENCH_CHUNKS", "100"))
+    use_redis = os.environ.get("TAHRIX_BENCH_REDIS") == "1"
+    redis_proc = RedisProc() if use_redis else None
+    store = "redis" if use_redis else "memory"
+    print(f"job delivery latency: {count} chunks, one every 50 ms, store={store}, cores={os.cpu_count()}, "
+          f"load average {os.getloadavg()[0]:.1f} (shared machine)")  # fmt: skip
+    try:
+        with Server(redis_url=redis_proc.url if redis_proc else None, count=count, interval=0.05) as srv:
+            run_client(srv.url, wait=5, interval=0)  # warm-up
+            plain = run_client(srv.url, wait=0, interval=0.5)
+            long = run_client(srv.url, wait=20, interval=0)
+    finally:
+        if redis_proc:
+            redis_proc.close()
+    rows = []
+    for name, got in (("plain polling every 500 ms", plain), ("long-polling (wait=20)", long)):
+        seqs = [s for s, _ in got]
+        assert seqs == list(range(count)), f"{name}: chunks lost or reordered"
+        ms = [d * 1000 for _, d in got]
+        rows.append((name, pct(ms, 50), pct(ms, 95), max(ms)))
+        print(f"  {name:28s} p50 {pct(ms, 50):7.1f} ms   p95 {pct(ms, 95):7.1f} ms   max {max(ms):7.1f} ms")
+    ratio = rows[0][2] / rows[1][2] if rows[1][2] > 0 else float("inf")
+    print(f"  p95 ratio plain/long-poll: {ratio:.1f}x  (target: long-poll p95 <= 30 ms and >= 10x)")
+    print(json.dumps({"store": store, "chunks": count, "plain_p95_ms": round(rows[0][2], 1),
+                      "long_p95_ms": round(rows[1][2], 1), "ratio": round(ratio, 1)}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
