@@ -132,6 +132,8 @@ def trace_funds(
             st.edges.append(edge)
             bridge = bridges.get((r["chain"], r["tx_hash"]))
             if bridge is not None:
+                st.nodes.setdefault(there, {"chain": there[0], "address": there[1], "hop": hop, "tainted_usd": 0.0,
+                                            "first_time": r["block_time"], "bridge_contract": True})  # fmt: skip
                 _follow_bridge(st, bridge, edge, hop, tainted, fwd, nxt)
                 continue
             cat = categories.get(there)
@@ -285,6 +287,7 @@ def _result(
         n["category"] = best["category"] if best else None
         n["label_ids"] = [lab["label_id"] for lab in (labels.get(k) or {}).get("labels", [])]
         n["endpoint"] = k in st.endpoints
+        n["id"] = f"{k[0]}:{k[1]}"
         nodes.append(n)
     by_cat: dict[str, list[dict[str, Any]]] = {}
     for k, ep in st.endpoints.items():
@@ -294,6 +297,9 @@ def _result(
     for eps in by_cat.values():
         eps.sort(key=lambda e: -e["tainted_usd"])
     edges = aggregate_edges(st.edges)
+    for e in edges:  # graph ids ("chain:address") so a panel can draw without knowing the chains
+        e["source"] = f"{e.get('from_chain') or e['chain']}:{e['from']}"
+        e["target"] = f"{e.get('to_chain') or e['chain']}:{e['to']}"
     out = {
         "case_id": case_id,
         "start": starts,

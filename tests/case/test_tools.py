@@ -314,3 +314,20 @@ def test_unlinked_session_and_wrong_case_are_denied(ws: Workspace) -> None:
     s = ws.start_investigation("CASE-001", user="ana")
     out = call(ws, s, "get_case_overview", {"case_id": "CASE-999"})
     assert out.result["error"]["type"] == "denied" and "CASE-999" in out.result["error"]["message"]
+
+
+def test_memo_and_token_name_injection_are_data(
+    loaded: Workspace, session: Session, ground_truth: dict[str, Any]
+) -> None:
+    row = loaded.cases.one("SELECT chain, tx_hash FROM transactions WHERE memo = ?", [INJECTION])
+    assert row is not None
+    out = call(loaded, session, "get_transaction", {"tx_hash": row["tx_hash"], "chain": row["chain"]})
+    assert out.status == "ok" and out.effects == []
+    assert out.result["matches"][0]["transaction"]["memo"] == INJECTION
+    spam = loaded.cases.one(
+        "SELECT tx_hash FROM transfers WHERE asset_key = ?", [ground_truth["injection"]["token_asset_key"]]
+    )
+    assert spam is not None
+    out = call(loaded, session, "get_transaction", {"tx_hash": spam["tx_hash"]})
+    assert {t["token_name"] for t in out.result["matches"][0]["transfers"]} == {INJECTION}
+    assert out.effects == [] and "data_note" in out.result

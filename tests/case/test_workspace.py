@@ -83,3 +83,14 @@ def test_case_integration_protocol(loaded: Workspace) -> None:
         integ.start_session(loaded.store, user="web", case_id="nope")
     default = integ.start_session(loaded.store, user="web", case_id=None)
     assert loaded.case_of(default.id) == "CASE-001"
+
+
+def test_trace_graph_ids_are_consistent(loaded: Workspace, ground_truth: dict[str, Any]) -> None:
+    hop = next(p for p in ground_truth["paths"] if p["name"] == "chain_hop_leg")
+    g = loaded.trace(hop["start"]["address"], max_hops=10)
+    ids = {n["id"] for n in g["nodes"]}
+    for e in g["edges"]:
+        assert e["target"] in ids and e["source"] in ids
+    assert any(
+        e["kind"] == "bridge" and e["source"].split(":")[0] != e["target"].split(":")[0] for e in g["edges"]
+    )
