@@ -1,1 +1,67 @@
-"""tahrix_lab.jobs"""
+"""The hybrid streaming job service: POST a job, long-poll its chunks.
+
+Names load on first use, so ``from tahrix_lab.jobs.chunks import to_chunk``
+(the notebook widget) does not import FastAPI or redis.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tahrix_lab.jobs.api import Service, create_app
+    from tahrix_lab.jobs.chunks import Chunk, history_chunks, to_chunk
+    from tahrix_lab.jobs.demo import ScriptedBackend
+    from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
+    from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
+    from tahrix_lab.jobs.settings import Settings
+    from tahrix_lab.jobs.sse import sse_events
+    from tahrix_lab.jobs.store import JobStore, MemoryJobStore, RedisJobStore, StoreUnavailable
+
+_WHERE = {
+    "Service": "api",
+    "create_app": "api",
+    "Chunk": "chunks",
+    "history_chunks": "chunks",
+    "to_chunk": "chunks",
+    "ScriptedBackend": "demo",
+    "ChatIntegration": "integration",
+    "JobIntegration": "integration",
+    "JobRejected": "runner",
+    "JobRequest": "runner",
+    "JobRunner": "runner",
+    "Settings": "settings",
+    "sse_events": "sse",
+    "JobStore": "store",
+    "MemoryJobStore": "store",
+    "RedisJobStore": "store",
+    "StoreUnavailable": "store",
+}
+
+__all__ = [
+    "ChatIntegration",
+    "Chunk",
+    "JobIntegration",
+    "JobRejected",
+    "JobRequest",
+    "JobRunner",
+    "JobStore",
+    "MemoryJobStore",
+    "RedisJobStore",
+    "ScriptedBackend",
+    "Service",
+    "Settings",
+    "StoreUnavailable",
+    "create_app",
+    "history_chunks",
+    "sse_events",
+    "to_chunk",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tahrix_lab.jobs' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"tahrix_lab.jobs.{module}"), name)
