@@ -63,7 +63,7 @@ class Serve:
             if announce:
                 self.lines.put(line)
 
-    def wait_listening(self, timeout: float = 30) -> Serve:
+    def wait_listening(self, timeout: float = 30, marker: str = "listening on ") -> Serve:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -72,8 +72,9 @@ class Serve:
                 if self.proc.poll() is not None:
                     raise AssertionError(f"serve exited: {''.join(self.stderr)}") from None
                 continue
-            if "listening on " in line:
-                self.url = line.split("listening on ")[1].split()[0]
+            if marker in line:
+                if marker == "listening on ":
+                    self.url = line.split("listening on ")[1].split()[0]
                 return self
         raise AssertionError(f"serve did not start: {''.join(self.stdout)} {''.join(self.stderr)}")
 
@@ -177,6 +178,34 @@ def test_two_processes_share_jobs(tmp_path: Path, redis_srv: Any, files: dict[st
         two = store.load_messages(second["meta"]["session_id"])
         assert two[-1].stop_reason == "cancelled"
         assert two[-1].text == state["content"]
+
+
+def test_worker_and_api_processes(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> None:
+    common = [
+        "--redis-url",
+        redis_srv.url,
+        "--tokens-file",
+        files["tokens"],
+        "--fake-script",
+        files["script"],
+    ]
+    worker = Serve(*common, "--role", "worker", db=Path(files["db"]), cwd=tmp_path)
+    worker.wait_listening(marker="worker running")
+    api = Serve(*common, "--role", "api", db=tmp_path / "never.duckdb", cwd=tmp_path).wait_listening()
+    try:
+        with httpx.Client(timeout=30) as client:
+            job = client.post(f"{api.url}{JOB}", json={"message": "one"}, headers=ALICE).json()
+            assert job["meta"]["backend"] == "fake"
+            assert poll_to_end(client, api.url, ALICE, job["job_id"])["status"] == "done"
+            bad = client.post(f"{api.url}{JOB}", json={"message": "x", "session_id": "nope"}, headers=ALICE)
+            assert bad.status_code == 404  # the worker's refusal travels back through Redis
+            assert bad.json()["field"] == "session_id"
+    finally:
+        api.stop()
+        worker.stop()
+    assert not (tmp_path / "never.duckdb").exists()  # the API process never opened a database
+    with TranscriptStore(files["db"]) as store:
+        assert [m.role for m in store.load_messages(job["meta"]["session_id"])] == ["user", "assistant"]
 
 
 def test_api_role_without_redis_is_refused(tmp_path: Path, files: dict[str, str]) -> None:
