@@ -322,12 +322,14 @@ def estimate_replay_cost(
     session_id: str,
     model: str,
     *,
-    store: TranscriptStore,
+    store: TranscriptStore | None = None,
     backend: str | None = None,
     pricer: Pricer | None = None,
 ) -> ReplayEstimate:
-    """Price the original's calls at ``model``'s current rates, before anything is sent."""
+    """Price the original's calls at ``model``'s current rates, before anything is sent
+    (``store`` defaults to ``$TAHRIX_DB``; ``backend`` to each call's own)."""
     pricer = pricer or DEFAULT_PRICER
+    store = store if store is not None else TranscriptStore()
     calls = [m for m in store.load_messages(session_id) if m.role == "assistant"]
     total: float | None = 0.0
     original: float | None = 0.0
