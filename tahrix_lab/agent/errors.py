@@ -44,8 +44,12 @@ class BackendError(TahrixError):
     ``status`` is the HTTP status when there was one; ``retryable`` says whether
     the same request may succeed later (throttling, 429, 5xx, dropped
     connections, timeouts); ``retry_after`` is the provider's hint in seconds;
-    ``cause`` keeps the raw SDK exception for the operator's log.
+    ``cause`` keeps the raw SDK exception for the operator's log;
+    ``user_facing`` says the message is already written for the user (e.g. an
+    attachment that cannot be sent) and may be shown as it is.
     """
+
+    user_facing: bool = False
 
     def __init__(
         self,

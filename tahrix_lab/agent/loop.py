@@ -79,6 +79,8 @@ class RetryPolicy:
 
 def calm_message(error: BackendError) -> str:
     """The sentence a user sees for a provider failure (the raw one goes to the log)."""
+    if error.user_facing:
+        return error.message
     if error.retryable:
         return "The model provider is busy or unreachable right now. Please try again in a minute."
     if error.status in (401, 403):

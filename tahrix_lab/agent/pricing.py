@@ -38,7 +38,8 @@ class Pricer:
         aliases: dict[str, str] | None = None,
     ) -> None:
         self.assume = dict(assume or {})
-        self.aliases = dict(aliases or {})
+        # Default: the operator's TAHRIX_MODEL_ALIASES (inference-profile ARN -> model id).
+        self.aliases = dict(aliases) if aliases is not None else _env_aliases()
 
     def price(
         self,
@@ -89,6 +90,12 @@ def price_calculation(
                 )
         return None
     return Decimal(result.total_price)
+
+
+def _env_aliases() -> dict[str, str]:
+    from tahrix_lab.agent.backends.registry import model_aliases
+
+    return model_aliases()
 
 
 DEFAULT_PRICER = Pricer()

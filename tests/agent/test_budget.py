@@ -197,3 +197,9 @@ def test_calls_written_by_another_store_object_are_found_on_sync(store: Transcri
     record(store, "ana", T0, Usage(100, 0))  # seen by the listener, and must not be counted twice
     assert budget.meter("ana")["per_hour_tokens"] == pytest.approx(0.6)
     assert budget.meter("ana")["per_hour_tokens"] == pytest.approx(0.6)
+
+
+def test_default_pricer_reads_model_aliases_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    arn = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123"
+    monkeypatch.setenv("TAHRIX_MODEL_ALIASES", f"{arn}=anthropic.claude-3-5-sonnet-20240620-v1:0")
+    assert Pricer().price(arn, Usage(1_000_000, 0), backend="bedrock") == pytest.approx(3.0)

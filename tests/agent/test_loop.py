@@ -364,3 +364,21 @@ def test_redacted_reasoning_and_signatures_are_stored(store: TranscriptStore, re
 def test_script_exhaustion_is_a_calm_error(store: TranscriptStore, reg: ToolRegistry) -> None:
     events = run(store, FakeBackend([]), reg)
     assert kinds(events) == ["error"]
+
+
+def test_an_attachment_error_is_shown_to_the_user_as_it_is(store: TranscriptStore, reg: ToolRegistry) -> None:
+    from tahrix_lab.agent.backends.media import MediaError
+
+    backend = FakeBackend([[MediaError("The file report.docx cannot be sent to this provider (docx).")]])
+    events = run(store, backend, reg)
+    assert events == [
+        (
+            "error",
+            {
+                "kind": "backend",
+                "message": "The file report.docx cannot be sent to this provider (docx).",
+                "retryable": False,
+                "status": None,
+            },
+        )
+    ]

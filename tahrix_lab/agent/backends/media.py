@@ -46,7 +46,10 @@ MAX_BYTES: dict[MediaKind, int] = {"image": 3_750_000, "document": 4_500_000}
 class MediaError(BackendError):
     """A media part cannot be sent (missing, unsupported or too large).
 
-    A ``BackendError`` that is never retryable, raised before any request."""
+    A ``BackendError`` that is never retryable, raised before any request;
+    its message names the file and is shown to the user as it is."""
+
+    user_facing = True
 
     def __init__(self, message: str, *, cause: BaseException | None = None) -> None:
         super().__init__(message, status=None, retryable=False, cause=cause)
