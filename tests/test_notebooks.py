@@ -17,7 +17,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 
 def test_the_notebooks_are_there() -> None:
     names = [p.name for p in NOTEBOOKS]
-    assert {"02_replay_and_diff.ipynb", "03_costs.ipynb"} <= set(names), names
+    assert {"01_investigate_case.ipynb", "02_replay_and_diff.ipynb", "03_costs.ipynb"} <= set(names), names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -88,6 +88,16 @@ def test_replay_estimate_and_a_replay_that_stops(
     store.close()
 
 
+def test_replay_of_several_sessions_reports_each(
+    capsys: pytest.CaptureFixture[str], db: str, original: Session
+) -> None:
+    code, out, _ = tahrix(
+        capsys, db, "replay", original.id, original.id[:8], "--backend", "fake", "--model", "m"
+    )
+    assert code == 1  # both stop: the configured fake backend has no script
+    assert " ".join(out.split()).count("stopped at user turn 1 of 2") == 2
+
+
 def test_diff_prints_a_table(capsys: pytest.CaptureFixture[str], db: str, original: Session) -> None:
     code, out, _ = tahrix(capsys, db, "diff", original.id, original.id, "--tools")
     assert code == 0 and "total" in out and "identical" in out
