@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pandas as pd
 
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.case.db import EVM_CHAINS, CaseDB, norm_address
@@ -527,6 +526,8 @@ def _text(value: Any) -> str | None:
 def _write_frames(
     db: CaseDB, case_id: str, frames: dict[str, list[dict[str, Any]]], file: Path
 ) -> LoadReport:
+    import pandas as pd  # only the export loaders need it; keeps `tahrix` start-up light
+
     report = LoadReport(case_id, files=[str(file)])
     with db.write_lock:
         cur = db.cursor()
