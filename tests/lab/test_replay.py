@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from lab_helpers import QUESTIONS, run
@@ -253,3 +254,69 @@ def test_replay_of_a_case_investigation_recorded_and_live(tmp_path: Path) -> Non
     assert ("annotate", "error") in outcomes(live.session_id)
     assert diff(session.id, live.session_id, store=ws.store).turns[0].similarity == 1.0
     ws.close()
+
+
+def test_replay_through_the_bedrock_wire_adapter_and_its_cost(
+    store: TranscriptStore, original: Session
+) -> None:
+    """Real boto3 against a loopback event-stream server, a geo-prefixed model id and cached
+    input tokens: the replayed calls are priced as genai-prices prices them."""
+    import boto3
+    import botocore.config
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
+    from wire import eventstream
+    from wire.server import WireServer
+
+    from tahrix_lab.agent.backends.bedrock import BedrockBackend
+    from tahrix_lab.lab.costs import call_costs
+
+    usage = {
+        "input_tokens": 5_000,
+        "output_tokens": 120,
+        "cache_read_tokens": 3_000,
+        "cache_write_tokens": 500,
+    }
+    done = {"kind": "done", "stop_reason": "tool_use", "usage": usage}
+    with WireServer() as server:
+        server.add(
+            eventstream.turn_reply(
+                [
+                    {"kind": "tool_use", "id": "t1", "name": "lookup_address", "input": {"address": "0xabc"}},
+                    done,
+                ]
+            ),
+            eventstream.turn_reply(
+                [{"kind": "text", "text": "An exchange."}, {**done, "stop_reason": "end_turn"}]
+            ),
+            eventstream.turn_reply(
+                [{"kind": "text", "text": "To 0xdef."}, {**done, "stop_reason": "end_turn"}]
+            ),
+        )
+        client = boto3.client(
+            "bedrock-runtime", endpoint_url=server.url, region_name="us-east-1", aws_access_key_id="test",
+            aws_secret_access_key="test", config=botocore.config.Config(retries={"total_max_attempts": 1}),
+        )  # fmt: skip
+        result = replay(
+            original.id, backend=BedrockBackend(client=client), model=CLAUDE, tools="recorded", store=store
+        )
+        paths = [r.path for r in server.requests]
+        second = server.requests[1].json()
+
+    assert result.ok, result.summary()
+    assert all(CLAUDE in unquote(p) for p in paths)
+    tool_results = [c for m in second["messages"] for c in m["content"] if "toolResult" in c]
+    assert tool_results[0]["toolResult"]["content"][0]["json"]["label"] == "exchange hot wallet"
+    df = call_costs(store, session_id=result.session_id)
+    assert list(df["backend"].unique()) == ["bedrock"]
+    assert df["cache_read_tokens"].tolist() == [3_000] * 3
+    expected = float(
+        calc_price(
+            PriceUsage(
+                input_tokens=5_000, output_tokens=120, cache_read_tokens=3_000, cache_write_tokens=500
+            ),
+            model_ref=CLAUDE,
+            provider_id="aws",
+        ).total_price
+    )
+    assert df["cost_usd"].tolist() == pytest.approx([expected] * 3)
