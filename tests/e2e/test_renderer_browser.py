@@ -354,3 +354,138 @@ def test_xss_payloads_never_execute(page: Any, mount_flow: Any) -> None:
     # the payloads are shown as text, not swallowed
     assert "<script>window.__xss=1</script>" in page.locator("#root").inner_text()
     assert page.console_errors == []
+
+
+# -- case panels (widgets/panels.js) ---------------------------------------------------
+PANEL_JS = """async ([base, data]) => {
+  const link = document.createElement('link');
+  link.rel = 'stylesheet';
+  link.href = base + '/panels.css';
+  document.head.appendChild(link);
+  await new Promise((resolve) => { link.onload = resolve; link.onerror = resolve; });
+  const mod = await import(base + '/panels.js');
+  const handlers = {};
+  window.panelModel = {
+    data,
+    get(k) { return this.data[k]; },
+    on(ev, f) { (handlers[ev] ||= []).push(f); },
+    off() {},
+    set(k, v) { this.data[k] = v; (handlers['change:' + k] || []).forEach(f => f()); },
+  };
+  mod.default.render({ model: window.panelModel, el: document.getElementById('root') });
+  return true;
+}"""
+
+FLAG_ROWS = [
+    {
+        "flag_id": "f1",
+        "flag_type": "peel_chain",
+        "severity": "medium",
+        "score": 0.5,
+        "subject": "0xa",
+        "status": "open",
+    },
+    {
+        "flag_id": "f2",
+        "flag_type": "mixer_exposure",
+        "severity": "critical",
+        "score": 0.97,
+        "subject": "0xb",
+        "status": "open",
+    },
+    {
+        "flag_id": "f10",
+        "flag_type": "dusting",
+        "severity": "low",
+        "score": 0.1,
+        "subject": "0xc",
+        "status": "dismissed",
+    },
+]
+
+
+def mount_panel(pg: Any, widgets_url: str, data: dict[str, Any]) -> None:
+    pg.goto(widgets_url + "/blank.html")
+    pg.evaluate(PANEL_JS, [widgets_url, data])
+
+
+def column(pg: Any, name: str) -> list[str]:
+    return pg.locator(f".txp-table td.txp-{name}").all_inner_texts()
+
+
+def test_flags_table_sorts_filters_and_refreshes(page: Any, widgets_url: str) -> None:
+    mount_panel(page, widgets_url, {"kind": "flags", "rows": FLAG_ROWS, "title": "Flags", "error": ""})
+    assert column(page, "flag_id") == ["f2", "f1", "f10"]  # most severe first
+    page.locator('th[data-key="flag_id"]').click()
+    assert column(page, "flag_id") == ["f1", "f2", "f10"]  # natural order: f2 before f10
+    page.locator('th[data-key="flag_id"]').click()
+    assert column(page, "flag_id") == ["f10", "f2", "f1"]
+    page.locator('th[data-key="score"]').click()
+    assert column(page, "score") == ["0.97", "0.50", "0.10"]
+    page.locator(".txp-filter").fill("mixer")
+    assert column(page, "flag_id") == ["f2"]
+    assert page.locator(".txp-count").inner_text() == "1 of 3 flags"
+    page.evaluate(
+        "(rows) => window.panelModel.set('rows', rows)", [*FLAG_ROWS, {**FLAG_ROWS[1], "flag_id": "f3"}]
+    )
+    assert column(page, "flag_id") == ["f2", "f3"]  # the sort and the filter survive a refresh
+    page.evaluate("() => window.panelModel.set('error', 'Could not load')")
+    assert page.locator(".txp-error").inner_text() == "Could not load"
+    assert page.console_errors == []
+
+
+GRAPH = {
+    "nodes": [
+        {"id": "eth:0xthief", "label": "Exploiter", "category": "perpetrator"},
+        {"id": "eth:0xhop", "label": None, "category": None, "address": "0xhop"},
+        {"id": "eth:0xmix", "label": "Mixer pool", "category": "mixer"},
+        {"id": "eth:0xcex", "label": "Exchange deposit", "category": "exchange"},
+        {"id": "eth:0xloop", "label": "Loop back", "category": None},
+    ],
+    "edges": [
+        {"source": "eth:0xthief", "target": "eth:0xhop", "usd": 1000000, "tx_hash": "0x1"},
+        {"source": "eth:0xhop", "target": "eth:0xmix", "usd": 400000, "tx_hashes": ["0x2"]},
+        {"source": "eth:0xhop", "target": "eth:0xcex", "usd": 600000, "amount": "600000", "asset": "USDC"},
+        {"source": "eth:0xcex", "target": "eth:0xloop", "usd": 10},
+        {"source": "eth:0xloop", "target": "eth:0xhop", "usd": 5},
+        {"source": "eth:0xhop", "target": "eth:0xnowhere", "usd": 5},
+    ],
+}
+
+
+def test_flow_graph_is_layered_from_the_source(page: Any, widgets_url: str) -> None:
+    mount_panel(page, widgets_url, {"kind": "graph", "graph": GRAPH, "title": "", "error": ""})
+    xs = page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll('.txp-node')].map(g =>
+             [g.dataset.id, g.transform.baseVal[0].matrix.e]))"""
+    )
+    assert xs["eth:0xthief"] < xs["eth:0xhop"] < xs["eth:0xmix"] == xs["eth:0xcex"] < xs["eth:0xloop"]
+    assert page.locator(".txp-edge").count() == 5  # the edge to an unknown node is not drawn
+    assert page.locator(".txp-count").inner_text() == "5 addresses · 5 flows"
+    tips = page.locator(".txp-edge title").all_text_contents()
+    assert any("600000 USDC" in t and "$600,000" in t for t in tips)
+    widths = page.evaluate(
+        "() => [...document.querySelectorAll('.txp-edge')].map(p => +p.getAttribute('stroke-width'))"
+    )
+    assert widths[0] == max(widths)
+    assert "Exploiter" in page.locator(".txp-node").first.text_content()
+    page.evaluate("() => window.panelModel.set('graph', {nodes: [], edges: []})")
+    assert page.locator(".txp-empty").inner_text() == "No traced flows yet."
+
+
+def test_panels_treat_case_data_as_text(page: Any, widgets_url: str) -> None:
+    evil = {**FLAG_ROWS[0], "subject": XSS[1], "flag_type": XSS[0], "status": XSS[3]}
+    mount_panel(page, widgets_url, {"kind": "flags", "rows": [evil], "title": XSS[2], "error": XSS[1]})
+    graph = {"nodes": [{"id": XSS[1], "label": XSS[0], "category": XSS[2]}, {"id": "b", "label": XSS[4]}],
+             "edges": [{"source": XSS[1], "target": "b", "usd": 1, "tx_hash": XSS[1], "asset": XSS[0], "amount": 1}]}  # fmt: skip
+    page.evaluate(PANEL_JS.replace("getElementById('root')", "body.appendChild(document.createElement('div'))"),
+                  [widgets_url, {"kind": "graph", "graph": graph, "title": "", "error": ""}])  # fmt: skip
+    page.wait_for_timeout(300)
+    assert page.evaluate("() => window.__xss") is None
+    handlers = page.evaluate(
+        "() => [...document.querySelectorAll('body *')].flatMap(el => [...el.attributes]"
+        ".filter(a => a.name.startsWith('on')).map(a => a.name))"
+    )
+    assert handlers == []
+    assert page.locator("script, img, iframe").count() == 0
+    assert XSS[0] in page.locator(".txp-table").inner_text()

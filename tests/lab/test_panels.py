@@ -1,0 +1,152 @@
+"""Case panels on the Python side, fed by plain callables (no case package needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tahrix_lab.agent import FakeBackend, ToolRegistry, TranscriptStore
+from tahrix_lab.agent.backends.fake import text, tool_call
+from tahrix_lab.lab.panels import FlagsPanel, FlowGraphPanel
+from tahrix_lab.lab.widget import ChatWidget
+
+FLAGS = [
+    {"flag_id": "f1", "flag_type": "peel_chain", "severity": "high", "score": Decimal("0.91"),
+     "address": "0xabc", "status": "open", "created_at": datetime(2024, 1, 2, tzinfo=UTC), "evidence": {"tx": ["0x1"]}},
+    {"flag_id": "f2", "flag_type": "dusting", "severity": "low", "score": 0.2, "subject": "0xdef", "status": "dismissed"},
+]  # fmt: skip
+
+GRAPH = {
+    "nodes": [
+        {"id": "eth:0xa", "label": "Bridge exploiter", "category": "perpetrator", "hop": 0, "extra": "dropped"},
+        {"id": "eth:0xb", "label": None, "category": None, "address": "0xb"},
+        {"id": "eth:0xc", "label": "Exchange", "category": "exchange"},
+    ],
+    "edges": [
+        {"source": "eth:0xa", "target": "eth:0xb", "amount": "100", "usd": 250000.0, "tx_hash": "0x1"},
+        {"source": "eth:0xb", "target": "eth:0xc", "usd": Decimal("1200.5"), "tx_hashes": ["0x2", "0x3"], "transfers": 2},
+    ],
+}  # fmt: skip
+
+
+class Source:
+    """A loader that counts its calls and can be changed between them."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+        self.calls = 0
+
+    def __call__(self) -> Any:
+        self.calls += 1
+        if isinstance(self.data, Exception):
+            raise self.data
+        return self.data
+
+
+def test_flags_panel_shows_the_flag_columns() -> None:
+    panel = FlagsPanel(Source(FLAGS), title="Flags")
+    assert panel.kind == "flags"
+    assert panel.title == "Flags"
+    assert panel.rows == [
+        {"flag_id": "f1", "flag_type": "peel_chain", "severity": "high", "score": 0.91, "subject": "0xabc", "status": "open"},
+        {"flag_id": "f2", "flag_type": "dusting", "severity": "low", "score": 0.2, "subject": "0xdef", "status": "dismissed"},
+    ]  # fmt: skip
+    assert panel.error == ""
+
+
+def test_refresh_reloads_and_a_failing_loader_shows_a_calm_error() -> None:
+    source = Source(FLAGS[:1])
+    panel = FlagsPanel(source)
+    source.data = FLAGS
+    panel.refresh()
+    assert [r["flag_id"] for r in panel.rows] == ["f1", "f2"]
+    source.data = RuntimeError("database is locked")
+    panel.refresh()
+    assert panel.error == "Could not load this panel's data: database is locked"
+    assert len(panel.rows) == 2  # the last good data stays
+    source.data = FLAGS[:1]
+    panel.refresh()
+    assert panel.error == ""
+    assert source.calls == 4
+
+
+def test_graph_panel_keeps_the_drawable_fields() -> None:
+    panel = FlowGraphPanel(Source(GRAPH))
+    assert panel.kind == "graph"
+    assert panel.graph["nodes"][0] == {
+        "id": "eth:0xa",
+        "label": "Bridge exploiter",
+        "category": "perpetrator",
+        "hop": 0,
+    }
+    assert panel.graph["edges"][1] == {"source": "eth:0xb", "target": "eth:0xc", "usd": "1200.5",
+                                       "tx_hashes": ["0x2", "0x3"], "transfers": 2}  # fmt: skip
+
+
+def test_bad_loaders_are_named() -> None:
+    with pytest.raises(TypeError, match="load must be a callable"):
+        FlagsPanel([])  # type: ignore[arg-type]
+    panel = FlowGraphPanel(Source([1, 2]))
+    assert "must return a dict with 'nodes'" in panel.error
+    flags = FlagsPanel(Source({"rows": []}))
+    assert "expected a list of dicts" in flags.error
+
+
+@pytest.fixture
+def chat_store(tmp_path: Path) -> Iterator[TranscriptStore]:
+    s = TranscriptStore(tmp_path / "panels.duckdb")
+    yield s
+    s.close()
+
+
+def test_panels_follow_a_chat_and_refresh_on_their_effects(chat_store: TranscriptStore) -> None:
+    flags_source, graph_source = Source(FLAGS[:1]), Source(GRAPH)
+    tools = ToolRegistry()
+
+    @tools.register(parameters={"type": "object", "properties": {"kind": {"type": "string"}}})
+    def change(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        """Pretend to write to the case."""
+        if args["kind"] == "flags_changed":
+            flags_source.data = FLAGS
+        return {"ok": True, "_effects": [{"type": args["kind"], "case_id": "c1"}]}
+
+    chat = ChatWidget(
+        store=chat_store,
+        model="fake-model",
+        registry=tools,
+        backend=FakeBackend(
+            [
+                [tool_call("change", {"kind": "labels_changed"})],
+                [text("Labelled.")],
+                [tool_call("change", {"kind": "flags_changed"})],
+                [text("Flags written.")],
+            ]
+        ),
+    )
+    flags = FlagsPanel(flags_source).follow(chat)
+    graph = FlowGraphPanel(graph_source).follow(chat)
+    assert (flags_source.calls, graph_source.calls) == (1, 1)
+
+    chat.ask("label it", timeout=30)
+    assert (flags_source.calls, graph_source.calls) == (1, 2)  # only the graph cares about labels
+    assert graph.last_effect == {"type": "labels_changed", "case_id": "c1"}
+
+    chat.ask("run the detectors", timeout=30)
+    assert (flags_source.calls, graph_source.calls) == (2, 2)
+    assert [r["flag_id"] for r in flags.rows] == ["f1", "f2"]
+
+
+def test_refresh_on_can_be_widened() -> None:
+    panel = FlagsPanel(Source(FLAGS), refresh_on="all")
+    panel._on_effect({"type": "anything"})
+    assert panel.last_effect == {"type": "anything"}
+    narrow = FlowGraphPanel(Source(GRAPH), refresh_on=["notes_changed"])
+    narrow._on_effect({"type": "trace_ready"})
+    assert narrow.last_effect is None
+    narrow._on_effect({"type": "notes_changed"})
+    assert narrow.last_effect == {"type": "notes_changed"}
