@@ -172,3 +172,108 @@ def assert_transcript(db: Path) -> None:
     assert rows[0][3] == "What is 0xabc?"
     assert json.loads(rows[3][5])["label"] == "Exchange hot wallet"
     assert rows[4][3] == "The address **0xabc** is an exchange hot wallet. It is labelled as such."
+
+
+PANELS_CELL = """
+import time
+from IPython.display import display
+from tahrix_lab.agent import FakeBackend, ToolRegistry, TranscriptStore
+from tahrix_lab.agent.backends.fake import text, tool_call
+from tahrix_lab.lab import ChatWidget, FlagsPanel, FlowGraphPanel
+
+store = TranscriptStore({db!r})
+tools = ToolRegistry()
+flags_data, graph_data = [], {{"nodes": [], "edges": []}}
+ADDRESS = {{"type": "object", "properties": {{"address": {{"type": "string"}}}}, "required": ["address"]}}
+
+@tools.register(parameters=ADDRESS)
+def flag_address(args, ctx):
+    "Flag an address."
+    flags_data.append({{"flag_id": "F1", "flag_type": "peel_chain", "severity": "high", "score": 0.9,
+                       "address": args["address"], "status": "new"}})
+    return {{"flag_id": "F1", "_effects": [{{"type": "flags_changed", "case_id": "demo"}}]}}
+
+@tools.register(parameters=ADDRESS)
+def trace(args, ctx):
+    "Trace funds from an address."
+    graph_data["nodes"] = [{{"id": args["address"], "label": "Thief", "category": "perpetrator"}},
+                           {{"id": "0xcex", "label": "Exchange", "category": "exchange"}}]
+    graph_data["edges"] = [{{"source": args["address"], "target": "0xcex", "usd": 1000, "tx_hash": "0x1"}}]
+    return {{"nodes": 2, "_effects": [{{"type": "trace_ready", "case_id": "demo"}}]}}
+
+def paced(*events, delay=0.15):
+    def turn(messages, specs):
+        for event in events:
+            time.sleep(delay)
+            yield event
+    return turn
+
+backend = FakeBackend([
+    paced(tool_call("flag_address", {{"address": "0xthief"}}), tool_call("trace", {{"address": "0xthief"}})),
+    paced(text("Flagged and traced.")),
+    paced(*[text(f"word{{i}} ") for i in range(300)], delay=0.2),
+])
+chat = ChatWidget(store=store, backend=backend, model="fake-model", registry=tools)
+flags = FlagsPanel(lambda: flags_data, title="Flags").follow(chat)
+flow = FlowGraphPanel(lambda: graph_data, title="Fund flow").follow(chat)
+display(chat, flags, flow)
+"""
+
+
+def test_panels_follow_the_chat_and_stop_works(jupyter_lab: JupyterLab, page: Any) -> None:
+    try:
+        check_panels_and_stop(jupyter_lab, page)
+    except BaseException:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "jupyterlab-panels-failure.png"), full_page=True)
+        raise
+
+
+def ask(page: Any, text: str) -> None:
+    page.locator(".tx-chat .tx-text").click()
+    page.keyboard.type(text)
+    page.keyboard.press("Enter")
+
+
+def check_panels_and_stop(jupyter_lab: JupyterLab, page: Any) -> None:
+    db = jupyter_lab.root / "panels.duckdb"
+    jupyter_lab.write_notebook("panels.ipynb", [PANELS_CELL.format(db=str(db))])
+    open_notebook(page, jupyter_lab, "panels.ipynb")
+    run_first_cell(page)
+    page.locator(".tx-chat .tx-text").wait_for()
+    assert page.locator(".txp-table .txp-empty").inner_text() == "No flags."
+    assert page.locator(".txp-panel .txp-empty").last.inner_text() == "No traced flows yet."
+
+    ask(page, "Flag 0xthief and trace it")
+    page.locator('.tx-chat .tx-flow[data-status="done"]').wait_for()
+    # the tools' effects refreshed both panels
+    page.locator(".txp-table td.txp-flag_id", has_text="F1").wait_for()
+    assert page.locator(".txp-table td.txp-subject").all_inner_texts() == ["0xthief"]
+    page.locator(".txp-node").nth(1).wait_for()
+    assert page.locator(".txp-node").count() == 2
+    assert "Changed: flags changed" in page.locator(".tx-chat .tx-effects").inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator(".jp-OutputArea").first.screenshot(path=str(ARTIFACTS / "jupyterlab-panels.png"))
+
+    # the stop button ends a run mid-stream; the partial answer stays
+    ask(page, "Write a long report")
+    page.locator(".tx-chat .tx-flow").nth(1).locator(".tx-content").wait_for()
+    page.locator(".tx-chat .tx-stop").click()
+    page.locator('.tx-chat .tx-flow[data-status="cancelled"]').wait_for()
+    assert page.locator(".tx-chat .tx-stopped").is_visible()
+    assert page.locator(".tx-chat .tx-stop").is_hidden()
+    shown = page.locator(".tx-chat .tx-flow").nth(1).locator(".tx-content").inner_text()
+    assert shown.startswith("word0 ")
+    assert "word299" not in shown
+
+    jupyter_lab.shutdown_kernels()
+    with duckdb.connect(str(db), read_only=True) as conn:
+        last = conn.execute(
+            "SELECT stop_reason FROM messages WHERE role = 'assistant' ORDER BY position DESC LIMIT 1"
+        ).fetchone()
+        text = conn.execute(
+            "SELECT p.text FROM parts p JOIN messages m ON m.session_id = p.session_id AND m.position = p.message_position "
+            "WHERE m.role = 'assistant' AND p.type = 'text' ORDER BY m.position DESC LIMIT 1"
+        ).fetchone()
+    assert last == ("cancelled",)
+    assert text is not None and text[0].startswith("word0 ") and "word299" not in text[0]
