@@ -219,3 +219,29 @@ def test_etl_transactions_and_token_transfers(db: CaseDB, tmp_path: Path) -> Non
     )
     assert [t["kind"] for t in tr] == ["native", "token"]
     assert tr[1]["amount_raw"] == "2500000" and tr[1]["log_index"] == 7
+
+
+def test_fast_and_checked_paths_load_the_same_rows(sample_dir: Path) -> None:
+    from tahrix_lab.case.loaders import _checked_load, _find, read_case_json
+    from tahrix_lab.case.schema import FOLDER_TABLES
+
+    fast = CaseDB(connect(":memory:"))
+    load_case_folder(fast, sample_dir)
+    checked = CaseDB(connect(":memory:"))
+    files = {t: _find(sample_dir, t) for t in FOLDER_TABLES}
+    _checked_load(checked, sample_dir, read_case_json(sample_dir / "case.json"), files, "loader")
+    for table in (*TABLES, "addresses"):
+        q = f"SELECT * {'EXCLUDE (lastmod)' if table == 'labels' else ''} FROM {table} ORDER BY ALL"
+        assert fast.rows(q) == checked.rows(q), table
+
+
+def test_reload_with_new_rows_adds_only_those(db: CaseDB, sample_dir: Path, tmp_path: Path) -> None:
+    load_case_folder(db, sample_dir)
+    folder = tmp_path / "more"
+    shutil.copytree(sample_dir, folder)
+    lines = (folder / "transfers.csv").read_text().splitlines()
+    extra = lines[1].split(",")
+    extra[0] = extra[0].rsplit(":", 1)[0] + ":99"
+    (folder / "transfers.csv").write_text("\n".join([*lines, ",".join(extra), lines[2]]) + "\n")
+    report = load_case_folder(db, folder)
+    assert report.inserted["transfers"] == 1 and report.inserted["transactions"] == 0
