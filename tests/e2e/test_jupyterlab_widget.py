@@ -212,6 +212,7 @@ backend = FakeBackend([
     paced(tool_call("flag_address", {{"address": "0xthief"}}), tool_call("trace", {{"address": "0xthief"}})),
     paced(text("Flagged and traced.")),
     paced(*[text(f"word{{i}} ") for i in range(300)], delay=0.2),
+    paced(text("Asked "), text("from a cell, "), text("shown while it ran."), delay=1.0),
 ])
 chat = ChatWidget(store=store, backend=backend, model="fake-model", registry=tools)
 flags = FlagsPanel(lambda: flags_data, title="Flags").follow(chat)
@@ -237,7 +238,9 @@ def ask(page: Any, text: str) -> None:
 
 def check_panels_and_stop(jupyter_lab: JupyterLab, page: Any) -> None:
     db = jupyter_lab.root / "panels.duckdb"
-    jupyter_lab.write_notebook("panels.ipynb", [PANELS_CELL.format(db=str(db))])
+    jupyter_lab.write_notebook(
+        "panels.ipynb", [PANELS_CELL.format(db=str(db)), 'print("answer:", chat.ask("And from Python?"))']
+    )
     open_notebook(page, jupyter_lab, "panels.ipynb")
     run_first_cell(page)
     page.locator(".tx-chat .tx-text").wait_for()
@@ -266,14 +269,26 @@ def check_panels_and_stop(jupyter_lab: JupyterLab, page: Any) -> None:
     assert shown.startswith("word0 ")
     assert "word299" not in shown
 
+    # ask() from a cell blocks that cell, yet the widget streams while it runs
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(1)
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+    third = page.locator(".tx-chat .tx-flow").nth(2)
+    third.locator(".tx-content", has_text="Asked").wait_for()
+    assert "[*]" in cell.locator(".jp-InputPrompt").inner_text()  # the cell is still running
+    cell.locator(
+        ".jp-OutputArea-output", has_text="answer: Asked from a cell, shown while it ran."
+    ).wait_for()
+    assert third.get_attribute("data-status") == "done"
+
     jupyter_lab.shutdown_kernels()
     with duckdb.connect(str(db), read_only=True) as conn:
-        last = conn.execute(
-            "SELECT stop_reason FROM messages WHERE role = 'assistant' ORDER BY position DESC LIMIT 1"
-        ).fetchone()
-        text = conn.execute(
-            "SELECT p.text FROM parts p JOIN messages m ON m.session_id = p.session_id AND m.position = p.message_position "
-            "WHERE m.role = 'assistant' AND p.type = 'text' ORDER BY m.position DESC LIMIT 1"
-        ).fetchone()
-    assert last == ("cancelled",)
-    assert text is not None and text[0].startswith("word0 ") and "word299" not in text[0]
+        calls = conn.execute(
+            "SELECT m.stop_reason, string_agg(p.text, '' ORDER BY p.position) FROM messages m "
+            "LEFT JOIN parts p ON p.session_id = m.session_id AND p.message_position = m.position AND p.type = 'text' "
+            "WHERE m.role = 'assistant' GROUP BY m.position, m.stop_reason ORDER BY m.position"
+        ).fetchall()
+    assert [reason for reason, _ in calls] == ["tool_use", "end_turn", "cancelled", "end_turn"]
+    partial = calls[2][1]
+    assert partial.startswith("word0 ") and "word299" not in partial
+    assert calls[3][1] == "Asked from a cell, shown while it ran."
