@@ -97,6 +97,7 @@ class _Job:
     session: Session
     context: Any
     cancel: threading.Event = field(default_factory=threading.Event)
+    last_write: float = 0.0  # monotonic time of the last append (which reports cancels itself)
 
 
 class JobRunner:
@@ -294,6 +295,7 @@ class JobRunner:
                 try:
                     if self.store.append(job.job_id, [chunk]):
                         job.cancel.set()
+                    job.last_write = time.monotonic()
                 except StoreUnavailable as exc:
                     log.error("job %s: the job store failed; finishing the run for the transcript: %s",
                               job.job_id, exc)  # fmt: skip
@@ -338,8 +340,12 @@ class JobRunner:
     # -- cancelling ---------------------------------------------------------
     def _watch(self) -> None:
         while not self._stopping.wait(self.watch_interval):
+            # Only quiet jobs need a look (in a tool, waiting for the model, queued): an
+            # append already reports the cancel mark, and this also refreshes their TTL.
+            quiet = time.monotonic() - self.watch_interval
             with self._cond:
-                ids = [*self._running, *(j.job_id for j in self._pending)]
+                ids = [j.job_id for j in self._running.values() if j.last_write <= quiet]
+                ids += [j.job_id for j in self._pending]
             if not ids:
                 continue
             try:

@@ -22,7 +22,7 @@ _svc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_svc)
 
 TOKEN = "page-token-abcdef"
-FILLER = " ".join(f"f{i}" for i in range(40))
+FILLER = " ".join(f"f{i}" for i in range(120))
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_page_asks_and_shows_the_answer(page: Any, server: Any) -> None:
     page.locator("#login button[type=submit]").click()
     ask(page, "Which exchange owns 0xabc?")
     page.get_by_text("You asked: Which exchange owns 0xabc?").wait_for(timeout=20_000)
-    page.get_by_text("f39").wait_for(timeout=20_000)
+    page.get_by_text("f119").wait_for(timeout=20_000)
     assert page.evaluate("sessionStorage.getItem('tahrix-token')") == TOKEN
 
     # the conversation continues in the same session
@@ -67,7 +67,7 @@ def test_page_asks_and_shows_the_answer(page: Any, server: Any) -> None:
     # Stop cancels the running job; the page says so
     ask(page, "A long one")
     page.get_by_text("You asked: A long one").wait_for(timeout=20_000)
-    page.locator("button.tx-stop").click()
+    page.locator("button.tx-stop").dispatch_event("click")  # it moves while text streams in
     page.get_by_text("Stopped.").wait_for(timeout=20_000)
     assert page.console_errors == []
 
