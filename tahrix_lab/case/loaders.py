@@ -553,14 +553,6 @@ def export_case(db: CaseDB, case_id: str, folder: str | os.PathLike[str]) -> Pat
     return folder
 
 
-def ensure_case(db: CaseDB, case_id: str, title: str | None = None) -> None:
-    with db.write() as cur:
-        cur.execute(
-            "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            [case_id, title or case_id],
-        )
-
-
 # -- row-oriented loaders (exports): parse in Python for precise line/column errors ----
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from tahrix_lab.agent.errors import ToolRetry
-from tahrix_lab.agent.tools import REGISTRY, Tool, ToolFn, ToolRegistry
+from tahrix_lab.agent.tools import REGISTRY, ToolFn, ToolRegistry
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.db import jdict, norm_address
 from tahrix_lab.case.detectors import DEFAULTS, DETECTORS, run_detectors
@@ -763,12 +763,6 @@ def register_case_tools(registry: ToolRegistry | None = None) -> ToolRegistry:
 
 def tool_names() -> list[str]:
     return [t.name for t in CASE_TOOLS]
-
-
-def _tool(name: str) -> Tool:
-    tool = CASE_TOOLS.get(name)
-    assert tool is not None
-    return tool
 
 
 __all__ = ["CASE_TOOLS", "DATA_NOTE", "register_case_tools", "tool_names"]

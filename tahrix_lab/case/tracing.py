@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from tahrix_lab.case.db import CaseDB, jsonable, norm_address
+from tahrix_lab.case.db import CaseDB, jsonable
 
 DEFAULT_STOP = ("exchange", "mixing_service", "defi_dex", "otc_desk")
 Key = tuple[str, str]
@@ -321,10 +321,6 @@ def _result(
     if unknown:
         out["not_found"] = unknown
     return jsonable(out)  # type: ignore[no-any-return]
-
-
-def address_key(chain: str, address: str) -> Key:
-    return chain, norm_address(chain, address) or address
 
 
 def aggregate_edges(raw: list[dict[str, Any]], sample: int = 5) -> list[dict[str, Any]]:
