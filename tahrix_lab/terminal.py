@@ -93,6 +93,9 @@ class FlowPrinter:
         elif event == "error":
             self._start("error")
             c.print(f"[yellow]! {escape(payload['message'])}[/]")
+        elif event == "user":
+            self._start("user")
+            c.print(f"[bold blue]user[/] {escape(payload['text'])}")
         elif event == "done":
             self._start("done")
 

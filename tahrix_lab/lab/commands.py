@@ -160,7 +160,7 @@ def _show(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from tahrix_lab.agent.pricing import DEFAULT_PRICER
-    from tahrix_lab.terminal import format_cost, message_events, print_flow
+    from tahrix_lab.terminal import FlowPrinter, format_cost, message_events
 
     store = _store()
     sid = resolve_id(store, args.id)
@@ -175,7 +175,7 @@ def _show(args: argparse.Namespace) -> int:
     if session.system_prompt:
         console.print(f"[dim]system: {escape(session.system_prompt[:300])}[/]")
     calls = iter([m for m in messages if m.role == "assistant"])
-    segment: list[tuple[str, dict[str, Any]]] = []
+    printer = FlowPrinter(console)
     total: float | None = 0.0
     for event, payload in message_events(messages):
         if event == "usage":  # stored calls carry no price: price them at the call's time
@@ -183,13 +183,7 @@ def _show(args: argparse.Namespace) -> int:
             cost = DEFAULT_PRICER.price(m.model_id, m.usage, backend=m.backend, at=m.created_at)
             payload = {**payload, "cost_usd": cost}
             total = None if total is None or cost is None else total + cost
-        if event == "user":  # the flow printer draws the assistant side; the user's turns go here
-            print_flow(segment, console)
-            segment = []
-            console.print(f"\n[bold blue]user[/] {escape(payload['text'])}")
-            continue
-        segment.append((event, payload))
-    print_flow(segment, console)
+        printer(event, payload)
     console.print(f"\n[dim]{len(messages)} messages · total {format_cost(total)}[/]")
     return 0
 
