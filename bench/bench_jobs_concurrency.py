@@ -109,6 +109,9 @@ async def drive(url: str, jobs: int) -> tuple[list[list[tuple[int, float]]], lis
             )
         )
         started = time.monotonic() - t0
+        refused = [(status, body) for status, body in created if status != 200]
+        if refused:
+            raise SystemExit(f"{len(refused)} of {jobs} jobs were refused, e.g. {refused[0]}")
         ids = [body["job_id"] for _status, body in created]
         got: list[list[tuple[int, float]]] = [[] for _ in ids]
         rtts: list[float] = []

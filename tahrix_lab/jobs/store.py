@@ -45,6 +45,9 @@ DEFAULT_TTL_S = 180.0
 KEY_PREFIX = "chatjob:"
 # Longer than the longest long-poll (25 s): a blocking XREAD must not time out first.
 SOCKET_TIMEOUT_S = 35.0
+# Every waiting long-poll, queued submit and running job holds a connection for a while;
+# redis-py's default pool (100) would refuse the 101st with "Too many connections".
+MAX_CONNECTIONS = 4096
 
 
 class StoreUnavailable(Exception):
@@ -459,6 +462,7 @@ class RedisJobStore(JobStore):
             socket_connect_timeout=2,
             socket_timeout=SOCKET_TIMEOUT_S,
             health_check_interval=10,
+            max_connections=MAX_CONNECTIONS,
         )
         self._append = self.client.register_script(_APPEND)
         self._cancel = self.client.register_script(_CANCEL)
@@ -591,6 +595,7 @@ class RedisJobStore(JobStore):
                 socket_connect_timeout=2,
                 socket_timeout=SOCKET_TIMEOUT_S,
                 health_check_interval=10,
+                max_connections=MAX_CONNECTIONS,
             )
             self._ascript = self._aclient.register_script(_READ)
             self._aloop = loop

@@ -224,3 +224,29 @@ async def _none(store: JobStore) -> object:
         return await store.aread("ghost", wait=1)
     finally:
         await store.aclose()
+
+
+def test_many_simultaneous_long_polls(store: JobStore) -> None:
+    """More waiting polls than redis-py's default pool of 100 connections."""
+    import asyncio
+
+    ids = [f"m{i}" for i in range(150)]
+    for j in ids:
+        store.create(j, user="u", session_id="s")
+
+    def feed() -> None:
+        time.sleep(0.5)
+        for j in ids:
+            store.append(j, [{"type": "content", "text": j}])
+
+    async def scenario() -> list[dict[str, object] | None]:
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        try:
+            return await asyncio.gather(*(store.aread(j, since=0, wait=15, user="u") for j in ids))
+        finally:
+            await store.aclose()
+            feeder.join()
+
+    states = asyncio.run(scenario())
+    assert [s["chunks"] for s in states if s is not None] == [[{"type": "content", "text": j}] for j in ids]
