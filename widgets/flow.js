@@ -189,6 +189,15 @@ export function renderMarkdown(text, parent) {
 // unfinished tail is a text node that grows with appendData and is re-rendered
 // as Markdown at most once per animation frame. Per-token cost stays flat.
 
+function tailParent(root) {
+  let el = root.lastElementChild;
+  if (!el) return root;
+  if (el.tagName === "UL" || el.tagName === "OL") el = el.lastElementChild || el;
+  else if (el.tagName === "PRE") el = el.firstElementChild || el;
+  else if (!/^(P|H\d|LI)$/.test(el.tagName)) return root;
+  return el;
+}
+
 class ContentBlock {
   constructor(el) {
     this.el = el;
@@ -244,10 +253,10 @@ class ContentBlock {
     if (this.frame || typeof requestAnimationFrame !== "function") return;
     this.frame = requestAnimationFrame(() => {
       this.frame = 0;
-      this.resetLive();
-      this.tail.remove();
+      this.live.replaceChildren();
       renderMarkdown(this.pending, this.live);
-      this.tail = this.live.appendChild(document.createTextNode(""));
+      // Tokens until the next frame continue the last paragraph, list item or code block.
+      this.tail = tailParent(this.live).appendChild(document.createTextNode(""));
     });
   }
 

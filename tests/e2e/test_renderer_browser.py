@@ -489,3 +489,22 @@ def test_panels_treat_case_data_as_text(page: Any, widgets_url: str) -> None:
     assert handlers == []
     assert page.locator("script, img, iframe").count() == 0
     assert XSS[0] in page.locator(".txp-table").inner_text()
+
+
+def test_streaming_tail_continues_the_rendered_paragraph(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(page, [{"type": "content", "text": "Hello **wor"}])
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    # until the next frame the new tokens sit in the same paragraph, not on a line of their own
+    # (pushed and read in one script, so no frame can run in between)
+    state = page.evaluate(
+        """() => { window.flow.push({type: 'content', text: 'ld** and more'});
+           const ps = document.querySelectorAll('.tx-live p');
+           return [ps.length, ps[0].textContent, document.querySelector('.tx-live').lastElementChild.tagName]; }"""
+    )
+    assert state == [1, "Hello **world** and more", "P"]
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert page.locator(".tx-live p strong").inner_text() == "world"
+    feed(page, [{"type": "done", "stop_reason": "end_turn"}])
+    assert page.locator(".tx-content p").inner_text() == "Hello world and more"
