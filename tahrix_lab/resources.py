@@ -1,26 +1,21 @@
 """Where the shipped files are: ``widgets/`` (front end) and ``data/`` (sample case).
 
-In a wheel they are the packages ``tahrix_lab.widgets`` and ``tahrix_lab.data``;
-in a source checkout (editable install) they are the top-level folders.
+In a wheel they are installed inside the package (``tahrix_lab/widgets``,
+``tahrix_lab/data``); in a source checkout they are the top-level folders.
 """
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-_REPO = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parent
+_REPO = _PACKAGE.parent
 
 
 def resource_dir(kind: Literal["widgets", "data"]) -> Path:
-    try:
-        found = Path(str(resources.files(f"tahrix_lab.{kind}")))
-        if found.is_dir():
-            return found
-    except ModuleNotFoundError:
-        pass
-    return _REPO / kind
+    installed = _PACKAGE / kind
+    return installed if installed.is_dir() else _REPO / kind
 
 
 def widget_file(name: str) -> Path:

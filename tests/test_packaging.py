@@ -7,27 +7,24 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_wheel_ships_widgets_and_data(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(REPO),
-        ],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
         check=True,
         capture_output=True,
     )
-    (wheel,) = tmp_path.glob("tahrix_lab-*.whl")
+    (built,) = out.glob("tahrix_lab-*.whl")
+    return built
+
+
+def test_wheel_ships_widgets_and_data(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in (REPO / "widgets").glob("*.*"):
         assert f"tahrix_lab/widgets/{path.name}" in names
@@ -38,3 +35,23 @@ def test_wheel_ships_widgets_and_data(tmp_path: Path) -> None:
     assert "tahrix_lab/py.typed" in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "tahrix = tahrix_lab.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_resources_resolve_inside_an_installed_package(wheel: Path, tmp_path: Path) -> None:
+    """Unpack the wheel and resolve widgets and data from it, with the checkout out of reach."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from tahrix_lab.resources import widget_file, data_path;"
+        "print(widget_file('flow.js').is_file(), data_path('sample_case', 'case.json').is_file(),"
+        " widget_file('flow.js').is_relative_to(sys.argv[1]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code, str(site)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    assert out.stdout.split() == ["True", "True", "True"]
