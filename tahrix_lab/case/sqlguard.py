@@ -108,12 +108,33 @@ def check_sql(cur: duckdb.DuckDBPyConnection, query: str) -> set[str]:
     return tables - ctes
 
 
-def run_sql(db: CaseDB, query: str, *, limit: int = 200, timeout_s: float = 10.0) -> dict[str, Any]:
-    """Run a checked query on a fresh cursor; rows capped at ``limit``, interrupted after ``timeout_s``."""
+# Tables without a case_id column (shared reference data).
+UNSCOPED = frozenset({"chains", "assets", "prices"})
+
+
+def _scope(cur: duckdb.DuckDBPyConnection, case_id: str) -> None:
+    """Shadow each case table, on this cursor only, by a temp view of one case's rows."""
+    cur.execute("SET VARIABLE tahrix_case = ?", [case_id])
+    row = cur.execute("SELECT current_database()").fetchone()
+    catalog = '"' + str(row[0] if row else "memory").replace('"', '""') + '"'
+    for table in sorted(SQL_TABLES - UNSCOPED):
+        cur.execute(
+            f"CREATE TEMP VIEW {table} AS SELECT * FROM {catalog}.main.{table} "
+            "WHERE case_id = getvariable('tahrix_case')"
+        )
+
+
+def run_sql(
+    db: CaseDB, query: str, *, limit: int = 200, timeout_s: float = 10.0, case_id: str | None = None
+) -> dict[str, Any]:
+    """Run a checked query on a fresh cursor; rows capped at ``limit``, interrupted after
+    ``timeout_s``; with ``case_id`` the case tables show only that case's rows."""
     cur = db.connection.cursor()
     try:
         cur.execute("SET TimeZone = 'UTC'")
         tables = check_sql(cur, query)
+        if case_id is not None:
+            _scope(cur, case_id)
         body = query.strip().rstrip(";")
         timer = threading.Timer(timeout_s, cur.interrupt)
         timer.start()
@@ -139,4 +160,5 @@ def run_sql(db: CaseDB, query: str, *, limit: int = 200, timeout_s: float = 10.0
         "truncated": truncated,
         "tables": sorted(tables),
         "limits": {"max_rows": limit, "timeout_s": timeout_s},
+        "scoped_to_case": case_id,
     }

@@ -698,7 +698,8 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 @_register(
     "run_sql",
     "Read-only SQL: exactly one SELECT over the case tables (transfers, transactions, utxo_io, bridge_events, labels, "
-    "anomaly_flags, addresses, case_addresses, cases, assets, prices, chains, notes). Filter on case_id. Writes, DDL, "
+    "anomaly_flags, addresses, case_addresses, cases, assets, prices, chains, notes), which show only this "
+    "session's case. Writes, DDL, "
     "several statements, file/URL functions, COPY, ATTACH and PRAGMA are refused. Rows capped by limit; stopped after 10 s.",
     {
         "properties": {
@@ -712,7 +713,7 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 )  # fmt: skip
 def run_sql_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
-        result = _run_sql(ctx.db, args["query"], limit=int(args.get("limit", 200)))
+        result = _run_sql(ctx.db, args["query"], limit=int(args.get("limit", 200)), case_id=ctx.case_id)
     except SQLRefused as exc:
         raise ToolRetry(str(exc)) from None
     result["data_note"] = DATA_NOTE

@@ -331,3 +331,19 @@ def test_memo_and_token_name_injection_are_data(
     out = call(loaded, session, "get_transaction", {"tx_hash": spam["tx_hash"]})
     assert {t["token_name"] for t in out.result["matches"][0]["transfers"]} == {INJECTION}
     assert out.effects == [] and "data_note" in out.result
+
+
+def test_run_sql_sees_only_the_sessions_case(ws: Workspace, tmp_path: Any) -> None:
+    other = tmp_path / "other.csv"
+    other.write_text(
+        "hash,nonce,transaction_index,from_address,to_address,value,gas,gas_price,input,receipt_gas_used,receipt_status,block_timestamp,block_number\n"
+        f"0x{'7' * 64},0,1,0x{'1' * 40},0x{'2' * 40},5,21000,1,0x,21000,1,1710209640,1\n"
+    )
+    ws.load_etl_csv("C-OTHER", other)
+    s = ws.start_investigation("CASE-001", user="ana")
+    for query in ("SELECT DISTINCT case_id FROM transfers", "SELECT DISTINCT case_id FROM main.transfers",
+                  "SELECT case_id FROM cases", "SELECT DISTINCT case_id FROM addresses"):  # fmt: skip
+        out = call(ws, s, "run_sql", {"query": query})
+        assert out.status == "ok" and out.result["rows"] == [["CASE-001"]], (query, out.result)
+    assert call(ws, s, "run_sql", {"query": "SELECT count(*) FROM chains"}).result["rows"][0][0] >= 4
+    assert ws.cases.scalar("SELECT count(*) FROM transfers WHERE case_id = 'C-OTHER'") == 1
