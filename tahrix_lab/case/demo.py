@@ -83,9 +83,11 @@ def scripted_backend(workspace: Workspace, case_id: str) -> FakeBackend:
         ]
 
     def turn3(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
+        cats = sorted(_last(messages, "trace_funds").get("endpoints", {}))
         return [
             reasoning(
-                "The mixer is an endpoint of that trace. Look at the laundering legs after it: the peel chain, the chain hops and any bridge leg with no destination."
+                f"The trace ends at {', '.join(cats) or 'no labelled service'}. Look at the laundering legs beyond "
+                "the mixer: the peel chain, the chain hops and any bridge leg with no destination."
             ),
             tool_call("list_flags", {"flag_type": "peel_chain", "limit": 3}),
             tool_call("list_flags", {"flag_type": "chain_hopping", "limit": 5}),
