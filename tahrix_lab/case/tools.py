@@ -543,8 +543,17 @@ def run_detectors_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]
         unknown = sorted(set(over) - set(DEFAULTS[det]) - {"service_categories"})
         if unknown:
             raise ToolRetry(f"Unknown parameter(s) {unknown} for {det}; known: {sorted(DEFAULTS[det])}.")
+    count_sql = "SELECT flag_type, count(*) FROM anomaly_flags WHERE case_id = ? GROUP BY ALL ORDER BY 1"
+    before = dict(ctx.db.cursor().execute(count_sql, [ctx.case_id]).fetchall())
     result = run_detectors(ctx.db, ctx.case_id, args.get("detectors"), overrides)
     ids = result.pop("flag_ids")
+    after = dict(ctx.db.cursor().execute(count_sql, [ctx.case_id]).fetchall())
+    with ctx.db.write() as cur:  # agent writes are audited, detector runs included
+        result["audit_id"] = ctx.db.audit(
+            cur, actor=ctx.actor, session_id=ctx.session_id, case_id=ctx.case_id, action="run_detectors",
+            target_kind="case", target_id=ctx.case_id, before={"flags_by_type": before},
+            after={"flags_by_type": after, "params": {k: v["params"] for k, v in result["by_detector"].items()}},
+        )  # fmt: skip
     result["flags_written"] = len(ids)
     result["_effects"] = [{"type": "flags_changed", "case_id": ctx.case_id, "count": len(ids)}]
     return result

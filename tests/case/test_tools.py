@@ -347,3 +347,23 @@ def test_run_sql_sees_only_the_sessions_case(ws: Workspace, tmp_path: Any) -> No
         assert out.status == "ok" and out.result["rows"] == [["CASE-001"]], (query, out.result)
     assert call(ws, s, "run_sql", {"query": "SELECT count(*) FROM chains"}).result["rows"][0][0] >= 4
     assert ws.cases.scalar("SELECT count(*) FROM transfers WHERE case_id = 'C-OTHER'") == 1
+
+
+def test_run_detectors_tool_is_audited(ws: Workspace) -> None:
+    s = ws.start_investigation("CASE-001", user="ana", grant={"may_write": True})
+    out = call(
+        ws,
+        s,
+        "run_detectors",
+        {"detectors": ["structuring"], "param_overrides": {"structuring": {"min_count": 13}}},
+    )
+    assert out.status == "ok" and out.effects[0]["type"] == "flags_changed"
+    entry = ws.audit_log("CASE-001")[-1]
+    assert entry["action"] == "run_detectors" and entry["audit_id"] == out.result["audit_id"]
+    assert (
+        entry["before"]["flags_by_type"]["structuring"] == 1
+        and "structuring" not in entry["after"]["flags_by_type"]
+    )
+    assert entry["after"]["params"]["structuring"]["min_count"] == 13
+    bad = call(ws, s, "run_detectors", {"param_overrides": {"structuring": {"nonsense": 1}}})
+    assert bad.status == "error" and "nonsense" in bad.result["error"]["message"]
