@@ -14,7 +14,10 @@ a chunk (``tahrix_lab.jobs.chunks.to_chunk``) that is
 
 Syncing a whole list is costly, so during a stream the trait is refreshed on
 every block boundary (tool call, tool result, usage, …) and at most twice a
-second for tokens; it is always complete when a run ends.
+second for tokens. When a run ends, its token chunks are merged into one chunk
+per block (what a stored history gives, and it draws the same) and ``epoch``
+goes up: views then redraw from the trait, and index messages of another epoch
+are ignored, so a long conversation does not keep one chunk per token.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class ChatWidget(anywidget.AnyWidget):
     meter = traitlets.Dict().tag(sync=True)
     follow_up_mode = traitlets.Unicode("keep").tag(sync=True)
     session_id = traitlets.Unicode("").tag(sync=True)
+    epoch = traitlets.Int(0).tag(sync=True)
 
     def __init__(
         self,
@@ -105,7 +109,7 @@ class ChatWidget(anywidget.AnyWidget):
         self.run_kwargs = run_kwargs
         self.session = self._resolve_session(session, user, purpose, system_prompt)
         self._lock = threading.RLock()
-        self._chunks: list[Chunk] = history_chunks(store.load_messages(self.session.id))
+        self._chunks: list[Chunk] = compact(history_chunks(store.load_messages(self.session.id)))
         self._synced_at = 0.0
         self._thread: threading.Thread | None = None
         self._cancel = threading.Event()
@@ -214,6 +218,15 @@ class ChatWidget(anywidget.AnyWidget):
             )
         finally:
             with self._lock:
+                merged = compact(self._chunks)
+                if len(merged) < len(self._chunks):
+                    # views that drew every chunk keep their DOM; others reload
+                    self._post({"type": "merged", "from_epoch": self.epoch, "epoch": self.epoch + 1,
+                                "raw_length": len(self._chunks)})  # fmt: skip
+                    self._chunks = merged
+                    with self.hold_sync():  # one update: views reload the merged list
+                        self.epoch += 1
+                        self.chunks = list(merged)
                 self._sync()  # complete before busy flips, so views end on the full list
                 self.busy = False
 
@@ -243,7 +256,7 @@ class ChatWidget(anywidget.AnyWidget):
         with self._lock:
             start = len(self._chunks)
             self._chunks.append(chunk)
-            self._post({"type": "chunks", "start": start, "chunks": [chunk]})
+            self._post({"type": "chunks", "epoch": self.epoch, "start": start, "chunks": [chunk]})
             now = time.monotonic()
             if sync or chunk["type"] not in _STREAMING or now - self._synced_at >= _TRAIT_INTERVAL_S:
                 self._sync()
@@ -271,8 +284,18 @@ class ChatWidget(anywidget.AnyWidget):
         elif kind == "resync":
             since = content.get("since")
             with self._lock:
+                # a view of another epoch reloads from the trait instead
+                if content.get("epoch", self.epoch) != self.epoch:
+                    return
                 if isinstance(since, int) and 0 <= since < len(self._chunks):
-                    self._post({"type": "chunks", "start": since, "chunks": self._chunks[since:]})
+                    self._post(
+                        {
+                            "type": "chunks",
+                            "epoch": self.epoch,
+                            "start": since,
+                            "chunks": self._chunks[since:],
+                        }
+                    )
 
     # -- helpers -------------------------------------------------------------------
     def _resolve_session(
@@ -292,3 +315,21 @@ class ChatWidget(anywidget.AnyWidget):
             return {}
         fill = self.budget.meter(self.session.user, store=self.store)
         return {bucket: value for bucket, value in fill.items() if value is not None}
+
+
+def compact(chunks: list[Chunk]) -> list[Chunk]:
+    """Merge runs of token chunks (content, or reasoning with the same flags) into one chunk each."""
+    out: list[Chunk] = []
+    for chunk in chunks:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and chunk["type"] in _STREAMING
+            and prev["type"] == chunk["type"]
+            and {k: v for k, v in prev.items() if k != "text"}
+            == {k: v for k, v in chunk.items() if k != "text"}
+        ):
+            out[-1] = {**prev, "text": (prev.get("text") or "") + (chunk.get("text") or "")}
+        else:
+            out.append(chunk)
+    return out

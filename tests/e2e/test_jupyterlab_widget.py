@@ -115,7 +115,11 @@ def check_chat_widget(jupyter_lab: JupyterLab, page: Any) -> None:
 
     # live: the tool shows as running before its result arrives
     page.locator('.tx-chat .tx-tool[data-status="running"]').wait_for()
+    page.evaluate("() => { window.__tool = document.querySelector('.tx-chat .tx-tool'); }")
     page.locator('.tx-chat .tx-flow[data-status="done"]').wait_for()
+    # the kernel merged the run's token chunks (new epoch) and this view kept its DOM
+    page.wait_for_function("() => !document.querySelector('.tx-chat .tx-send').disabled")
+    assert page.evaluate("() => window.__tool.isConnected")
 
     assert page.locator(".tx-chat .tx-bubble").inner_text() == "What is 0xabc?"
     order = page.evaluate(ORDER_JS)

@@ -11,7 +11,7 @@ import pytest
 
 from tahrix_lab.agent import Budget, FakeBackend, ToolRegistry, TranscriptStore
 from tahrix_lab.agent.backends.fake import reasoning, text, tool_call
-from tahrix_lab.lab.widget import ChatWidget
+from tahrix_lab.lab.widget import ChatWidget, compact
 
 
 @pytest.fixture
@@ -89,14 +89,21 @@ def test_ask_streams_chunks_in_loop_order_and_returns_the_answer(
     types = [c["type"] for c in w.chunks]
     assert types == [
         "user", "reasoning", "content", "tool_call", "usage", "tool_result", "effects",
-        "follow_up", "reasoning", "content", "content", "usage", "done",
+        "follow_up", "reasoning", "content", "usage", "done",
     ]  # fmt: skip
     assert w.chunks[5]["result"] == {"label": "exchange"}
+    assert w.chunks[-3] == {"type": "content", "text": "It is an exchange."}
     assert w.chunks == w.history()
-    # every chunk also went out live, once, in order, and the trait ended complete
-    assert rec.streamed() == w.chunks
-    assert rec.states and rec.states[-1] == {"busy": False}
-    assert any(len(s.get("chunks", [])) == len(w.chunks) for s in rec.states)
+    # every chunk went out live, once, in order (one per token); when the run
+    # ended the trait got the merged list under a new epoch, then busy flipped
+    streamed = rec.streamed()
+    assert [c["type"] for c in streamed].count("content") == 3
+    assert compact(streamed) == w.chunks
+    assert {m["epoch"] for m in rec.custom if m["type"] == "chunks"} == {0}
+    assert rec.custom[-1] == {"type": "merged", "from_epoch": 0, "epoch": 1, "raw_length": len(streamed)}
+    assert w.epoch == 1
+    assert rec.states[-2] == {"epoch": 1, "chunks": w.chunks}
+    assert rec.states[-1] == {"busy": False}
     assert w.busy is False
     # the transcript is in DuckDB
     roles = [m.role for m in chat_store.load_messages(w.session_id)]
@@ -109,7 +116,8 @@ def test_trait_is_not_resent_per_token(chat_store: TranscriptStore, tools: ToolR
     rec = Recorder(w)
     w.ask("long answer", timeout=30)
     list_syncs = [s for s in rec.states if "chunks" in s]
-    assert len(rec.streamed()) == len(w.chunks) == 1 + 300 + 2
+    assert len(rec.streamed()) == 1 + 300 + 2
+    assert [c["type"] for c in w.chunks] == ["user", "content", "usage", "done"]
     assert len(list_syncs) < 20
 
 
@@ -118,9 +126,10 @@ def test_resync_resends_what_a_late_view_missed(chat_store: TranscriptStore, too
     w.ask("q", timeout=30)
     rec = Recorder(w)
     w._on_front_end(w, {"type": "resync", "since": 3}, [])
-    assert rec.custom == [{"type": "chunks", "start": 3, "chunks": w.chunks[3:]}]
+    assert rec.custom == [{"type": "chunks", "epoch": 1, "start": 3, "chunks": w.chunks[3:]}]
     w._on_front_end(w, {"type": "resync", "since": len(w.chunks)}, [])
     w._on_front_end(w, {"type": "resync", "since": "x"}, [])
+    w._on_front_end(w, {"type": "resync", "since": 1, "epoch": 0}, [])  # a stale view reloads instead
     assert len(rec.custom) == 1
 
 
@@ -209,6 +218,26 @@ def test_budget_meter_updates_after_usage(chat_store: TranscriptStore, tools: To
     w.ask("q", timeout=30)
     assert w.meter["per_minute_tokens"] > 0.0
     assert set(w.meter) == {"per_minute_tokens", "per_hour_tokens"}
+
+
+def test_compact_merges_only_runs_of_the_same_kind() -> None:
+    chunks = [
+        {"type": "user", "text": "q"},
+        {"type": "reasoning", "text": "a"}, {"type": "reasoning", "text": "b"},
+        {"type": "reasoning", "text": "", "redacted": True},
+        {"type": "content", "text": "x"}, {"type": "content", "text": "y"},
+        {"type": "tool_call", "id": "1", "name": "t", "args": {}},
+        {"type": "content", "text": "z"},
+    ]  # fmt: skip
+    assert compact(chunks) == [
+        {"type": "user", "text": "q"},
+        {"type": "reasoning", "text": "ab"},
+        {"type": "reasoning", "text": "", "redacted": True},
+        {"type": "content", "text": "xy"},
+        {"type": "tool_call", "id": "1", "name": "t", "args": {}},
+        {"type": "content", "text": "z"},
+    ]
+    assert chunks[1] == {"type": "reasoning", "text": "a"}  # the input is not changed
 
 
 def test_bad_arguments_give_clear_errors(chat_store: TranscriptStore, tools: ToolRegistry) -> None:
