@@ -693,7 +693,8 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
         g.send("ethereum", td + timedelta(hours=2), A[k], A["EAH"], eth, 649.99, method="sweep")
     gt["paths"].append({"name": "early_cashout", "start": {"chain": "ethereum", "address": A["A0"]},
                         "max_hops": 3, "expect_endpoints": [{"chain": "ethereum", "address": A[k]} for k in ("EA1", "EA2", "EA3")],
-                        "category": "exchange"})  # fmt: skip
+                        "category": "exchange",
+                        "hops": [[("ethereum", A["A0"])], [("ethereum", A["I1"])], [("ethereum", A[k]) for k in ("EA1", "EA2", "EA3")]]})  # fmt: skip
 
     # -- 5. layering wallets → bursts of 100 ETH deposits -----------------------------------
     for k in ("L1", "L2", "L3"):
@@ -848,7 +849,10 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
     gt["paths"].append({"name": "btc_leg", "start": {"chain": "ethereum", "address": btc_set[0]}, "max_hops": 20,
                         "expect_endpoints": [{"chain": "bitcoin", "address": A["MIXB"]}, {"chain": "bitcoin", "address": peel_deposits[0]},
                                              {"chain": "bitcoin", "address": peel_deposits[11]}],
-                        "category": "exchange"})  # fmt: skip
+                        "category": "exchange",
+                        "hops": [[("ethereum", btc_set[0])], [("ethereum", A["C1"])], [("ethereum", A["THORR"])],
+                                 [("bitcoin", A[f"BX{i}"]) for i in range(1, 7)], *[[("bitcoin", b)] for b in peel_addrs],
+                                 [("bitcoin", A["MIXB"])]]})  # fmt: skip
 
     # -- 7. chain hop: Stargate ETH→BSC, swap, Multichain BSC→Tron, structured payouts -------------
     tstart = max(c_last["C5"], c_last["C6"]) + timedelta(hours=3)
@@ -950,7 +954,10 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
     )
     gt["paths"].append({"name": "chain_hop_leg", "start": {"chain": "ethereum", "address": hop_set[0]}, "max_hops": 10,
                         "expect_endpoints": [{"chain": "tron", "address": A[f"O{i}"]} for i in range(1, 5)],
-                        "category": "exchange"})  # fmt: skip
+                        "category": "exchange",
+                        "hops": [[("ethereum", hop_set[0])], [("ethereum", A["C5"])], [("ethereum", A["SGR"])],
+                                 [("bsc", A[p]) for p in ("P1", "P2", "P3")], [("bsc", A["MCR"])],
+                                 [("tron", A[t]) for t in ("T1", "T2", "T3")], [("tron", A[f"O{i}"]) for i in range(1, 5)]]})  # fmt: skip
 
     # -- 9. distractors ----------------------------------------------------------------
     # victim ops wallet pays its usual exchange deposit weekly; a 4+4 look-alike poisons it
@@ -1016,6 +1023,8 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
     gt["actors"]["peel_chain"] = peel_addrs
     gt["actors"]["peel_deposits"] = peel_deposits
 
+    for path in gt["paths"]:
+        path["hops"] = [[{"chain": c, "address": a} for c, a in stage] for stage in path["hops"]]
     _write(g, out, gt)
     return out
 
