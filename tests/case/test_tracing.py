@@ -65,9 +65,16 @@ def test_limits(loaded: Workspace, ground_truth: dict[str, Any]) -> None:
     assert "error" in trace_funds(loaded.cases, "CASE-001", ["0xnothere"])
 
 
-def test_trace_passes_every_stage_of_the_planted_paths(loaded: Workspace, ground_truth: dict[str, Any]) -> None:
+def test_trace_passes_every_stage_of_the_planted_paths(
+    loaded: Workspace, ground_truth: dict[str, Any]
+) -> None:
     for path in ground_truth["paths"]:
-        r = trace_funds(loaded.cases, "CASE-001", [path["start"]["address"]], params=TraceParams(max_hops=path["max_hops"]))
+        r = trace_funds(
+            loaded.cases,
+            "CASE-001",
+            [path["start"]["address"]],
+            params=TraceParams(max_hops=path["max_hops"]),
+        )
         seen = {(n["chain"], n["address"]) for n in r["nodes"]}
         for i, stage in enumerate(path["hops"]):
             assert {(h["chain"], h["address"]) for h in stage} & seen, (path["name"], i)
