@@ -480,7 +480,9 @@ export function createFlow(container, options = {}) {
       }
     }
     clearSynth(t);
-    t.synth = insert(h("div", "tx-block tx-synth", chunk.text || "Synthesizing results..."));
+    // The stylesheet animates the ellipsis, so trailing dots in the text go.
+    const label = String(chunk.text || "Synthesizing results").replace(/[.…\s]+$/, "");
+    t.synth = insert(h("div", "tx-block tx-synth", label));
   }
 
   function effects(chunk) {
