@@ -245,3 +245,19 @@ def test_reload_with_new_rows_adds_only_those(db: CaseDB, sample_dir: Path, tmp_
     (folder / "transfers.csv").write_text("\n".join([*lines, ",".join(extra), lines[2]]) + "\n")
     report = load_case_folder(db, folder)
     assert report.inserted["transfers"] == 1 and report.inserted["transactions"] == 0
+
+
+def test_bscscan_style_export(db: CaseDB, tmp_path: Path) -> None:
+    path = tmp_path / "bsc.csv"
+    path.write_text(
+        NORMAL.format(hash="Txhash", h1="8" * 64, h2="9" * 64)
+        .replace("(ETH)", "(BNB)")
+        .replace("$Price/Eth", "$Price/Bnb")
+        .replace("/Eth", "/Bnb")
+    )
+    load_etherscan_csv(db, "C-BSC", path, chain="bsc")
+    rows = db.rows(
+        "SELECT chain, asset_key, amount, usd_value FROM transfers WHERE case_id = 'C-BSC' ORDER BY tx_hash"
+    )
+    assert rows[0]["chain"] == "bsc" and rows[0]["asset_key"] == "bsc:native"
+    assert rows[0]["usd_value"] == pytest.approx(1250.5 * 3900.12)

@@ -78,3 +78,17 @@ def test_trace_passes_every_stage_of_the_planted_paths(
         seen = {(n["chain"], n["address"]) for n in r["nodes"]}
         for i, stage in enumerate(path["hops"]):
             assert {(h["chain"], h["address"]) for h in stage} & seen, (path["name"], i)
+
+
+def test_haircut_taints_less_and_time_window_limits(loaded: Workspace, ground_truth: dict[str, Any]) -> None:
+    btc = next(p for p in ground_truth["paths"] if p["name"] == "btc_leg")
+    start = [btc["start"]["address"]]
+    poison = trace_funds(loaded.cases, "CASE-001", start, params=TraceParams(max_hops=20))
+    haircut = trace_funds(
+        loaded.cases, "CASE-001", start, params=TraceParams(max_hops=20, taint_model="haircut")
+    )
+    p_usd = poison["totals"]["endpoint_usd_by_category"]["exchange"]
+    h_usd = haircut["totals"]["endpoint_usd_by_category"]["exchange"]
+    assert 0 < h_usd < p_usd / 10  # one of ~45 deposits into the consolidator
+    short = trace_funds(loaded.cases, "CASE-001", start, params=TraceParams(max_hops=20, time_window_hours=1))
+    assert not short["endpoints"] and len(short["nodes"]) < len(poison["nodes"])
