@@ -16,6 +16,7 @@ function renderChat({ model, el }) {
   let drawn = 0;
   let epoch = model.get("epoch");
   let adopt = null; // the epoch this view may take over without redrawing
+  let asked = -1; // the index of the last resync request
   const flow = createFlow(el, {
     followUpMode: model.get("follow_up_mode"),
     showInput: true,
@@ -25,7 +26,12 @@ function renderChat({ model, el }) {
 
   const draw = (start, chunks) => {
     if (start > drawn) {
-      model.send({ type: "resync", since: drawn, epoch });
+      // One request per gap: the kernel may be busy in a cell, and meanwhile the
+      // trait (refreshed from the run's thread) fills the gap anyway.
+      if (asked !== drawn) {
+        asked = drawn;
+        model.send({ type: "resync", since: drawn, epoch });
+      }
       return;
     }
     for (let i = drawn - start; i < chunks.length; i++) flow.push(chunks[i]);
@@ -73,6 +79,7 @@ function renderChat({ model, el }) {
   reload();
   onMeter();
   // Chunks sent live before this view existed are not replayed: ask for them.
+  asked = drawn;
   model.send({ type: "resync", since: drawn, epoch });
 
   model.on("change:chunks", onChunks);
