@@ -508,3 +508,92 @@ def test_streaming_tail_continues_the_rendered_paragraph(page: Any, mount_flow: 
     assert page.locator(".tx-live p strong").inner_text() == "world"
     feed(page, [{"type": "done", "stop_reason": "end_turn"}])
     assert page.locator(".tx-content p").inner_text() == "Hello world and more"
+
+
+# -- the notebook glue (widgets/chat.js) with a stand-in anywidget model -------------
+CHAT_JS = """async ([base, state]) => {
+  // Join flow.js and chat.js and import them from a blob URL, as ChatWidget and anywidget do.
+  const src = (await (await fetch(base + '/flow.js')).text()) + '\\n' + (await (await fetch(base + '/chat.js')).text());
+  const mod = await import(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })));
+  const handlers = {};
+  window.sentToKernel = [];
+  window.model = {
+    state,
+    get(k) { return this.state[k]; },
+    on(ev, f) { (handlers[ev] ||= []).push(f); },
+    off(ev, f) { handlers[ev] = (handlers[ev] || []).filter(g => g !== f); },
+    send(msg) { window.sentToKernel.push(msg); },
+    // the kernel's side: a trait update (several keys at once) or a custom message
+    update(changes) { Object.assign(this.state, changes); for (const k of Object.keys(changes)) (handlers['change:' + k] || []).forEach(f => f()); },
+    message(msg) { (handlers['msg:custom'] || []).forEach(f => f(msg)); },
+  };
+  mod.default.render({ model: window.model, el: document.getElementById('root') });
+  return true;
+}"""
+
+
+def tokens(start: int, end: int) -> list[dict[str, Any]]:
+    return [{"type": "content", "text": f"t{i} "} for i in range(start, end)]
+
+
+def test_chat_glue_draws_every_chunk_once_and_resyncs_gaps(page: Any, widgets_url: str) -> None:
+    page.goto(widgets_url + "/blank.html")
+    initial = [{"type": "user", "text": "q"}, *tokens(0, 2)]  # 3 chunks, the run still streaming
+    page.evaluate(CHAT_JS, [widgets_url, {"chunks": initial, "busy": True, "epoch": 0, "meter": {},
+                                          "follow_up_mode": "keep"}])  # fmt: skip
+    # a view that opens mid-run asks for what it may have missed
+    assert page.evaluate("() => window.sentToKernel") == [{"type": "resync", "since": 3, "epoch": 0}]
+    send = "(m) => window.model.message(m)"
+    page.evaluate(send, {"type": "chunks", "epoch": 0, "start": 3, "chunks": tokens(2, 3)})
+    page.evaluate(
+        send, {"type": "chunks", "epoch": 0, "start": 1, "chunks": tokens(0, 3)}
+    )  # overlap: skipped
+    page.evaluate(send, {"type": "chunks", "epoch": 0, "start": 6, "chunks": tokens(5, 6)})  # gap
+    page.evaluate(send, {"type": "chunks", "epoch": 0, "start": 7, "chunks": tokens(6, 7)})  # same gap
+    page.evaluate(send, {"type": "chunks", "epoch": 9, "start": 4, "chunks": tokens(90, 91)})  # other epoch
+    assert page.evaluate("() => window.sentToKernel.slice(1)") == [{"type": "resync", "since": 4, "epoch": 0}]
+    page.evaluate(send, {"type": "chunks", "epoch": 0, "start": 4, "chunks": tokens(3, 7)})  # the reply
+    text = "() => document.querySelector('.tx-content').textContent.trim()"
+    assert page.evaluate(text) == "t0 t1 t2 t3 t4 t5 t6"
+    # the trait catching up draws nothing twice
+    page.evaluate("(c) => window.model.update({chunks: c})", [{"type": "user", "text": "q"}, *tokens(0, 7)])
+    assert page.evaluate(text) == "t0 t1 t2 t3 t4 t5 t6"
+    # end of run: done, then the kernel merges the tokens under a new epoch
+    page.evaluate(
+        send,
+        {"type": "chunks", "epoch": 0, "start": 8, "chunks": [{"type": "done", "stop_reason": "end_turn"}]},
+    )
+    page.evaluate("() => { window.block = document.querySelector('.tx-content'); }")
+    page.evaluate(send, {"type": "merged", "from_epoch": 0, "epoch": 1, "raw_length": 9})
+    merged = [{"type": "user", "text": "q"}, {"type": "content", "text": "t0 t1 t2 t3 t4 t5 t6 "},
+              {"type": "done", "stop_reason": "end_turn"}]  # fmt: skip
+    page.evaluate("(c) => window.model.update({epoch: 1, chunks: c, busy: false})", merged)
+    assert page.evaluate("() => window.block.isConnected")  # adopted: no redraw
+    # a live chunk of the new epoch continues from the merged list
+    page.evaluate(
+        send, {"type": "chunks", "epoch": 1, "start": 3, "chunks": [{"type": "user", "text": "next"}]}
+    )
+    assert page.locator(".tx-bubble").all_inner_texts() == ["q", "next"]
+    # an epoch change the view cannot adopt redraws from the trait, same content
+    page.evaluate("(c) => window.model.update({epoch: 2, chunks: c})", merged)
+    assert not page.evaluate("() => window.block.isConnected")
+    assert page.evaluate(text) == "t0 t1 t2 t3 t4 t5 t6"
+    assert page.locator(".tx-bubble").all_inner_texts() == ["q"]
+    assert page.console_errors == []
+
+
+def test_chat_glue_text_box_and_stop_talk_to_the_kernel(page: Any, widgets_url: str) -> None:
+    page.goto(widgets_url + "/blank.html")
+    page.evaluate(CHAT_JS, [widgets_url, {"chunks": [], "busy": False, "epoch": 0, "meter": {},
+                                          "follow_up_mode": "replace"}])  # fmt: skip
+    page.locator(".tx-text").click()
+    page.keyboard.type("Where did the funds go?")
+    page.locator(".tx-send").click()
+    page.evaluate("() => window.model.update({busy: true})")
+    page.locator(".tx-stop").click()
+    assert page.evaluate("() => window.sentToKernel.slice(1)") == [
+        {"type": "send", "text": "Where did the funds go?"},
+        {"type": "stop"},
+    ]
+    page.evaluate("() => window.model.update({meter: {per_hour_tokens: 0.95}})")
+    assert "95%" in page.locator(".tx-meter").inner_text()
