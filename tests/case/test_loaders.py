@@ -261,3 +261,27 @@ def test_bscscan_style_export(db: CaseDB, tmp_path: Path) -> None:
     )
     assert rows[0]["chain"] == "bsc" and rows[0]["asset_key"] == "bsc:native"
     assert rows[0]["usd_value"] == pytest.approx(1250.5 * 3900.12)
+
+
+def test_utxo_transfers_are_derived_when_missing(db: CaseDB, sample_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "utxo_only"
+    shutil.copytree(sample_dir, folder)
+    con = duckdb.connect()
+    src = f"read_csv('{sample_dir}/transfers.csv', all_varchar = true)"
+    con.execute(f"COPY (SELECT * FROM {src} WHERE chain <> 'bitcoin') TO '{folder}/transfers.csv' (HEADER)")
+    report = load_case_folder(db, folder)
+    original = con.execute(
+        f"SELECT transfer_id, from_address, to_address, amount_raw FROM {src} WHERE chain = 'bitcoin' ORDER BY 1"
+    ).fetchall()
+    assert report.derived_utxo_transfers == len(original) > 200
+    derived = (
+        db.cursor()
+        .execute(
+            "SELECT transfer_id, from_address, to_address, amount_raw FROM transfers WHERE chain = 'bitcoin' ORDER BY 1"
+        )
+        .fetchall()
+    )
+    assert derived == original
+    usd = db.scalar("SELECT count(*) FROM transfers WHERE chain = 'bitcoin' AND usd_value > 0")
+    assert usd == len(original)
+    assert load_case_folder(db, folder).derived_utxo_transfers == 0
