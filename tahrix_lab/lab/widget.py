@@ -224,7 +224,7 @@ class ChatWidget(anywidget.AnyWidget):
                     self._post({"type": "merged", "from_epoch": self.epoch, "epoch": self.epoch + 1,
                                 "raw_length": len(self._chunks)})  # fmt: skip
                     self._chunks = merged
-                    with self.hold_sync():  # one update: views reload the merged list
+                    with self.hold_sync():  # one update carries both, so a view sees them together
                         self.epoch += 1
                         self.chunks = list(merged)
                 self._sync()  # complete before busy flips, so views end on the full list
