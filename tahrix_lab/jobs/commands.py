@@ -184,11 +184,13 @@ def build(
 
     service: Service | None = None
     if role != "worker":
-        submit = (
-            RedisSubmitter(store, timeout=settings.submit_timeout_s).submit
-            if isinstance(store, RedisJobStore)
-            else runner.submit  # type: ignore[union-attr]  # memory mode always has a runner
-        )
+        # The process that runs jobs starts its own requests directly; the others send
+        # theirs through Redis to it.
+        if runner is not None:
+            submit = runner.submit
+        else:
+            assert isinstance(store, RedisJobStore)  # without a runner this is an API process
+            submit = RedisSubmitter(store, timeout=settings.submit_timeout_s).submit
         service = Service(
             store=store,
             submit=submit,
