@@ -8,9 +8,11 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from tahrix_lab import __version__
 from tahrix_lab.agent.errors import TahrixError
+from tahrix_lab.agent.store import TranscriptStore
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,9 +29,19 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="log details (raw provider errors) to stderr"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (case_commands, jobs_commands, lab_commands):
-        module.add_commands(sub)
+    case_commands.add_commands(sub)
+    jobs_commands.add_commands(sub, integration_factory=case_integration)
+    lab_commands.add_commands(sub)
     return parser
+
+
+def case_integration(transcripts: TranscriptStore) -> Any:
+    """The job service's sessions are case investigations: the case data lives in
+    the same DuckDB file, so the workspace shares the service's connection."""
+    from tahrix_lab.case.service import CaseIntegration
+    from tahrix_lab.case.workspace import Workspace
+
+    return CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
