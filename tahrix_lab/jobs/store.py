@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import queue
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -427,6 +428,18 @@ def _script_state(reply: list[Any], since: int) -> dict[str, Any] | None:
     return _redis_state(header, entries, since)
 
 
+@dataclass
+class _Op:
+    """One queued append script call and its outcome."""
+
+    job_id: str
+    keys: list[str]
+    args: list[Any]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: int = 0
+    error: StoreUnavailable | None = None
+
+
 def job_key(job_id: str) -> str:
     return f"{KEY_PREFIX}{job_id}"
 
@@ -472,6 +485,8 @@ class RedisJobStore(JobStore):
         self._ascript: Any = None
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self._ops: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._writer_thread: threading.Thread | None = None
 
     def check(self) -> None:
         try:
@@ -516,7 +531,7 @@ class RedisJobStore(JobStore):
         with self._lock:
             return self._folders.setdefault(job_id, Folder())
 
-    def _write(self, job_id: str, chunks: list[Chunk], status: str, extra: dict[str, str]) -> int:
+    def _write(self, job_id: str, chunks: list[Chunk], status: str, extra: dict[str, str]) -> _Op:
         folder = self._folder(job_id)
         content, reasoning, fields = "", "", dict(extra)
         for chunk in chunks:
@@ -531,14 +546,68 @@ class RedisJobStore(JobStore):
         for k, v in fields.items():
             args += [k, v]
         key = job_key(job_id)
-        return int(self._call(self._append, keys=[key, key + ":chunks"], args=args))
+        op = _Op(job_id, [key, key + ":chunks"], args)
+        self._writer().put(op)
+        return op
+
+    # -- one writer thread: appends from every running job, sent in pipelined batches ----
+    # Hundreds of runner threads each doing their own round trip fight over the GIL on
+    # every socket call; instead each queues its call and waits, and one thread sends
+    # whatever is queued as one pipeline. The FIFO keeps each job's chunks in order and
+    # each script call is atomic; a caller still learns its own answer (cancel mark, error).
+    def _writer(self) -> queue.SimpleQueue[_Op | None]:
+        with self._lock:
+            if self._writer_thread is None:
+                self._writer_thread = threading.Thread(
+                    target=self._drain, name="tahrix-redis-writer", daemon=True
+                )
+                self._writer_thread.start()
+        return self._ops
+
+    def _drain(self) -> None:
+        stop = False
+        while not stop:
+            first = self._ops.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < 512:
+                try:
+                    nxt = self._ops.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            results: list[Any]
+            try:
+                pipe = self.client.pipeline(transaction=False)
+                for op in batch:
+                    self._append(keys=op.keys, args=op.args, client=pipe)
+                results = pipe.execute(raise_on_error=False)
+            except self._redis.RedisError as exc:
+                results = [exc] * len(batch)
+            for op, res in zip(batch, results, strict=True):
+                if isinstance(res, Exception):
+                    op.error = StoreUnavailable(f"Redis at {redact_url(self.url)} is unreachable: {res}")
+                else:
+                    op.result = int(res)
+                op.done.set()
+
+    def _wait(self, op: _Op) -> int:
+        if not op.done.wait(SOCKET_TIMEOUT_S + 5):
+            raise StoreUnavailable(f"Redis at {redact_url(self.url)} did not answer in time")
+        if op.error is not None:
+            raise op.error
+        return op.result
 
     def append(self, job_id: str, chunks: list[Chunk]) -> bool:
-        return self._write(job_id, chunks, "", {}) != 0
+        return self._wait(self._write(job_id, chunks, "", {})) != 0
 
     def finish(self, job_id: str, status: JobStatus, chunks: list[Chunk]) -> None:
         try:
-            self._write(job_id, chunks, status, {})
+            self._wait(self._write(job_id, chunks, status, {}))
         finally:
             with self._lock:
                 self._folders.pop(job_id, None)
@@ -645,6 +714,10 @@ class RedisJobStore(JobStore):
             self._call(self._position, keys=[job_key(job_id)], args=[pos, self._ttl()])
 
     def close(self) -> None:
+        if self._writer_thread is not None:
+            self._ops.put(None)
+            self._writer_thread.join(SOCKET_TIMEOUT_S)
+            self._writer_thread = None
         self.client.close()
 
     async def aclose(self) -> None:
