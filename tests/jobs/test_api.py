@@ -209,6 +209,17 @@ def test_budget_refusal_is_429(tmp_path: Path) -> None:
         assert client.post(JOB, json={"message": "hi"}, headers=BOB).status_code == 200
 
 
+def test_budget_refusal_inside_the_run_ends_the_job_with_an_error(tmp_path: Path, mode: str | None) -> None:
+    with service(tmp_path, TOOL_THEN_ANSWER, redis_url=mode, budget_minute_tokens=5) as (client, _built):
+        created = run_job(client, ALICE, {"message": "q"})  # nothing spent yet: it starts
+        state, chunks = poll_to_end(client, ALICE, created["job_id"])
+        assert state["status"] == "error"  # the call after the tool was refused
+        assert chunks[-1]["type"] == "error"
+        assert chunks[-1]["kind"] == "budget"
+        assert "minute" in chunks[-1]["message"]
+        assert [c["type"] for c in chunks].count("tool_result") == 1
+
+
 def test_capacity_queue_reports_position(tmp_path: Path, mode: str | None) -> None:
     with service(tmp_path, SLOW, redis_url=mode, workers=1) as (client, _built):
         first = run_job(client, ALICE, {"message": "a"})
