@@ -153,15 +153,13 @@ def build(
                 raise
             notes.append("another process writes the transcripts: serving the API only")
     if transcripts is not None:
-        integration: JobIntegration
-        if integration_factory is not None:
-            integration = integration_factory(transcripts)
-        elif settings.backend_name == "fake" and backend is None:
-            from tahrix_lab.jobs.demo import demo_registry
+        integration: JobIntegration = (
+            integration_factory(transcripts) if integration_factory is not None else ChatIntegration()
+        )
+        if settings.backend_name == "fake" and backend is None:
+            from tahrix_lab.jobs.demo import WithDemoTools
 
-            integration = ChatIntegration(registry=demo_registry())
-        else:
-            integration = ChatIntegration()
+            integration = WithDemoTools(integration)  # scripts may call pause/echo
         budget = None
         if settings.has_budget():
             budget = Budget(

@@ -124,11 +124,13 @@ class ScriptedBackend:
                "usage": {"input_tokens": 10, "output_tokens": out}}  # fmt: skip
 
 
-def demo_registry() -> ToolRegistry:
-    """Tools for scripts: ``pause`` (sleeps; for slow and cancellable runs) and ``echo``."""
-    reg = ToolRegistry()
+def demo_registry(purposes: tuple[str, ...] = ("chat",), base: ToolRegistry | None = None) -> ToolRegistry:
+    """Tools for scripts: ``pause`` (sleeps; for slow and cancellable runs) and ``echo``,
+    offered to sessions of ``purposes``, next to the tools of ``base``."""
+    reg = ToolRegistry(base or ())
 
     @reg.register(
+        purposes=purposes,
         parameters={
             "type": "object",
             "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 30}},
@@ -141,9 +143,27 @@ def demo_registry() -> ToolRegistry:
         time.sleep(float(args["seconds"]))
         return {"waited_s": args["seconds"]}
 
-    @reg.register(parameters={"type": "object", "properties": {"value": {}}})
+    @reg.register(purposes=purposes, parameters={"type": "object", "properties": {"value": {}}})
     def echo(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
         """Return the value given."""
         return {"value": args.get("value")}
 
     return reg
+
+
+class WithDemoTools:
+    """A ``JobIntegration`` as given, plus the script tools for its sessions (fake backend)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.purpose: str = inner.purpose
+        self._registry = demo_registry((inner.purpose,), inner.registry())
+
+    def start_session(self, store: Any, *, user: str, case_id: str | None) -> Any:
+        return self.inner.start_session(store, user=user, case_id=case_id)
+
+    def context_for(self, store: Any, session: Any) -> Any:
+        return self.inner.context_for(store, session)
+
+    def registry(self) -> ToolRegistry:
+        return self._registry
