@@ -84,8 +84,10 @@ BLANK = b"""<!doctype html><html><head><meta charset="utf-8"><link rel="icon" hr
 
 
 # -- the browser ------------------------------------------------------------------
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Per module: Playwright's sync API keeps an event loop running in the main
+    thread while it lives, which would break later tests that call asyncio.run."""
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
