@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
+from tahrix_lab.agent.duck import Cursors, connect
+from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.migrations import Migration, apply_migrations
 from tahrix_lab.agent.transcript import Message, Part, Session, Usage
 
@@ -89,20 +87,6 @@ def default_path() -> str:
     return os.environ.get("TAHRIX_DB") or DEFAULT_DB
 
 
-def connect(path: str) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB file, turning a lock held by another process into a clear error."""
-    if path != ":memory:":
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    try:
-        conn = duckdb.connect(path)
-    except duckdb.IOException as exc:
-        if "lock" in str(exc).lower():
-            raise StoreLockedError(path, str(exc)) from None
-        raise ConfigurationError(f"Could not open the database {path!r}: {exc}") from None
-    conn.execute("SET TimeZone = 'UTC'")  # timestamps come back in UTC whatever the machine says
-    return conn
-
-
 class TranscriptStore:
     """Sessions, messages and parts in one DuckDB database.
 
@@ -119,42 +103,22 @@ class TranscriptStore:
         connection: duckdb.DuckDBPyConnection | None = None,
     ):
         self.path = str(path) if path is not None else default_path()
-        self._conn = connection if connection is not None else connect(self.path)
-        self._local = threading.local()
-        self._write_lock = threading.Lock()
+        self._db = Cursors(connection if connection is not None else connect(self.path))
         self._positions: dict[str, int] = {}  # next position per session, under the write lock
         self._listeners: list[Callable[[str, Message], None]] = []
-        apply_migrations(self._conn, "transcript", MIGRATIONS)
+        apply_migrations(self._db.connection, "transcript", MIGRATIONS)
 
     # -- plumbing --------------------------------------------------------
     @property
     def connection(self) -> duckdb.DuckDBPyConnection:
-        return self._conn
+        return self._db.connection
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's cursor (DuckDB connections are not shared across threads)."""
-        cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
-        if cur is None:
-            cur = self._conn.cursor()
-            self._local.cursor = cur
-        return cur
-
-    @contextmanager
-    def _write(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        # One short transaction per persist; the lock keeps positions dense
-        # when several threads append to one session.
-        with self._write_lock:
-            cur = self.cursor()
-            cur.execute("BEGIN")
-            try:
-                yield cur
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            cur.execute("COMMIT")
+        return self._db.cursor()
 
     def close(self) -> None:
-        self._conn.close()
+        self._db.connection.close()
 
     def __enter__(self) -> TranscriptStore:
         return self
@@ -176,7 +140,7 @@ class TranscriptStore:
         s = session or Session(
             user=user, purpose=purpose, system_prompt=system_prompt, title=title, replay_of=replay_of
         )
-        with self._write() as cur:
+        with self._db.write() as cur:
             cur.execute(
                 'INSERT INTO sessions (id, "user", purpose, status, system_prompt, created_at, replay_of, title) '
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -208,7 +172,7 @@ class TranscriptStore:
         if not changes:
             return
         sets = ", ".join(f"{k} = ?" for k in changes)
-        with self._write() as cur:
+        with self._db.write() as cur:
             cur.execute(f"UPDATE sessions SET {sets} WHERE id = ?", [*changes.values(), session_id])
 
     def list_sessions(
@@ -245,7 +209,7 @@ class TranscriptStore:
         """Persist a message with its parts in one statement; sets its position."""
         usage = message.usage or Usage()
         parts = json.dumps([p.to_dict() for p in message.parts], ensure_ascii=False)
-        with self._write_lock:
+        with self._db.write_lock:
             cur = self.cursor()
             position = self._next_position(cur, session_id)
             params = [
@@ -336,7 +300,7 @@ class TranscriptStore:
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
     def delete_session(self, session_id: str) -> None:
-        with self._write() as cur:
+        with self._db.write() as cur:
             cur.execute("DELETE FROM messages WHERE session_id = ?", [session_id])
             cur.execute("DELETE FROM sessions WHERE id = ?", [session_id])
             self._positions.pop(session_id, None)

@@ -11,14 +11,15 @@ import hashlib
 import json
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
 import duckdb
 
+from tahrix_lab.agent.duck import Cursors
 from tahrix_lab.agent.migrations import apply_migrations
 from tahrix_lab.case.schema import MIGRATIONS, SEVERITIES
 
@@ -71,8 +72,8 @@ class CaseDB:
 
     def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
         self._conn = conn
-        self._local = threading.local()
-        self.write_lock = threading.RLock()
+        self._cursors = Cursors(conn, threading.RLock())
+        self.write_lock = self._cursors.write_lock
         apply_migrations(conn, "case", MIGRATIONS)
 
     @property
@@ -81,25 +82,11 @@ class CaseDB:
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's cursor."""
-        cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
-        if cur is None:
-            cur = self._conn.cursor()
-            cur.execute("SET TimeZone = 'UTC'")
-            self._local.cursor = cur
-        return cur
+        return self._cursors.cursor()
 
-    @contextmanager
-    def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def write(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         """One short transaction under the write lock."""
-        with self.write_lock:
-            cur = self.cursor()
-            cur.execute("BEGIN")
-            try:
-                yield cur
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            cur.execute("COMMIT")
+        return self._cursors.write()
 
     def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         cur = self.cursor().execute(sql, params if isinstance(params, dict) else list(params))

@@ -15,9 +15,10 @@ from typing import Any
 
 import duckdb
 
+from tahrix_lab.agent.duck import connect
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.loop import ask as _ask
-from tahrix_lab.agent.store import TranscriptStore, connect, default_path
+from tahrix_lab.agent.store import TranscriptStore, default_path
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case import loaders

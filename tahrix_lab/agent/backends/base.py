@@ -7,6 +7,7 @@ live in the loop, never in a backend.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, NotRequired, Protocol, TypedDict, runtime_checkable
 
@@ -90,6 +91,19 @@ class Backend(Protocol):
         first event or mid-stream; never a raw SDK exception.
         """
         ...
+
+
+def parse_tool_arguments(raw: str) -> dict[str, Any] | None:
+    """A tool call's argument text as an object: ``{}`` when empty, ``None``
+    when it is not a JSON object (the runner then answers with an error the
+    model can read, and the raw text is kept)."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def done(

@@ -23,7 +23,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tahrix_lab.agent.backends.base import DoneEvent, Event, ToolSpec, ToolUseEvent, UsageDict
+from tahrix_lab.agent.backends.base import (
+    DoneEvent,
+    Event,
+    ToolSpec,
+    ToolUseEvent,
+    UsageDict,
+    parse_tool_arguments,
+)
 from tahrix_lab.agent.backends.headers import parse_retry_after
 from tahrix_lab.agent.backends.media import Media, load_media
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
@@ -310,15 +317,7 @@ class _ToolUse:
 
     def event(self) -> ToolUseEvent:
         raw = "".join(self.args)
-        parsed: dict[str, Any] | None
-        if not raw.strip():
-            parsed = {}
-        else:
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                value = None
-            parsed = value if isinstance(value, dict) else None
+        parsed = parse_tool_arguments(raw)
         return {"kind": "tool_use", "id": self.id, "name": self.name, "input": parsed, "raw": raw}
 
 

@@ -26,7 +26,14 @@ from typing import Any, Literal
 import openai
 from openai.types.chat import ChatCompletionChunk
 
-from tahrix_lab.agent.backends.base import DoneEvent, Event, ToolSpec, ToolUseEvent, UsageDict
+from tahrix_lab.agent.backends.base import (
+    DoneEvent,
+    Event,
+    ToolSpec,
+    ToolUseEvent,
+    UsageDict,
+    parse_tool_arguments,
+)
 from tahrix_lab.agent.backends.headers import parse_retry_after
 from tahrix_lab.agent.backends.media import Media, MediaError, load_media
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
@@ -285,15 +292,7 @@ class _ToolCall:
 
     def event(self) -> ToolUseEvent:
         raw = "".join(self.args)
-        parsed: dict[str, Any] | None
-        if not raw.strip():
-            parsed = {}
-        else:
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                value = None
-            parsed = value if isinstance(value, dict) else None
+        parsed = parse_tool_arguments(raw)
         return {
             "kind": "tool_use",
             "id": self.id or f"call_{uuid.uuid4().hex[:24]}",
