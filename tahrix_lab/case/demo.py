@@ -11,15 +11,15 @@ same investigation question goes to that provider instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
 
 from tahrix_lab.agent.backends import FakeBackend, get_backend
 from tahrix_lab.agent.backends.base import Backend, Event, ToolSpec
-from tahrix_lab.agent.backends.fake import reasoning, text, tool_call
-from tahrix_lab.agent.errors import ConfigurationError
+from tahrix_lab.agent.backends.fake import Turn, reasoning, text, tool_call
+from tahrix_lab.agent.errors import BackendError, ConfigurationError
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.case.workspace import Workspace
 
@@ -52,6 +52,41 @@ def _short(h: str | None) -> str:
 def scripted_backend(workspace: Workspace, case_id: str) -> FakeBackend:
     """A deterministic investigator that reads the real tool results (no network)."""
     del workspace  # the turns see everything through the tool results, as a model would
+    return FakeBackend(investigation_turns(case_id), name="fake")
+
+
+class ScriptedInvestigator:
+    """The same scripted investigation for any number of conversations at once
+    (the job service's offline model): it keeps no state, and picks the turn
+    from how many answers follow the last question."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self._turns = investigation_turns(None)
+
+    def stream(
+        self,
+        *,
+        system: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        model: str,
+        inference: dict[str, Any] | None,
+    ) -> Iterator[Event]:
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        call = sum(1 for m in messages[last_user + 1 :] if m.role == "assistant")
+        if call >= len(self._turns):
+            raise BackendError(
+                f"The scripted investigation has {len(self._turns)} turns; call {call + 1} has none."
+            )
+        return FakeBackend([self._turns[call]]).stream(
+            system=system, messages=messages, tools=tools, model=model, inference=inference
+        )
+
+
+def investigation_turns(case_id: str | None) -> list[Turn]:
+    """The scripted investigation's turns; ``case_id=None`` reads it from the case overview."""
 
     def turn1(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
         return [
@@ -123,8 +158,9 @@ def scripted_backend(workspace: Workspace, case_id: str) -> FakeBackend:
         denied = _last(messages, "annotate").get("error")
         endpoints = trace.get("endpoints", {})
         edges = {e.get("to"): e for e in trace.get("edges", []) if e.get("kind") == "transfer"}
+        case = case_id or _last(messages, "get_case_overview").get("case", {}).get("case_id", "the case")
         lines = [
-            f"**Findings for {case_id}** (scripted offline demo: every figure below comes from the tool results).",
+            f"**Findings for {case}** (scripted offline demo: every figure below comes from the tool results).",
             "",
         ]
         for cat, label in (
@@ -173,7 +209,7 @@ def scripted_backend(workspace: Workspace, case_id: str) -> FakeBackend:
             )
         return [text("\n".join(lines))]
 
-    return FakeBackend([turn1, turn2, turn3, turn4, turn5], name="fake")
+    return [turn1, turn2, turn3, turn4, turn5]
 
 
 def demo_backend(workspace: Workspace, case_id: str) -> tuple[Backend, str, bool]:

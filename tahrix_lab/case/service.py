@@ -13,6 +13,7 @@ from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case.context import CaseContextProvider, Grant
+from tahrix_lab.case.demo import ScriptedInvestigator
 from tahrix_lab.case.tools import CASE_TOOLS
 from tahrix_lab.case.workspace import Workspace
 
@@ -43,3 +44,7 @@ class CaseIntegration:
 
     def registry(self) -> ToolRegistry:
         return CASE_TOOLS
+
+    def offline_backend(self) -> ScriptedInvestigator:
+        """With no provider configured, the service runs the demo's scripted investigation."""
+        return ScriptedInvestigator()

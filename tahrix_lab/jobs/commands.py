@@ -156,6 +156,9 @@ def build(
         integration: JobIntegration = (
             integration_factory(transcripts) if integration_factory is not None else ChatIntegration()
         )
+        offline = getattr(integration, "offline_backend", None)
+        if backend is None and settings.backend_name == "fake" and not settings.fake_script and offline:
+            backend = offline()  # the domain's own scripted model (the case demo's investigation)
         if settings.backend_name == "fake" and backend is None:
             from tahrix_lab.jobs.demo import WithDemoTools
 

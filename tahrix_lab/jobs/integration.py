@@ -16,7 +16,11 @@ from tahrix_lab.agent.transcript import Session
 
 @runtime_checkable
 class JobIntegration(Protocol):
-    """``start_session`` may raise ``UserFacingError`` (the API answers 422 with its message)."""
+    """``start_session`` may raise ``UserFacingError`` (the API answers 422 with its message).
+
+    An integration may also offer ``offline_backend() -> Backend``: the model
+    the service runs when no provider is configured and no fake script given.
+    """
 
     purpose: str
 
