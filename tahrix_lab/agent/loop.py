@@ -295,6 +295,9 @@ class _Run:
         offered = [s["name"] for s in specs]
         cycle = 0
         while True:
+            if self.cancel is not None and self.cancel.is_set():  # stopped before this call began
+                yield "done", {"session_id": self.session.id, "stop_reason": "cancelled"}
+                return
             if self.budget is not None:
                 try:
                     self.budget.check(self.session.user, store=self.store)

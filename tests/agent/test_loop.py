@@ -382,3 +382,13 @@ def test_an_attachment_error_is_shown_to_the_user_as_it_is(store: TranscriptStor
             },
         )
     ]
+
+
+def test_a_stop_before_the_call_sends_nothing(store: TranscriptStore, reg: ToolRegistry) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    backend = FakeBackend([[text("never")]])
+    session = store.create_session()
+    events = list(ask(store, session, "q", backend=backend, model="m", registry=reg, cancel=cancel))
+    assert events == [("done", {"session_id": session.id, "stop_reason": "cancelled"})]
+    assert backend.requests == []
