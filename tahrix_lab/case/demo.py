@@ -18,7 +18,7 @@ from rich.console import Console
 
 from tahrix_lab.agent.backends import FakeBackend, get_backend
 from tahrix_lab.agent.backends.base import Backend, Event, ToolSpec
-from tahrix_lab.agent.backends.fake import Turn, reasoning, text, tool_call
+from tahrix_lab.agent.backends.fake import Turn, answers_since_question, reasoning, text, tool_call
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.case.workspace import Workspace
@@ -74,8 +74,7 @@ class ScriptedInvestigator:
         model: str,
         inference: dict[str, Any] | None,
     ) -> Iterator[Event]:
-        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-        call = sum(1 for m in messages[last_user + 1 :] if m.role == "assistant")
+        call = answers_since_question(messages)
         if call >= len(self._turns):
             raise BackendError(
                 f"The scripted investigation has {len(self._turns)} turns; call {call + 1} has none."

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tahrix_lab.agent.backends.base import Event, ToolSpec
+from tahrix_lab.agent.backends.fake import answers_since_question
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Message, StopReason, new_id
@@ -87,9 +88,8 @@ class ScriptedBackend:
         model: str,
         inference: dict[str, Any] | None,
     ) -> Iterator[Event]:
-        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-        question = messages[last_user].text if last_user >= 0 else ""
-        call = sum(1 for m in messages[last_user + 1 :] if m.role == "assistant")
+        question = next((m.text for m in reversed(messages) if m.role == "user"), "")
+        call = answers_since_question(messages)
         turns: list[Any] = self.script["turns"]
         if call >= len(turns):
             raise BackendError(

@@ -53,6 +53,13 @@ def tool_call(name: str, args: dict[str, Any] | None = None, *, id: str | None =
     return {"kind": "tool_use", "id": id or f"call_{next(_ids)}", "name": name, "input": dict(args or {})}
 
 
+def answers_since_question(messages: Sequence[Message]) -> int:
+    """How many model calls already answered the latest user message: a
+    stateless scripted model plays turn k for call k of each question."""
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    return sum(1 for m in messages[last_user + 1 :] if m.role == "assistant")
+
+
 def estimate_tokens(value: str) -> int:
     """A deterministic stand-in for a tokenizer: about four characters a token."""
     return max(1, (len(value) + 3) // 4) if value else 0
