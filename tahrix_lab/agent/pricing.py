@@ -59,9 +59,6 @@ class Pricer:
         calc = price_calculation(model, usage, backend=backend, at=at)
         return None if calc is None else float(calc)
 
-    def is_known(self, model_id: str, backend: str | None = None) -> bool:
-        return self.price(model_id, Usage(input_tokens=1, output_tokens=1), backend=backend) is not None
-
 
 def price_calculation(
     model_id: str, usage: Usage, *, backend: str | None = None, at: datetime | None = None
