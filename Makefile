@@ -3,33 +3,40 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint typecheck contracts unit bench lab serve clean
+.PHONY: demo test test-stages lint typecheck contracts unit bench lab serve clean
+
+# Each stage of `make test` prints its duration; the summary comes at the end.
+export TAHRIX_STAGE_LOG ?= $(CURDIR)/.stage-times
+TIMED := scripts/timed.sh
 
 $(BIN)/tahrix: pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(TIMED) install sh -c "test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
+	  $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e '.[dev]'"
 	touch $@
 
 demo: $(BIN)/tahrix
 	$(BIN)/tahrix demo
 
-test: $(BIN)/tahrix
-	scripts/system-deps.sh
-	$(MAKE) lint typecheck contracts unit
+test:
+	@rm -f $(TAHRIX_STAGE_LOG)
+	@$(MAKE) --no-print-directory test-stages; rc=$$?; \
+	  echo "== stage times"; cat $(TAHRIX_STAGE_LOG) 2>/dev/null; rm -f $(TAHRIX_STAGE_LOG); exit $$rc
+
+test-stages: $(BIN)/tahrix
+	$(TIMED) system-packages scripts/system-deps.sh
+	$(MAKE) --no-print-directory lint typecheck contracts unit
 
 lint: $(BIN)/tahrix
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(TIMED) lint sh -c "$(BIN)/ruff check . && $(BIN)/ruff format --check ."
 
 typecheck: $(BIN)/tahrix
-	$(BIN)/mypy
+	$(TIMED) types $(BIN)/mypy
 
 contracts: $(BIN)/tahrix
-	$(BIN)/lint-imports
+	$(TIMED) contracts $(BIN)/lint-imports
 
 unit: $(BIN)/tahrix
-	$(BIN)/pytest
+	$(TIMED) tests $(BIN)/pytest
 
 bench: $(BIN)/tahrix
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -6,7 +6,7 @@ Reuse them from any test under ``tests/e2e`` (pytest picks this file up):
 ``browser``
     A Playwright ``Browser`` (sync API) on the system Chromium
     (``/usr/bin/chromium``, never a downloaded one), launched headless with the
-    flags from ``shared/BROWSER-TESTING.md`` and a fresh user-data dir. Session
+    flags this machine needs (no background networking, no sandbox as root) and a fresh user-data dir. Session
     scoped: one browser for the whole run.
 
 ``page``

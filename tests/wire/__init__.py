@@ -4,5 +4,5 @@
 off mid-body) and records every request; ``sse`` builds Chat Completions
 Server-Sent Events; ``eventstream`` builds AWS event-stream frames with
 their CRC32s; ``cassettes`` replays the recorded vectors in
-``<repo>/../shared/vectors``.
+``tests/vectors``.
 """

@@ -1,7 +1,7 @@
-"""Replay the recorded provider exchanges in ``<repo>/../shared/vectors``.
+"""Replay the recorded provider exchanges in ``tests/vectors`` (provenance in its README).
 
-CI lays ``shared/`` beside the clone; a missing directory is a failure, not
-a skip: these recordings are what the adapters are pinned against."""
+A missing file is a failure, not a skip: these recordings are what the
+adapters are pinned against."""
 
 from __future__ import annotations
 
@@ -14,14 +14,13 @@ import yaml
 
 from .server import Reply
 
-REPO = Path(__file__).resolve().parents[2]
-VECTORS = REPO.parent / "shared" / "vectors"
+VECTORS = Path(__file__).resolve().parents[1] / "vectors"
 
 
 def vectors_dir() -> Path:
     if not (VECTORS / "README.md").is_file():
         raise FileNotFoundError(
-            f"The recorded provider vectors are missing: expected {VECTORS} (shared/ beside the checkout)."
+            f"The recorded provider vectors are missing: expected {VECTORS} (tests/vectors in the checkout)."
         )
     return VECTORS
 

@@ -1,6 +1,6 @@
 """The Bedrock adapter through real boto3 against a loopback AWS event-stream server.
 
-Recorded vectors (``../shared/vectors/bedrock``) are replayed byte for byte
+Recorded vectors (``tests/vectors/bedrock``) are replayed byte for byte
 (CRCs and all); what the adapter must make of them is pinned here."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The OpenAI-compatible adapter through the real ``openai`` SDK against loopback SSE servers.
 
-Recorded vectors (``../shared/vectors/openai``) are replayed byte for byte;
+Recorded vectors (``tests/vectors/openai``) are replayed byte for byte;
 what the adapter must make of them is pinned here."""
 
 from __future__ import annotations
