@@ -1,4 +1,4 @@
-// Tahrix flow renderer: draws the chunks of tahrix_lab/jobs/chunks.py into a
+// Tahrix flow renderer: draws the chunks of tahrix_lab/flow.py into a
 // container, in arrival order. Transport-agnostic: the notebook widget
 // (chat.js) and the job service's page both drive it through the same API.
 //

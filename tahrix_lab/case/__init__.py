@@ -9,7 +9,6 @@ from tahrix_lab.case.detectors import DETECTORS, run_detectors
 from tahrix_lab.case.generator import generate_case
 from tahrix_lab.case.loaders import LoadError, export_case, load_case_folder, load_etherscan_csv, load_etl_csv
 from tahrix_lab.case.prompts import INVESTIGATION_PROMPT
-from tahrix_lab.case.service import CaseIntegration
 from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
 from tahrix_lab.case.tracing import TraceParams, trace_funds
 from tahrix_lab.case.workspace import SAMPLE_CASE_ID, Workspace
@@ -21,7 +20,6 @@ __all__ = [
     "SAMPLE_CASE_ID",
     "CaseContextProvider",
     "CaseDB",
-    "CaseIntegration",
     "Grant",
     "LoadError",
     "ToolContext",

@@ -1,7 +1,7 @@
 """The hybrid streaming job service: POST a job, long-poll its chunks.
 
-Names load on first use, so ``from tahrix_lab.jobs.chunks import to_chunk``
-(the notebook widget) does not import FastAPI or redis.
+Names load on first use, so importing one part does not import FastAPI or
+redis. The chunk vocabulary lives below this package, in ``tahrix_lab.flow``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tahrix_lab.jobs.api import Service, create_app
-    from tahrix_lab.jobs.chunks import Chunk, history_chunks, to_chunk
     from tahrix_lab.jobs.demo import ScriptedBackend
     from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
     from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
@@ -22,9 +21,6 @@ if TYPE_CHECKING:
 _WHERE = {
     "Service": "api",
     "create_app": "api",
-    "Chunk": "chunks",
-    "history_chunks": "chunks",
-    "to_chunk": "chunks",
     "ScriptedBackend": "demo",
     "ChatIntegration": "integration",
     "JobIntegration": "integration",
@@ -41,7 +37,6 @@ _WHERE = {
 
 __all__ = [
     "ChatIntegration",
-    "Chunk",
     "JobIntegration",
     "JobRejected",
     "JobRequest",
@@ -54,9 +49,7 @@ __all__ = [
     "Settings",
     "StoreUnavailable",
     "create_app",
-    "history_chunks",
     "sse_events",
-    "to_chunk",
 ]
 
 

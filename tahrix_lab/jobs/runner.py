@@ -35,7 +35,7 @@ from tahrix_lab.agent.errors import BudgetExceeded, ConfigurationError, UserFaci
 from tahrix_lab.agent.loop import LoopEvent, run_agent
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part, Session, new_id
-from tahrix_lab.jobs.chunks import Chunk, to_chunk
+from tahrix_lab.flow import Chunk, to_chunk
 from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
 from tahrix_lab.jobs.store import JobStatus, JobStore, StoreUnavailable
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tahrix_lab.jobs.chunks import chunks
+from tahrix_lab.flow import chunks
 
 
 def sse_events(events: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[str]:

@@ -38,7 +38,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tahrix_lab.jobs.chunks import Chunk
+from tahrix_lab.flow import Chunk
 
 JobStatus = Literal["streaming", "done", "error", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"done", "error", "cancelled"})

@@ -3,7 +3,7 @@
 The front end is ``widgets/flow.js`` (the renderer shared with the job
 service's page) joined with ``widgets/chat.js`` (the anywidget glue). The loop
 runs in a background thread so the kernel stays free; each loop tuple becomes
-a chunk (``tahrix_lab.jobs.chunks.to_chunk``) that is
+a chunk (``tahrix_lab.flow.to_chunk``) that is
 
 * appended to ``_chunks``, the authoritative ordered conversation, mirrored to
   the synced ``chunks`` trait (so a re-display or a page reload shows it all);
@@ -38,7 +38,7 @@ from tahrix_lab.agent.loop import ask as ask_loop
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
-from tahrix_lab.jobs.chunks import Chunk, history_chunks, to_chunk
+from tahrix_lab.flow import Chunk, history_chunks, to_chunk
 from tahrix_lab.resources import widget_file
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ import pytest
 
 from tahrix_lab.agent import REGISTRY, UserFacingError
 from tahrix_lab.agent.tools import ContextProvider
-from tahrix_lab.case.service import CaseIntegration
+from tahrix_lab.integration import CaseIntegration
 from tahrix_lab.case.workspace import Workspace
 
 

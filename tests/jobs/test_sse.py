@@ -6,7 +6,7 @@ import json
 
 from tahrix_lab.agent import FakeBackend, TranscriptStore, ask
 from tahrix_lab.agent.backends.fake import reasoning, text
-from tahrix_lab.jobs.chunks import chunks
+from tahrix_lab.flow import chunks
 from tahrix_lab.jobs.sse import sse_events
 
 

@@ -1,4 +1,7 @@
-"""What the job service needs from the case domain, without importing it (jobs must not import case).
+"""The composition root's join of the case domain and the job service.
+
+Neither imports the other (the domain never imports a transport); this
+module, above both, adapts a ``Workspace`` to what the service needs.
 
 ``CaseIntegration`` structurally satisfies the job service's protocol:
 ``purpose``, ``start_session(store, *, user, case_id)``, ``context_for(store, session)``, ``registry()``.
