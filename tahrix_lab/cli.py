@@ -38,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
 def case_integration(transcripts: TranscriptStore) -> Any:
     """The job service's sessions are case investigations: the case data lives in
     the same DuckDB file, so the workspace shares the service's connection."""
-    from tahrix_lab.integration import CaseIntegration
     from tahrix_lab.case.workspace import Workspace
+    from tahrix_lab.integration import CaseIntegration
 
     return CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection))
 
