@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tahrix_lab.case.db import CaseDB, jsonable
-from tahrix_lab.case.schema import SERVICE_CATEGORIES
+from tahrix_lab.case.taxonomy import SERVICE_CATEGORIES
 
 VERSION = "1.0"
 EVIDENCE_CAP = 25

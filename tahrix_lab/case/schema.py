@@ -144,21 +144,3 @@ FLAG_TYPES = (
     "sanctions_exposure",
 )
 SEVERITIES = ("info", "low", "medium", "high", "critical")
-
-# Label categories of services: their flow is not a person's flow (pass-through
-# and structuring skip them; tracing stops at some of them by default).
-SERVICE_CATEGORIES = frozenset(
-    {
-        "exchange",
-        "defi_dex",
-        "defi_bridge",
-        "defi_lending",
-        "defi",
-        "mixing_service",
-        "market_maker",
-        "wallet_service",
-        "payment_processor",
-        "otc_desk",
-        "market",
-    }
-)
