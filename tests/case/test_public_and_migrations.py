@@ -12,7 +12,7 @@ from tahrix_lab.case.schema import MIGRATIONS
 
 def test_public_surface() -> None:
     exported = {n for n in dir(case) if not n.startswith("_")} - {"annotations", "commands", "context", "db", "demo",
-        "detectors", "generator", "loaders", "prompts", "schema", "service", "sqlguard", "tools", "tracing", "workspace"}  # fmt: skip
+        "detectors", "generator", "loaders", "prompts", "schema", "sqlguard", "taxonomy", "tools", "tracing", "workspace"}  # fmt: skip
     assert exported == set(case.__all__)
     for name in case.__all__:
         assert getattr(case, name) is not None
