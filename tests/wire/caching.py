@@ -117,7 +117,9 @@ def read_prompt(model: str, body: dict[str, Any]) -> Account:
         for block in blocks:
             if isinstance(block, dict) and "cachePoint" in block:
                 if rule is None:
-                    raise Refused(f"The model {model} does not support prompt caching (cachePoint in {where}).")
+                    raise Refused(
+                        f"The model {model} does not support prompt caching (cachePoint in {where})."
+                    )
                 if where == "tools" and not rule.tools:
                     raise Refused(f"The model {model} does not accept a cachePoint in toolConfig.tools.")
                 counts = rule is not None and since >= rule.min_tokens
@@ -153,7 +155,9 @@ class CachingConverse:
         except Refused as exc:
             return Reply.json(400, {"message": str(exc)}, {"x-amzn-errortype": "ValidationException"})
         events = [dict(e) for e in self.respond(body, model)]
-        out = sum(block_tokens(e.get("input") if e["kind"] == "tool_use" else e.get("text", "")) for e in events)
+        out = sum(
+            block_tokens(e.get("input") if e["kind"] == "tool_use" else e.get("text", "")) for e in events
+        )
         cached = bool(account.points)
         usage = {
             "input_tokens": account.total,

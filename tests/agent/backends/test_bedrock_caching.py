@@ -273,7 +273,9 @@ def test_cache_points_never_exceed_the_limit_nor_change_the_prompt(
     shape: list[tuple[bool, int]], system: str | None, with_tools: bool, model_id: str
 ) -> None:
     messages = _history(shape)
-    tools = [{"name": "lookup_address", "description": "Look up.", "parameters": SCHEMA}] if with_tools else []
+    tools = (
+        [{"name": "lookup_address", "description": "Look up.", "parameters": SCHEMA}] if with_tools else []
+    )
     cached = as_wire_request(system=system, messages=messages, tools=tools, model=model_id, inference=None)
     plain = as_wire_request(system=system, messages=messages, tools=tools, model=model_id,
                             inference={"prompt_caching": False})  # fmt: skip
