@@ -199,3 +199,39 @@ def scripted(turns: Sequence[Sequence[dict[str, Any]]]) -> Respond:
         return queue.pop(0)
 
     return respond
+
+
+@dataclass
+class PrefixCachingChat:
+    """A Chat Completions reply source with OpenAI's automatic prefix cache:
+    a request whose body starts with the same bytes as an earlier one of the
+    same ``prompt_cache_key`` reads that common prefix, counted in 128-token
+    steps from 1,024 tokens up (OpenAI's documented granularity)."""
+
+    respond: Respond
+    seen: dict[str | None, list[bytes]] = field(default_factory=dict)
+    cached: list[int] = field(default_factory=list)
+
+    def __call__(self, request: Recorded) -> Reply:
+        from . import sse
+
+        body = request.json()
+        key = body.get("prompt_cache_key")
+        common = max((_common_prefix(request.body, old) for old in self.seen.get(key, [])), default=0)
+        tokens = estimate_tokens("x" * common)
+        cached = 0 if tokens < 1024 else tokens - (tokens - 1024) % 128
+        self.seen.setdefault(key, []).append(request.body)
+        self.cached.append(cached)
+        events = [dict(e) for e in self.respond(body, body["model"])]
+        usage = {
+            "input_tokens": estimate_tokens(request.body.decode()),
+            "output_tokens": 1,
+            "cache_read_tokens": cached,
+        }
+        stop = "tool_use" if any(e["kind"] == "tool_use" for e in events) else "end_turn"
+        return sse.turn_reply([*events, {"kind": "done", "stop_reason": stop, "usage": usage}])
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
