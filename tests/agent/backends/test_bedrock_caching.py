@@ -126,6 +126,8 @@ def test_cache_points_on_calls_one_two_and_three_of_a_tool_session(
     uncached = [pricer.price(SONNET, Usage(m.usage.input_tokens, m.usage.output_tokens), backend="bedrock")
                 for m in stored if m.usage]  # fmt: skip
     assert sum(c for c in costs if c) < sum(c for c in uncached if c)
+    # the usage event carries the same tokens priced uncached: the widget shows the difference
+    assert [p["uncached_cost_usd"] for e, p in events if e == "usage"] == uncached
 
 
 def test_nova_takes_no_cache_point_in_the_tool_specs(
