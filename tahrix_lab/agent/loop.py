@@ -551,7 +551,9 @@ class _Run:
         uncached = cost
         if usage.cache_read_tokens or usage.cache_write_tokens:
             plain = Usage(usage.input_tokens, usage.output_tokens, reasoning_tokens=usage.reasoning_tokens)
-            uncached = self.pricer.price(message.model_id, plain, backend=message.backend, at=message.created_at)
+            uncached = self.pricer.price(
+                message.model_id, plain, backend=message.backend, at=message.created_at
+            )
         return {
             "backend": message.backend,
             "model": message.model_id,
