@@ -299,3 +299,21 @@ def test_cache_points_never_exceed_the_limit_nor_change_the_prompt(
     ]:
         blocks[:] = [b for b in blocks if "cachePoint" not in b]
     assert stripped == plain
+
+
+def test_a_follow_up_question_reads_the_whole_earlier_investigation(
+    model_server: tuple[WireServer, CachingConverse], store: TranscriptStore
+) -> None:
+    """The second question's run loads the history from the store; its first call
+    reads everything the last call of the first question sent."""
+    server, model = model_server
+    events = investigate(server, store, SONNET)
+    session_id = events[-1][1]["session_id"]
+    store.append_message(session_id, Message.user("And before 0xaaa?"))
+    client = bedrock_client(server.url)
+    more = list(run_agent(session_id, store=store, backend=BedrockBackend(client=client), model=SONNET,
+                          registry=REGISTRY))  # fmt: skip
+    client.close()
+    assert more[-1][0] == "done"
+    assert points(server.requests[3].json()) == ["tools", "system", "messages[4]", "messages[6]"]
+    assert model.accounts[3].read == model.accounts[2].total

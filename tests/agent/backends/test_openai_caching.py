@@ -136,3 +136,20 @@ def test_a_history_outside_a_session_sends_no_key() -> None:
     request = as_wire_request(system="S", messages=[Message.user("Hi")], tools=[], model="gpt-4o",
                               inference=None, cache_key=None)  # fmt: skip
     assert "prompt_cache_key" not in request
+
+
+def test_a_follow_up_question_keeps_the_prefix_after_the_store_round_trip(
+    chat: tuple[WireServer, PrefixCachingChat], store: TranscriptStore
+) -> None:
+    """The second question's run loads the history from the store: the bytes sent
+    for the earlier turns must not change (key order, raw tool arguments)."""
+    server, model = chat
+    backend = OpenAIBackend(base_url=server.url + "/v1", api_key="k", prompt_cache_key=True)
+    session_id, _ = investigate(server, store, backend)
+    store.append_message(session_id, Message.user("And before that?"))
+    events = list(run_agent(session_id, store=store, backend=backend, model="gpt-4o-mini", registry=REGISTRY))
+    assert events[-1][0] == "done"
+    last_of_first, first_of_second = server.requests[2].body, server.requests[3].body
+    assert first_of_second.startswith(split(last_of_first)[0])
+    assert split(first_of_second)[1] == split(last_of_first)[1]
+    assert model.cached[3] >= model.cached[2]
