@@ -317,3 +317,29 @@ def test_a_follow_up_question_reads_the_whole_earlier_investigation(
     assert more[-1][0] == "done"
     assert points(server.requests[3].json()) == ["tools", "system", "messages[4]", "messages[6]"]
     assert model.accounts[3].read == model.accounts[2].total
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shapes=st.lists(
+        st.lists(st.tuples(st.booleans(), st.integers(1, 3)), max_size=5), min_size=1, max_size=4
+    ),
+    gaps=st.lists(st.floats(0, 2 * TTL_SECONDS), min_size=4, max_size=4),
+)
+def test_the_cache_model_never_counts_a_token_twice(
+    shapes: list[list[tuple[bool, int]]], gaps: list[float]
+) -> None:
+    clock = Clock()
+    model = CachingConverse(scripted([]), clock=clock)
+    tools = [{"name": "lookup_address", "description": "Look up. " * 300, "parameters": SCHEMA}]
+    for shape, gap in zip(shapes, gaps, strict=False):
+        clock.now += gap
+        body = as_wire_request(
+            system=SYSTEM, messages=_history(shape), tools=tools, model=SONNET, inference=None
+        )
+        for _ in range(2):  # the same request twice: the second reads what the first wrote
+            account = model.account(SONNET, json.loads(json.dumps(body)))
+            assert account.read >= 0 and account.write >= 0 and account.fresh >= 0
+            assert account.read + account.write <= account.total
+        counting = [p for p in account.points if p.counts]
+        assert (account.read, account.write) == ((counting[-1].tokens, 0) if counting else (0, 0))
