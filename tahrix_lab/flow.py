@@ -64,7 +64,7 @@ def to_chunk(event: str, payload: dict[str, Any]) -> Chunk | None:
         return {"type": "effects", "effects": payload["effects"]}
     if event == "usage":
         return {"type": "usage", **{k: payload.get(k) for k in (
-            "model", "backend", "usage", "cost_usd", "latency_ms", "ttft_ms", "stop_reason")}}  # fmt: skip
+            "model", "backend", "usage", "cost_usd", "uncached_cost_usd", "latency_ms", "ttft_ms", "stop_reason")}}  # fmt: skip
     if event == "error":
         return {"type": "error", "message": payload["message"], "kind": payload.get("kind", "internal")}
     if event == "done":

@@ -510,6 +510,9 @@ export function createFlow(container, options = {}) {
     bits.push(`in ${inTok} / out ${outTok} tokens`);
     if (u.cache_read_tokens) bits.push(`${u.cache_read_tokens} cached`);
     bits.push(formatCost(chunk.cost_usd));
+    // what caching saved: the same tokens uncached, minus the cost as sent (writes can cost more)
+    const saved = chunk.uncached_cost_usd != null && chunk.cost_usd != null ? chunk.uncached_cost_usd - chunk.cost_usd : 0;
+    if (Math.abs(saved) >= 5e-7) bits.push(saved > 0 ? `saved ${formatCost(saved)}` : `cache write +${formatCost(-saved)}`);
     const ms = formatMs(chunk.latency_ms);
     if (ms) bits.push(ms);
     insert(h("div", "tx-usage", bits.join(" · ")));

@@ -10,7 +10,9 @@ SSE encoder) translate the tuples. Events and their payloads:
     follow_up    {"cycle": int, "text": "Synthesizing results..."}  (before each call that follows tool results)
     effects      {"effects": [dict, ...]}
     usage        {"backend", "model", "usage": dict, "cost_usd": float | None,
-                  "latency_ms", "ttft_ms", "stop_reason", "position"}  (once per model call)
+                  "uncached_cost_usd": float | None (the same tokens with no cache reads or
+                  writes: what caching saved is the difference), "latency_ms", "ttft_ms",
+                  "stop_reason", "position"}  (once per model call)
     done         {"session_id", "stop_reason"}  (stop_reason "cancelled" when stopped)
     error        {"kind": "backend"|"budget"|"cycle_limit"|"internal", "message": str (calm,
                   for the user), "retryable": bool, ...}
@@ -545,13 +547,19 @@ class _Run:
 
     def _usage_payload(self, message: Message) -> dict[str, Any]:
         usage = message.usage or Usage()
+        cost = self.pricer.price(message.model_id, usage, backend=message.backend, at=message.created_at)
+        uncached = cost
+        if usage.cache_read_tokens or usage.cache_write_tokens:
+            plain = Usage(usage.input_tokens, usage.output_tokens, reasoning_tokens=usage.reasoning_tokens)
+            uncached = self.pricer.price(
+                message.model_id, plain, backend=message.backend, at=message.created_at
+            )
         return {
             "backend": message.backend,
             "model": message.model_id,
             "usage": usage.to_dict(),
-            "cost_usd": self.pricer.price(
-                message.model_id, usage, backend=message.backend, at=message.created_at
-            ),
+            "cost_usd": cost,
+            "uncached_cost_usd": uncached,
             "latency_ms": message.latency_ms,
             "ttft_ms": message.ttft_ms,
             "stop_reason": message.stop_reason,

@@ -275,12 +275,13 @@ def _costs(args: argparse.Namespace) -> int:
         print("No model calls in this range.")
         return 0
     table = Table(title=f"Costs by {args.by}")
-    for col in df.columns:
-        table.add_column(str(col), justify="right" if df[col].dtype.kind in "iuf" else "left")
-    for rec in df.itertuples(index=False):
+    shown = df.drop(columns=["uncached_cost_usd"])  # cost_usd + saved_usd; the CSV keeps it
+    for col in shown.columns:
+        table.add_column(str(col), justify="right" if shown[col].dtype.kind in "iuf" else "left")
+    for rec in shown.itertuples(index=False):
         cells = []
-        for col, value in zip(df.columns, rec, strict=True):
-            if col == "cost_usd":
+        for col, value in zip(shown.columns, rec, strict=True):
+            if col in ("cost_usd", "saved_usd"):
                 cells.append(_cost(value))
             elif isinstance(value, datetime):
                 cells.append(
@@ -290,8 +291,15 @@ def _costs(args: argparse.Namespace) -> int:
                 cells.append("" if value is None else str(value))
         table.add_row(*cells)
     total = df["cost_usd"].sum(min_count=1)
+    saved = df["saved_usd"].sum(min_count=1)
     unknown = int(df["unknown_cost_calls"].sum())
-    table.caption = f"total {_cost(total)}" + (f"; {unknown} calls with unknown price" if unknown else "")
+    caching = ""
+    if saved == saved and saved:  # NaN: no known price; 0: nothing was cached
+        what = f"saved {_cost(saved)}" if saved > 0 else f"cost {_cost(-saved)} more (cache writes)"
+        caching = f"; prompt caching {what}, uncached {_cost(total + saved)}"
+    table.caption = f"total {_cost(total)}{caching}" + (
+        f"; {unknown} calls with unknown price" if unknown else ""
+    )
     _console().print(table)
     return 0
 

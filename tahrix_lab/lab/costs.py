@@ -16,7 +16,10 @@ view joins the calls with it in SQL:
             tiered prices (a tier applies to all tokens once crossed, as in
             genai-prices).
     costs   usage + ``cost_usd`` (NULL when unknown, never 0) + ``unknown_price``
-            (why the cost is unknown).
+            (why the cost is unknown) + ``uncached_cost_usd`` (the same tokens
+            priced as plain input, as if nothing had been cached) and
+            ``saved_usd`` (their difference: what prompt caching saved; below
+            0 when a call paid for cache writes it did not read back).
 
 Usage convention (see ``Usage``): ``input_tokens`` includes cache reads and
 writes, so the plain input is ``input - cache_read - cache_write``.
@@ -107,6 +110,11 @@ CASE WHEN p.model_id IS NULL OR (u.input_tokens IS NULL AND u.output_tokens IS N
     + coalesce(u.cache_read_tokens, 0) * p.cache_read_per_mtok
     + coalesce(u.cache_write_tokens, 0) * p.cache_write_per_mtok
     + coalesce(u.output_tokens, 0) * p.output_per_mtok) / 1e6 END
+"""
+# the same call with every input token at the plain input rate (nothing cached)
+_UNCACHED_SQL = """
+CASE WHEN p.model_id IS NULL OR (u.input_tokens IS NULL AND u.output_tokens IS NULL) THEN NULL ELSE (
+    coalesce(u.input_tokens, 0) * p.input_per_mtok + coalesce(u.output_tokens, 0) * p.output_per_mtok) / 1e6 END
 """
 _NOTE_SQL = """
 CASE WHEN u.input_tokens IS NULL AND u.output_tokens IS NULL THEN 'usage not reported'
@@ -319,8 +327,9 @@ def create_views(store: TranscriptStore, pricer: Pricer | None = None) -> None:
     cur = store.cursor()
     cur.execute(f"CREATE OR REPLACE VIEW usage AS {_usage_sql(cur)}")
     cur.execute(
-        f"CREATE OR REPLACE VIEW costs AS SELECT u.*, {_COST_SQL} AS cost_usd, {_NOTE_SQL} AS unknown_price "
-        f"FROM usage u {_PRICE_JOIN}"
+        "CREATE OR REPLACE VIEW costs AS SELECT *, uncached_cost_usd - cost_usd AS saved_usd FROM ("
+        f"SELECT u.*, {_COST_SQL} AS cost_usd, {_NOTE_SQL} AS unknown_price, {_UNCACHED_SQL} AS uncached_cost_usd "
+        f"FROM usage u {_PRICE_JOIN})"
     )
 
 
@@ -352,7 +361,10 @@ def costs(
     """Calls, tokens and USD grouped by ``by`` (any of ``DIMENSIONS``; periods are UTC).
 
     ``cost_usd`` sums the calls whose price is known; ``unknown_cost_calls``
-    counts the others (their cost is unknown, not zero). The figures equal the
+    counts the others (their cost is unknown, not zero). ``uncached_cost_usd``
+    prices the same calls with nothing cached and ``saved_usd`` is the
+    difference: what prompt caching saved (negative when writes cost more than
+    the reads saved). The figures equal the
     per-call ``costs`` view summed, but are computed faster: prices are linear
     within a (price period, input-token tier), so the calls are first summed
     per model, backend, period and tier — cheap integer keys — and only those
@@ -413,7 +425,9 @@ def costs(
                              - coalesce(a.cache_write_tokens, 0), 0) * p.input_per_mtok
                     + coalesce(a.cache_read_tokens, 0) * p.cache_read_per_mtok
                     + coalesce(a.cache_write_tokens, 0) * p.cache_write_per_mtok
-                    + coalesce(a.output_tokens, 0) * p.output_per_mtok) / 1e6 AS _cost
+                    + coalesce(a.output_tokens, 0) * p.output_per_mtok) / 1e6 AS _cost,
+                   (coalesce(a.input_tokens, 0) * p.input_per_mtok
+                    + coalesce(a.output_tokens, 0) * p.output_per_mtok) / 1e6 AS _uncached
             FROM _lab_costs_sums a LEFT JOIN model_prices p
               ON p.model_id = a.model AND p.backend IS NOT DISTINCT FROM a.backend
              AND (p.valid_from IS NULL OR {period_at} >= p.valid_from)
@@ -428,6 +442,8 @@ def costs(
                sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
                sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
                sum(CASE WHEN _known AND _reported > 0 THEN _cost END) AS cost_usd,
+               sum(CASE WHEN _known AND _reported > 0 THEN _uncached - _cost END) AS saved_usd,
+               sum(CASE WHEN _known AND _reported > 0 THEN _uncached END) AS uncached_cost_usd,
                sum(CASE WHEN _known THEN calls - _reported ELSE calls END)::BIGINT AS unknown_cost_calls
         FROM priced
         {f"GROUP BY {group_outer} ORDER BY {group_outer}" if dims else ""}

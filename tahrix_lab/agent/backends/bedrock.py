@@ -31,6 +31,7 @@ from tahrix_lab.agent.backends.base import (
     UsageDict,
     parse_tool_arguments,
 )
+from tahrix_lab.agent.backends.bedrock_caching import add_cache_points, caching_for
 from tahrix_lab.agent.backends.headers import parse_retry_after
 from tahrix_lab.agent.backends.media import Media, load_media
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
@@ -67,7 +68,7 @@ ERROR_CODES: dict[str, tuple[int, bool]] = {
     "servicequotaexceededexception": (400, False),
 }
 
-NEUTRAL_KEYS = frozenset({"max_tokens", "temperature", "top_p", "stop_sequences"})
+NEUTRAL_KEYS = frozenset({"max_tokens", "temperature", "top_p", "stop_sequences", "prompt_caching"})
 BEDROCK_KEYS = frozenset({"additional_model_request_fields", "guardrail_config", "performance_config"})
 OTHER_FAMILY_KEYS = frozenset(
     {"extra_body", "extra_headers", "reasoning_effort", "seed", "parallel_tool_calls"}
@@ -249,7 +250,9 @@ def as_wire_request(
     profile_model: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.converse_stream``. ``profile_model`` is
-    the model id to choose quirks by when ``model`` is an opaque profile ARN."""
+    the model id to choose quirks by when ``model`` is an opaque profile ARN.
+    Cache points are added for families that cache, unless
+    ``inference["prompt_caching"]`` is false."""
     inference = dict(inference or {})
     unknown = set(inference) - NEUTRAL_KEYS - BEDROCK_KEYS - OTHER_FAMILY_KEYS
     if unknown:
@@ -282,6 +285,9 @@ def as_wire_request(
     ):
         if inference.get(key) is not None:
             request[wire_key] = inference[key]
+    caching = caching_for(profile_model or model)
+    if caching is not None and inference.get("prompt_caching", True):
+        add_cache_points(request, caching)
     return request
 
 

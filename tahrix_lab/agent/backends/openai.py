@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import openai
 from openai.types.chat import ChatCompletionChunk
@@ -55,7 +56,7 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 
 # Keys of ``inference`` this adapter reads; the other family's extras are ignored
 # so one inference dict can follow a conversation across providers.
-NEUTRAL_KEYS = frozenset({"max_tokens", "temperature", "top_p", "stop_sequences"})
+NEUTRAL_KEYS = frozenset({"max_tokens", "temperature", "top_p", "stop_sequences", "prompt_caching"})
 OPENAI_KEYS = frozenset({"extra_body", "extra_headers", "reasoning_effort", "seed", "parallel_tool_calls"})
 OTHER_FAMILY_KEYS = frozenset({"additional_model_request_fields", "guardrail_config", "performance_config"})
 
@@ -88,7 +89,25 @@ DOCUMENT_MODES: dict[str, Literal["file", "text"]] = {
     "html": "text",
 }
 
+# Endpoints known to accept ``prompt_cache_key``; elsewhere it is sent only when
+# the backend is told to (some servers refuse fields they do not know).
+PROMPT_CACHE_KEY_HOSTS = frozenset({"api.openai.com"})
+
 Loader = Callable[[Part], Media]
+
+
+def accepts_prompt_cache_key(base_url: str | None) -> bool:
+    """Whether ``prompt_cache_key`` goes to this endpoint by default (``None``: api.openai.com)."""
+    if base_url is None:
+        return True
+    return (urlsplit(base_url).hostname or "").lower() in PROMPT_CACHE_KEY_HOSTS
+
+
+def session_cache_key(messages: Sequence[Message]) -> str | None:
+    """One ``prompt_cache_key`` per session, so its calls reach the same cache;
+    ``None`` for a history not stored in a session."""
+    session = next((m.session_id for m in messages if m.session_id), None)
+    return f"tahrix-{session}" if session else None
 
 
 def quirks_for(model: str) -> ModelQuirks:
@@ -220,8 +239,15 @@ def as_wire_request(
     model: str,
     inference: dict[str, Any] | None,
     load: Loader = load_media,
+    cache_key: str | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``client.chat.completions.create``."""
+    """Keyword arguments for ``client.chat.completions.create``.
+
+    Within a session the request before the history never changes: the system
+    message comes first and is the session's; the tools keep the caller's
+    order; nothing per call (ids, times) is sent. So the provider's automatic
+    prefix cache hits. ``cache_key`` becomes ``prompt_cache_key`` unless
+    ``inference["prompt_caching"]`` is false."""
     inference = dict(inference or {})
     unknown = set(inference) - NEUTRAL_KEYS - OPENAI_KEYS - OTHER_FAMILY_KEYS
     if unknown:
@@ -251,6 +277,8 @@ def as_wire_request(
     for key in sorted(OPENAI_KEYS):
         if inference.get(key) is not None:
             request[key] = inference[key]
+    if cache_key and inference.get("prompt_caching", True):
+        request["prompt_cache_key"] = cache_key
     return request
 
 
@@ -411,7 +439,10 @@ class OpenAIBackend:
 
     ``base_url`` ``None`` means api.openai.com (then ``api_key`` or
     ``OPENAI_API_KEY`` is required); local servers need no key. ``client`` is
-    an ``openai.OpenAI`` to use as it is (tests, custom HTTP set-up)."""
+    an ``openai.OpenAI`` to use as it is (tests, custom HTTP set-up).
+    ``prompt_cache_key`` says whether to send one key per session: ``None``
+    sends it to api.openai.com only (an endpoint that refuses unknown fields
+    needs ``False``; OpenRouter or a proxy in front of OpenAI may take ``True``)."""
 
     name = FAMILY
 
@@ -424,12 +455,21 @@ class OpenAIBackend:
         timeout: float = 120.0,
         connect_timeout: float = 10.0,
         load: Loader = load_media,
+        prompt_cache_key: bool | None = None,
     ) -> None:
         self.load = load
         if client is not None:
             self.client = client
+            self.prompt_cache_key = (
+                accepts_prompt_cache_key(str(client.base_url))
+                if prompt_cache_key is None
+                else prompt_cache_key
+            )
             return
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.prompt_cache_key = (
+            accepts_prompt_cache_key(base_url) if prompt_cache_key is None else prompt_cache_key
+        )
         api_key = api_key or os.environ.get("OPENAI_API_KEY")
         if not api_key:
             if base_url is None:
@@ -457,8 +497,9 @@ class OpenAIBackend:
         inference: dict[str, Any] | None,
     ) -> Iterator[Event]:
         request = as_wire_request(
-            system=system, messages=messages, tools=tools, model=model, inference=inference, load=self.load
-        )
+            system=system, messages=messages, tools=tools, model=model, inference=inference, load=self.load,
+            cache_key=session_cache_key(messages) if self.prompt_cache_key else None,
+        )  # fmt: skip
         extra_body = request.pop("extra_body", None)
         extra_headers = request.pop("extra_headers", None)
         try:

@@ -224,7 +224,8 @@ def test_nova_text_then_tool_and_the_follow_up_request(server: WireServer, backe
                     "toolUseId": "tooluse_lAG_zP8QRHmSYOwZzzaCqA",
                     "content": [{"json": {"temperature": "30°C"}}],
                 }
-            }
+            },
+            {"cachePoint": {"type": "default"}},  # Nova caches: this turn is read back next call
         ],
     }
 
