@@ -1,0 +1,1 @@
+"""MCP both ways (docs/mcp.md)."""
