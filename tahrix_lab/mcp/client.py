@@ -215,6 +215,10 @@ class McpToolbox:
                 "timeout", f"The MCP tool {server}.{tool} did not answer within {timeout:g} s."
             )
         except MCPError as exc:
+            if exc.code == types.REQUEST_TIMEOUT:
+                return error_result(
+                    "timeout", f"The MCP tool {server}.{tool} did not answer within {timeout:g} s."
+                )
             return error_result(
                 "mcp_error", f"The MCP server {server!r} refused the call: {exc}", code=exc.code
             )

@@ -27,7 +27,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
 from tahrix_lab import __version__
-from tahrix_lab.agent.tools import Tool, ToolOutcome, model_facing, run_tool
+from tahrix_lab.agent.tools import Tool, ToolOutcome, ToolRegistry, model_facing, run_tool
 from tahrix_lab.agent.transcript import Message, Part, Session, Usage
 from tahrix_lab.case.context import Grant
 from tahrix_lab.case.tools import PURPOSES
@@ -57,13 +57,13 @@ class CaseMcpServer:
     """The case tools of one case as a low-level MCP ``Server`` (``self.server``)."""
 
     def __init__(self, workspace: Workspace, case_id: str, *, grant: Grant | dict[str, Any] | None = None,
-                 user: str = "mcp") -> None:  # fmt: skip
+                 user: str = "mcp", registry: ToolRegistry | None = None) -> None:  # fmt: skip
         workspace.require_case(case_id)
         self.ws = workspace
         self.case_id = case_id
         self.grant = Grant.from_dict(grant)
         self.default_user = user
-        self.registry = workspace.registry()
+        self.registry = registry if registry is not None else workspace.registry()
         self.tools: list[Tool] = [t for p in PURPOSES for t in self.registry.tools_for(p)]
         self.offered = [t.name for t in self.tools]
         self._sessions: dict[str, Session] = {}
@@ -173,7 +173,8 @@ class CaseMcpServer:
             known = ", ".join(self.resource_uri(k) for k in RESOURCES)
             raise ValueError(f"No resource {uri!r}; this server has {known}.")
         outcome = await anyio.to_thread.run_sync(self.read, key)
-        text = json.dumps(model_facing(outcome.result), ensure_ascii=False)
+        # A resource is read whole (the flags list is row-capped by its tool, with ``truncated``).
+        text = json.dumps(outcome.result, ensure_ascii=False)
         content = types.TextResourceContents(uri=uri, mime_type="application/json", text=text)
         return types.ReadResourceResult(contents=[content])
 
