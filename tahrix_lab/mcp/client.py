@@ -104,6 +104,8 @@ class McpToolbox:
             log.debug("closing MCP connections failed", exc_info=True)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     def __enter__(self) -> McpToolbox:
         return self
