@@ -92,6 +92,4 @@ def _tools(args: argparse.Namespace) -> int:
         for tool in box.tools:
             kind = "writes" if tool.writes else "read-only"
             print(f"{tool.name:40} {tool.source}  ({kind}; {', '.join(sorted(tool.purposes))})")
-        for problem in box.problems:
-            print(problem, file=sys.stderr)
         return 1 if box.problems and not box.tools else 0

@@ -154,7 +154,7 @@ def test_streamable_http_servers_with_headers(tmp_path: Path) -> None:
 
 
 def test_a_server_that_goes_away_gives_error_results(tmp_path: Path) -> None:
-    tag = f"--doomed-{uuid.uuid4().hex}"  # tells this server process apart from the others
+    tag = f"doomed-{uuid.uuid4().hex}"  # tells this server process apart from the others
     [cfg] = parse_config(
         {"mcpServers": {"explorer": {"command": sys.executable, "args": [str(EXPLORER), tag]}}}
     )
@@ -176,3 +176,28 @@ def test_without_a_servers_file_nothing_changes(monkeypatch: pytest.MonkeyPatch)
     assert registry_with_mcp(base) is base
     sentinel = object()
     assert with_mcp_tools(sentinel) is sentinel
+
+
+def test_the_job_service_integration_and_tahrix_mcp_tools_read_the_servers_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"explorer": {"command": sys.executable, "args": [str(EXPLORER)],
+                                                              "allow": ["get_balance"]}}}))  # fmt: skip
+    monkeypatch.setenv("TAHRIX_MCP_CONFIG", str(config))
+
+    class Integration:
+        purpose = "investigation"
+
+        def registry(self) -> ToolRegistry:
+            return ToolRegistry()
+
+    wrapped = with_mcp_tools(Integration())
+    assert wrapped.purpose == "investigation"
+    assert [t.name for t in wrapped.registry()] == ["explorer__get_balance"]
+    assert wrapped.registry().toolbox is wrapped.registry().toolbox  # one set of connections per file
+
+    from tahrix_lab.cli import main
+
+    assert main(["mcp", "tools"]) == 0
+    assert "explorer__get_balance" in capsys.readouterr().out
