@@ -20,6 +20,7 @@ import json
 import logging
 import threading
 import uuid
+from collections import defaultdict
 from typing import Any
 
 import anyio
@@ -68,6 +69,7 @@ class CaseMcpServer:
         self.offered = [t.name for t in self.tools]
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+        self._call_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
         grant_text = "writes allowed" if self.grant.may_write else "read-only (writing tools are refused)"
         self.server: Server[Any] = Server(
             "tahrix-lab",
@@ -116,6 +118,14 @@ class CaseMcpServer:
     def call(self, tool_use: Part, user: str, client: str | None = None) -> ToolOutcome:
         """Run one call for ``user`` and record it in their ``mcp`` session (sync; any thread)."""
         session = self.session_for(user, client)
+        with self._lock:
+            lock = self._call_locks[user]
+        # One call at a time per caller: each tool_use is followed by its result, as the loop keeps
+        # a transcript, and the session's seen-memory is read and written in order. Callers run in parallel.
+        with lock:
+            return self._record_and_run(session, tool_use, user)
+
+    def _record_and_run(self, session: Session, tool_use: Part, user: str) -> ToolOutcome:
         store = self.ws.store
         store.append_message(session.id, Message(
             role="assistant", parts=[tool_use], backend=BACKEND, stop_reason="tool_use", usage=Usage(),
