@@ -126,10 +126,18 @@ def test_the_case_grant_applies_to_mcp_tools(toolbox: McpToolbox, case_db: Path)
     assert results["explorer__get_balance"].tool_status == "ok"
 
 
-def test_allow_lists_and_read_only_servers() -> None:
-    with McpToolbox([explorer(allow=["get_*", "file_report"], readOnly=True)]).start() as box:
+def test_allow_lists_read_only_servers_and_purposes() -> None:
+    with McpToolbox(
+        [explorer(allow=["get_*", "file_report"], readOnly=True, purposes=["chat"])]
+    ).start() as box:
         assert sorted(t.name for t in box.tools) == ["explorer__file_report", "explorer__get_balance"]
         assert all(t.writes is False for t in box.tools)
+        reg = registry_with_mcp(ToolRegistry(), box)
+        assert [s["name"] for s in reg.catalog_for("investigation")] == []
+        assert sorted(s["name"] for s in reg.catalog_for("chat")) == [
+            "explorer__file_report",
+            "explorer__get_balance",
+        ]
 
 
 def test_streamable_http_servers_with_headers(tmp_path: Path) -> None:

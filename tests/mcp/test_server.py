@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,12 @@ def test_the_case_overview_and_the_flags_are_resources(case_db: Path) -> None:
     assert flags["count"] > 0 and flags["total"] >= flags["count"]
     assert all(f["case_id"] == "CASE-001" for f in flags["flags"])
     assert _mcp_sessions(case_db) == []  # reading a resource is not a tool call
+
+
+def test_an_unknown_case_is_one_calm_line(case_db: Path) -> None:
+    args = serve_args(case_db)
+    args[args.index("CASE-001")] = "CASE-404"
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "No case named 'CASE-404'" in done.stderr and "CASE-001" in done.stderr
+    assert "Traceback" not in done.stderr
