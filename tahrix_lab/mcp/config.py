@@ -15,6 +15,8 @@ Tahrix Lab adds optional keys: ``allow`` / ``deny`` (tool-name globs; deny
 wins), ``purposes`` (the kinds of session offered these tools), ``timeout``
 (seconds per call), ``startupTimeout`` (seconds to connect and list tools),
 ``readOnly`` (trust every tool of this server as read-only), ``disabled``.
+``${env:NAME}`` in ``args``, ``env``, ``url`` and ``headers`` is replaced by
+that environment variable (as in VS Code and Cursor), so secrets stay out of the file.
 
 The file is named by ``TAHRIX_MCP_CONFIG``. Imports only the engine.
 """
@@ -120,6 +122,8 @@ def _server(name: str, entry: Any, where: str) -> ServerConfig | None:
     if entry.get("disabled") is True:
         return None
     command, url = entry.get("command"), entry.get("url")
+    if isinstance(url, str):
+        url = expand(url, f"{where}.url")
     if (command is None) == (url is None):
         raise ConfigurationError(
             f"{where}: give exactly one of 'command' (stdio) or 'url' (streamable HTTP)."
@@ -132,7 +136,7 @@ def _server(name: str, entry: Any, where: str) -> ServerConfig | None:
     return ServerConfig(
         name=name,
         command=command,
-        args=tuple(_strings(entry.get("args", []), f"{where}.args")),
+        args=tuple(_strings(entry.get("args", []), f"{where}.args", env=True)),
         env=_mapping(entry.get("env", {}), f"{where}.env"),
         cwd=_optional_str(entry.get("cwd"), f"{where}.cwd"),
         url=url,
@@ -148,16 +152,31 @@ def _server(name: str, entry: Any, where: str) -> ServerConfig | None:
     )
 
 
-def _strings(value: Any, where: str) -> list[str]:
+_ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand(value: str, where: str) -> str:
+    """``${env:NAME}`` → the variable's value; an unset one names the key and the variable."""
+
+    def sub(m: re.Match[str]) -> str:
+        found = os.environ.get(m.group(1))
+        if found is None:
+            raise ConfigurationError(f"{where}: the environment variable {m.group(1)} is not set.")
+        return found
+
+    return _ENV_REF.sub(sub, value)
+
+
+def _strings(value: Any, where: str, *, env: bool = False) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigurationError(f"{where}: expected a list of strings.")
-    return list(value)
+    return [expand(v, where) for v in value] if env else list(value)
 
 
 def _mapping(value: Any, where: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise ConfigurationError(f"{where}: expected an object of strings.")
-    return dict(value)
+    return {k: expand(v, f"{where}.{k}") for k, v in value.items()}
 
 
 def _optional_str(value: Any, where: str) -> str | None:

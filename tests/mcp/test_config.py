@@ -41,6 +41,25 @@ def test_the_shape_mcp_clients_use_loads(tmp_path: Path) -> None:
     assert explorer.permits("anything")
 
 
+def test_env_references_keep_secrets_out_of_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KYC_TOKEN", "t0ken")
+    monkeypatch.setenv("KYC_HOST", "kyc.internal")
+    [kyc] = parse_config({"mcpServers": {"kyc": {"url": "https://${env:KYC_HOST}/mcp",
+                                                 "headers": {"Authorization": "Bearer ${env:KYC_TOKEN}"}}}})  # fmt: skip
+    assert kyc.url == "https://kyc.internal/mcp" and kyc.headers["Authorization"] == "Bearer t0ken"
+    monkeypatch.delenv("KYC_TOKEN")
+    with pytest.raises(
+        ConfigurationError, match=r"mcpServers\.kyc\.headers\.Authorization: .*KYC_TOKEN is not set"
+    ):
+        parse_config(
+            {
+                "mcpServers": {
+                    "kyc": {"url": "https://h/mcp", "headers": {"Authorization": "${env:KYC_TOKEN}"}}
+                }
+            }
+        )
+
+
 def test_bad_json_names_the_file_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "mcp.json"
     path.write_text('{"mcpServers": {\n  "a": {"command": "x",}\n}}')
