@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the system packages the test suite needs (Debian): redis-server for
-# the job store tests, chromium for the widget tests. Does nothing when present.
+# the job store tests, chromium for the widget tests, npm (with Node) for the MCP
+# Inspector test, which installs the Inspector from the npm registry. Does nothing when present.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "Missing system packages: ${need[*]}. Install them with: sudo apt-get install -y ${need[*]}" >&2

@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tahrix_lab.case import commands as case_commands
     from tahrix_lab.jobs import commands as jobs_commands
     from tahrix_lab.lab import commands as lab_commands
+    from tahrix_lab.mcp import commands as mcp_commands
 
     parser = argparse.ArgumentParser(
         prog="tahrix", description="Tahrix Lab: on-chain investigations with an LLM assistant."
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     case_commands.add_commands(sub)
     jobs_commands.add_commands(sub, integration_factory=case_integration)
     lab_commands.add_commands(sub)
+    mcp_commands.add_commands(sub)
     return parser
 
 
@@ -40,8 +42,9 @@ def case_integration(transcripts: TranscriptStore) -> Any:
     the same DuckDB file, so the workspace shares the service's connection."""
     from tahrix_lab.case.workspace import Workspace
     from tahrix_lab.integration import CaseIntegration
+    from tahrix_lab.mcp.client import with_mcp_tools  # adds $TAHRIX_MCP_CONFIG's servers' tools, if set
 
-    return CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection))
+    return with_mcp_tools(CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

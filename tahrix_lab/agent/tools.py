@@ -40,7 +40,9 @@ class Tool:
     ``purposes`` names the kinds of session that may be offered it
     (``"chat"``, ``"investigation"``…); ``writes`` marks tools that change
     data, so a grant can withhold them; ``examples`` are argument objects
-    that must validate against ``parameters`` (tests check this).
+    that must validate against ``parameters`` (tests check this);
+    ``source`` says where a tool comes from when it is not local (e.g.
+    ``"mcp:explorer/get_balance"``); the transcript records it on the result.
     """
 
     name: str
@@ -51,6 +53,7 @@ class Tool:
     timeout: float = DEFAULT_TIMEOUT_S
     writes: bool = False
     examples: tuple[dict[str, Any], ...] = ()
+    source: str | None = None
 
     def spec(self) -> ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -184,9 +187,12 @@ class ToolOutcome:
     result: dict[str, Any]
     effects: list[dict[str, Any]] = field(default_factory=list)
     duration_ms: float = 0.0
+    source: str | None = None
 
     def to_part(self) -> Part:
-        return Part.of_tool_result(self.tool_use_id, self.name, self.result, self.status)
+        part = Part.of_tool_result(self.tool_use_id, self.name, self.result, self.status)
+        part.tool_source = self.source
+        return part
 
 
 def error_result(kind: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -234,14 +240,15 @@ def run_tool(
     name = tool_use.tool_name or ""
     started = time.perf_counter()
 
+    tool = reg.get(name)
+
     def outcome(
         status: ToolStatus, result: dict[str, Any], effects: list[dict[str, Any]] | None = None
     ) -> ToolOutcome:
-        return ToolOutcome(
-            call_id, name, status, result, effects or [], (time.perf_counter() - started) * 1000
-        )
+        elapsed = (time.perf_counter() - started) * 1000
+        source = tool.source if tool is not None else None
+        return ToolOutcome(call_id, name, status, result, effects or [], elapsed, source)
 
-    tool = reg.get(name)
     if tool is None or (offered is not None and name not in offered):
         names = list(offered) if offered is not None else [t.name for t in reg]
         return outcome(

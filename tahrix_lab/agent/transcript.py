@@ -114,6 +114,7 @@ class Part:
     media_ref: str | None = None
     media_type: str | None = None
     signature: str | None = None
+    tool_source: str | None = None  # on a tool_result: where the tool came from (Tool.source), if not local
 
     # -- constructors that read well in scripts and tests -------------------
     @classmethod

@@ -1,0 +1,77 @@
+"""Transports for ``CaseMcpServer``: stdio, and streamable HTTP behind bearer tokens.
+
+The tokens file is the job service's (``{"<token>": "<user>"}``); the token
+names the user the calls are recorded for. The SDK's own auth support is
+built for OAuth authorization servers; a static token table needs only this
+small check (constant-time compare, ``401`` with ``WWW-Authenticate``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from tahrix_lab.mcp.server import USER_KEY, CaseMcpServer
+
+MCP_PATH = "/mcp"
+
+
+async def serve_stdio(case_server: CaseMcpServer) -> None:
+    server = case_server.server
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def run_stdio(case_server: CaseMcpServer) -> None:
+    anyio.run(serve_stdio, case_server)
+
+
+class BearerTokens:
+    """ASGI middleware: HTTP requests need ``Authorization: Bearer <token>`` from the tokens table."""
+
+    def __init__(self, app: Any, tokens: dict[str, str]) -> None:
+        self.app = app
+        self._tokens = [(t.encode(), u) for t, u in tokens.items()]
+
+    def user_for(self, header: bytes | None) -> str | None:
+        if not header or header[:7].lower() != b"bearer ":
+            return None
+        offered = header[7:].strip()
+        user = None
+        for token, name in self._tokens:  # compare with every token: no early exit to time
+            if hmac.compare_digest(offered, token):
+                user = name
+        return user
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope.get("headers") or []).get(b"authorization")
+        user = self.user_for(header)
+        if user is None:
+            body = json.dumps({"error": "A valid bearer token is required (Authorization: Bearer <token>)."})
+            await send({
+                "type": "http.response.start", "status": 401,
+                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="tahrix-mcp"')],
+            })  # fmt: skip
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
+        scope[USER_KEY] = user
+        await self.app(scope, receive, send)
+
+
+def http_app(case_server: CaseMcpServer, tokens: dict[str, str], *, host: str = "127.0.0.1") -> Any:
+    """The streamable-HTTP ASGI app at ``/mcp``, behind the bearer-token check."""
+    inner = case_server.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    return BearerTokens(inner, tokens)
+
+
+def run_http(case_server: CaseMcpServer, tokens: dict[str, str], *, host: str, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(http_app(case_server, tokens, host=host), host=host, port=port, log_level="warning")
