@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.taxonomy import ENDPOINT_CATEGORIES, normalise_category
 from tahrix_lab.case.tracing_result import aggregate_edges, build_result
@@ -32,6 +33,7 @@ from tahrix_lab.case.tracing_result import aggregate_edges, build_result
 SWAP_CATEGORIES = frozenset({"defi_dex"})
 DEFAULT_STOP = tuple(ENDPOINT_CATEGORIES)
 EVIDENCE_CAP = 25
+_EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - block times are naive UTC
 Key = tuple[str, str]
 
 
@@ -176,6 +178,27 @@ def trace_funds(
                             "hop": st.nodes[k]["hop"], "tainted_usd": usd, "unpriced": arr.unknown})  # fmt: skip
     start = {"given": starts, "kind": start_kind or "+".join(sorted(kinds)), "roles": roles or []}
     return build_result(db, case_id, st, start, p, unknown)
+
+
+TRACE_ROLES = (("perpetrator", "suspect"), ("seed",))
+
+
+def role_starts(
+    db: CaseDB, case_id: str, roles: list[str] | tuple[str, ...] | None = None
+) -> tuple[list[str], list[str]]:
+    """The addresses to trace a case from, and the roles they came from (``roles`` given, else the
+    first of perpetrator+suspect, then seed, that the intake has)."""
+    for group in [tuple(roles)] if roles else TRACE_ROLES:
+        found = db.rows(
+            "SELECT address, role FROM case_addresses WHERE case_id = ? AND list_contains(?, role) ORDER BY role, address",
+            [case_id, list(group)],
+        )
+        if found:
+            return [r["address"] for r in found], sorted({r["role"] for r in found})
+    wanted = ", ".join(roles or [r for g in TRACE_ROLES for r in g])
+    raise UserFacingError(
+        f"Case {case_id} has no {wanted} address to trace from; give addresses or tx hashes."
+    )
 
 
 def norm_chain(chain: str | None) -> str | None:
@@ -393,7 +416,8 @@ def _fifo_ledgers(db: CaseDB, case_id: str, keys: list[Key]) -> dict[Key, list[d
         return {}
     rows = db.rows(
         """WITH k AS (SELECT unnest(?::VARCHAR[]) AS chain, unnest(?::VARCHAR[]) AS address)
-        SELECT k.chain, k.address, t.transfer_id, t.block_time, t.usd_value AS usd, t.to_address = k.address AS is_in
+        SELECT k.chain, k.address, t.transfer_id, t.tx_hash, t.block_time, t.usd_value AS usd,
+               t.to_address = k.address AS is_in
         FROM transfers t JOIN k ON k.chain = t.chain AND (t.to_address = k.address OR t.from_address = k.address)
         WHERE t.case_id = ? AND t.status IS NOT FALSE AND t.usd_value IS NOT NULL AND t.from_address IS DISTINCT FROM t.to_address
         ORDER BY t.block_time, NOT (t.to_address = k.address), t.transfer_id""",
@@ -412,11 +436,16 @@ def _fifo_shares(
     bridge (no inflow of this address carries it) is one pure lot at the time it arrived."""
     lots: list[list[float]] = []  # [usd left, tainted usd left]
     out: dict[str, float] = {}
-    matched = sum(v for r in ledger if r["is_in"] for v in [tainted_in.get(r["transfer_id"], 0.0)])
+    tainted_in = dict(tainted_in)
+    matched = sum(tainted_in.get(r["transfer_id"], 0.0) for r in ledger if r["is_in"])
     bridged = max(0.0, arr.usd - matched)
+    for r in ledger:  # taint that crossed a bridge rides the destination leg's inflow
+        if bridged > 0 and r["is_in"] and r["tx_hash"] in arr.txs and r["transfer_id"] not in tainted_in:
+            tainted_in[r["transfer_id"]] = take = min(r["usd"], bridged)
+            bridged -= take
     if bridged > 0:
         ledger = sorted([*ledger, {"transfer_id": "", "block_time": arr.t, "usd": bridged, "is_in": True, "bridged": True}],
-                        key=lambda r: (r["block_time"] is not None, r["block_time"] or datetime.min.replace(tzinfo=None), not r["is_in"]))  # fmt: skip
+                        key=lambda r: (r["block_time"] is not None, r["block_time"] or _EPOCH, not r["is_in"]))  # fmt: skip
     for r in ledger:
         if r.get("bridged"):
             lots.append([r["usd"], r["usd"]])
@@ -505,4 +534,4 @@ def _follow_bridge(
     nxt.setdefault(far, Arrival(None)).add(t, taint, b["dst_tx_hash"] if fwd else b["src_tx_hash"], None)
 
 
-__all__ = ["DEFAULT_STOP", "TraceParams", "aggregate_edges", "trace_funds"]
+__all__ = ["DEFAULT_STOP", "TRACE_ROLES", "TraceParams", "aggregate_edges", "role_starts", "trace_funds"]

@@ -4,55 +4,79 @@ from __future__ import annotations
 
 from typing import Any
 
-from tahrix_lab.agent.errors import ToolRetry
+from tahrix_lab.agent.errors import ToolRetry, UserFacingError
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.db import jdict
 from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, cap, register
-from tahrix_lab.case.tracing import DEFAULT_STOP, TraceParams, trace_funds
+from tahrix_lab.case.tracing import DEFAULT_STOP, TraceParams, role_starts, trace_funds
 
 
 # -- 5. trace ---------------------------------------------------------------------------------
 @register(
     "trace_funds",
-    "Follow value hop by hop from an address or transaction, forward (where it went) or backward (where it came "
-    "from). Taint models: 'poison' (all later outflows tainted) or 'haircut' (proportional). Follows bridge events "
-    "across chains, stops at addresses whose label category is in stop_at_categories (exchanges, mixers, DEXes by "
-    "default) and reports them as endpoints by category, plus the untraced frontier (hop limit, unmatched bridge "
-    "legs, dormant funds). Edges carry tx hashes and transfer ids.",
+    "Follow value hop by hop forward (where it went) or backward (where it came from), from addresses or "
+    "transaction hashes, or (start omitted) from the case's perpetrator and suspect addresses, else its seeds "
+    "(from_roles picks roles). Value is conserved: each movement is followed once and no address passes on "
+    "more taint than reached it. Taint models: 'poison' (spread over every later movement out), 'haircut' "
+    "(the tainted share of all received), 'fifo' (first in, first out; forward only). Crosses bridge events "
+    "once, follows DEX swaps through their output, and ends at services in stop_at_categories (exchanges, OTC "
+    "desks, instant exchangers, mixers, payment processors, gambling, sanctioned) and at bridges whose far leg "
+    "is unknown. Movements without a price are followed and marked unpriced (min_usd applies only where a "
+    "price is known). The answer leads with a summary (traced, endpoints, frontier, held and cut-off USD; "
+    "the top endpoints with tx hashes), then endpoints, frontier, edges and nodes, paged with cursor.",
     {
         "properties": {
             "start": {"oneOf": [{"type": "string", "minLength": 3}, {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 50}],
-                      "description": "Address(es) or transaction hash(es) to start from."},
+                      "description": "Address(es) or transaction hash(es); omit to start from the case's roles."},
+            "from_roles": {"type": "array", "items": {"type": "string", "enum": ["perpetrator", "suspect", "seed", "victim"]},
+                           "minItems": 1, "uniqueItems": True},
             "chain": {"type": "string", "enum": CHAINS},
             "direction": {"type": "string", "enum": ["forward", "backward"], "default": "forward"},
             "max_hops": {"type": "integer", "minimum": 1, "maximum": 25, "default": 6},
             "min_usd": {"type": "number", "minimum": 0, "default": 100},
             "time_window_hours": {"type": "number", "exclusiveMinimum": 0},
-            "taint_model": {"type": "string", "enum": ["poison", "haircut"], "default": "poison"},
+            "taint_model": {"type": "string", "enum": ["poison", "haircut", "fifo"], "default": "poison"},
             "follow_bridges": {"type": "boolean", "default": True},
+            "follow_unpriced": {"type": "boolean", "default": True},
             "stop_at_categories": {"type": "array", "items": {"type": "string"}, "default": list(DEFAULT_STOP)},
             "max_edges": {"type": "integer", "minimum": 1, "maximum": 20000, "default": 3000,
                           "description": "Cap on transfers followed (the result aggregates them per address pair)."},
         },
-        "required": ["start"],
     },
-    [{"start": "0x1111111111111111111111111111111111111111", "max_hops": 4},
+    [{"start": "0x1111111111111111111111111111111111111111", "max_hops": 4}, {"from_roles": ["seed"]},
      {"start": ["0x" + "ab" * 32], "direction": "backward", "taint_model": "haircut", "min_usd": 1000}],
+    detail=("endpoints", "frontier", "edges", "nodes"),
 )  # fmt: skip
 def trace_funds_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    starts = args["start"] if isinstance(args["start"], list) else [args["start"]]
-    params = TraceParams(
-        direction=args.get("direction", "forward"), max_hops=int(args.get("max_hops", 6)), min_usd=float(args.get("min_usd", 100)),
-        time_window_hours=args.get("time_window_hours"), taint_model=args.get("taint_model", "poison"),
-        follow_bridges=bool(args.get("follow_bridges", True)),
-        stop_at_categories=tuple(args.get("stop_at_categories", DEFAULT_STOP)), max_edges=int(args.get("max_edges", 3000)),
-    )  # fmt: skip
-    result = trace_funds(ctx.db, ctx.case_id, starts, chain=args.get("chain"), params=params)
+    kind, roles = None, None
+    if args.get("start"):
+        starts = args["start"] if isinstance(args["start"], list) else [args["start"]]
+    else:
+        try:
+            starts, roles = role_starts(ctx.db, ctx.case_id, args.get("from_roles"))
+        except UserFacingError as exc:
+            raise ToolRetry(str(exc)) from None
+        kind = "roles"
+    try:
+        params = TraceParams(
+            direction=args.get("direction", "forward"), max_hops=int(args.get("max_hops", 6)), min_usd=float(args.get("min_usd", 100)),
+            time_window_hours=args.get("time_window_hours"), taint_model=args.get("taint_model", "poison"),
+            follow_bridges=bool(args.get("follow_bridges", True)), follow_unpriced=bool(args.get("follow_unpriced", True)),
+            stop_at_categories=tuple(args.get("stop_at_categories", DEFAULT_STOP)), max_edges=int(args.get("max_edges", 3000)),
+        )  # fmt: skip
+    except ValueError as exc:
+        raise ToolRetry(str(exc)) from None
+    result = trace_funds(
+        ctx.db, ctx.case_id, starts, chain=args.get("chain"), params=params, start_kind=kind, roles=roles
+    )
     if "error" in result:
         raise ToolRetry(result["error"])
     ctx.see("address", [f"{n['chain']}:{n['address']}" for n in result["nodes"]][:500])
     for n in result["nodes"]:  # keep the model-facing result small; the panel calls Workspace.trace
         n.pop("label_ids", None)
+    # one list, biggest first, so the paging keeps what matters on the first page
+    result["endpoints"] = sorted((e for eps in result["endpoints"].values() for e in eps),
+                                 key=lambda e: (-e["tainted_usd"], e["chain"], e["address"]))  # fmt: skip
     result["_effects"] = [
         {"type": "trace_ready", "case_id": ctx.case_id, "start": starts, "params": params.to_dict()}
     ]
