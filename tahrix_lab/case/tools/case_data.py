@@ -7,16 +7,20 @@ from typing import Any
 from tahrix_lab.agent.errors import ToolRetry
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.db import jdict, norm_address
+from tahrix_lab.case.detectors import data_quality, triage
 from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, cap, chain_addr, register
 
 
 # -- 1. overview -------------------------------------------------------------------------------
 @register(
     "get_case_overview",
-    "Summary of the session's case: the case record, addresses with roles, transfer totals by chain and asset, "
-    "flag counts by type and severity, and bridge events by status. Start here.",
+    "Summary of the session's case: the case record, addresses with roles, data quality (how much is unpriced, "
+    "has unknown decimals or an unknown or failed status), the triage of its flags by severity, transfer totals "
+    "by chain and asset (failed transfers move nothing; unknown USD is null, never 0), flag counts by type and "
+    "severity, and bridge events by status. Start here.",
     {"properties": {}},
     [{}],
+    detail=("addresses_with_roles", "totals_by_asset", "flags_by_type", "bridge_events_by_status"),
 )
 def get_case_overview(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     db, cid = ctx.db, ctx.case_id
@@ -27,8 +31,10 @@ def get_case_overview(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     )
     totals = db.rows(
         "SELECT t.chain, t.asset_key, any_value(a.symbol) AS symbol, count(*) AS transfers, "
-        "round(coalesce(sum(t.usd_value), 0), 2) AS usd FROM transfers t LEFT JOIN assets a USING (asset_key) "
-        "WHERE t.case_id = ? GROUP BY ALL ORDER BY usd DESC",
+        "round(sum(t.usd_value), 2) AS usd, count(*) FILTER (WHERE t.usd_value IS NULL) AS unpriced, "
+        "count(*) FILTER (WHERE t.amount IS NULL) AS unknown_decimals "
+        "FROM transfers t LEFT JOIN assets a USING (asset_key) "
+        "WHERE t.case_id = ? AND t.status IS NOT FALSE GROUP BY ALL ORDER BY usd DESC NULLS LAST, transfers DESC",
         [cid],
     )
     flags = db.rows(
@@ -48,8 +54,12 @@ def get_case_overview(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         [cid],
     )
     ctx.see("address", [f"{r['chain']}:{r['address']}" for r in roles])
+    tri = triage(db, cid)
     return jdict({
-        "case": case, "addresses_with_roles": roles, "counts": counts, "totals_by_asset": totals,
+        "case": case, "counts": counts, "data_quality": data_quality(db, cid),
+        "triage": {"rows": tri["rows_total"], "flags": tri["flags_total"], "by_severity": tri["by_severity"],
+                   "next": "list_flags (triage view) lists the rows, most important first"},
+        "addresses_with_roles": roles, "totals_by_asset": totals,
         "flags_by_type": flags, "bridge_events_by_status": bridges, "data_note": DATA_NOTE,
     })  # fmt: skip
 
@@ -76,6 +86,7 @@ def get_case_overview(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         {"address": "0x1111111111111111111111111111111111111111"},
         {"address": "bc1qexample", "chain": "bitcoin", "counterparties": 5},
     ],
+    detail=("matches",),
 )
 def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     keys = chain_addr(ctx, args["address"], args.get("chain"))
@@ -88,20 +99,18 @@ def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     before = ctx.see("address", [f"{c}:{a}" for c, a in keys])
     out = []
     for chain, address in keys:
-        prof = ctx.db.one(
-            "SELECT * FROM addresses WHERE case_id = ? AND chain = ? AND address = ?",
-            [ctx.case_id, chain, address],
-        )
+        prof = profile(ctx, chain, address)
         cps = ctx.db.rows(
             """
-            SELECT counterparty, direction, count(*) AS transfers, round(coalesce(sum(usd_value), 0), 2) AS usd,
+            SELECT counterparty, direction, count(*) AS transfers, round(sum(usd_value), 2) AS usd,
+                   count(*) FILTER (WHERE usd_value IS NULL) AS unpriced,
                    min(block_time) AS first_time, any_value(tx_hash) AS example_tx
             FROM (SELECT to_address AS counterparty, 'out' AS direction, usd_value, block_time, tx_hash FROM transfers
-                  WHERE case_id = $1 AND chain = $2 AND from_address = $3
+                  WHERE case_id = $1 AND chain = $2 AND from_address = $3 AND status IS NOT FALSE
                   UNION ALL
                   SELECT from_address, 'in', usd_value, block_time, tx_hash FROM transfers
-                  WHERE case_id = $1 AND chain = $2 AND to_address = $3)
-            GROUP BY ALL ORDER BY usd DESC, counterparty LIMIT $4
+                  WHERE case_id = $1 AND chain = $2 AND to_address = $3 AND status IS NOT FALSE)
+            GROUP BY ALL ORDER BY usd DESC NULLS LAST, transfers DESC, counterparty LIMIT $4
             """,
             [ctx.case_id, chain, address, top],
         )
@@ -142,6 +151,7 @@ def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         "required": ["tx_hash"],
     },
     [{"tx_hash": "0x" + "ab" * 32}, {"tx_hash": "cd" * 32, "chain": "bitcoin"}],
+    detail=("matches",),
 )
 def get_transaction(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     h, chain = args["tx_hash"].strip(), args.get("chain")
@@ -212,6 +222,7 @@ def get_transaction(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     },
     [{"address": "0x1111111111111111111111111111111111111111", "direction": "out", "min_usd": 10000},
      {"chain": "tron", "asset": "USDT", "order_by": "usd", "limit": 20}],
+    detail=('transfers',),
 )  # fmt: skip
 def list_transfers(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     where, params = ["t.case_id = $case"], {"case": ctx.case_id, "limit": int(args.get("limit", 50)) + 1}
@@ -264,3 +275,31 @@ def list_transfers(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     rows, truncated = cap(rows, int(args.get("limit", 50)))
     return jdict({"transfers": rows, "count": len(rows), "truncated": truncated, "filters": {k: v for k, v in args.items() if k != "case_id"},
                      "data_note": DATA_NOTE})  # fmt: skip
+
+
+def profile(ctx: ToolContext, chain: str, address: str) -> dict[str, Any] | None:
+    """In/out of one address from its transfers: failed ones move nothing (counted apart), unknown USD is
+    null (never 0) and counted, unknown status counts as moved and is reported."""
+    return ctx.db.one(
+        """
+        WITH io AS (
+          SELECT TRUE AS is_in, usd_value, block_time, status, amount FROM transfers
+           WHERE case_id = $1 AND chain = $2 AND to_address = $3
+          UNION ALL
+          SELECT FALSE, usd_value, block_time, status, amount FROM transfers
+           WHERE case_id = $1 AND chain = $2 AND from_address = $3)
+        SELECT min(block_time) FILTER (WHERE status IS NOT FALSE) AS first_seen,
+               max(block_time) FILTER (WHERE status IS NOT FALSE) AS last_seen,
+               count(*) FILTER (WHERE is_in AND status IS NOT FALSE) AS n_in,
+               count(*) FILTER (WHERE NOT is_in AND status IS NOT FALSE) AS n_out,
+               round(sum(usd_value) FILTER (WHERE is_in AND status IS NOT FALSE), 2) AS usd_in,
+               round(sum(usd_value) FILTER (WHERE NOT is_in AND status IS NOT FALSE), 2) AS usd_out,
+               count(*) FILTER (WHERE usd_value IS NULL AND status IS NOT FALSE) AS unpriced,
+               count(*) FILTER (WHERE amount IS NULL) AS unknown_decimals,
+               count(*) FILTER (WHERE status = FALSE) AS failed_not_counted,
+               count(*) FILTER (WHERE status IS NULL) AS unknown_status,
+               (SELECT first_out_nonce FROM addresses WHERE case_id = $1 AND chain = $2 AND address = $3) AS first_out_nonce
+        FROM io
+        """,
+        [ctx.case_id, chain, address],
+    )

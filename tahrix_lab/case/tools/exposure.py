@@ -37,6 +37,7 @@ LISTS = {
     },
     [{"addresses": [{"chain": "bitcoin", "address": "bc1qexample"}], "lists": ["sanctions"], "max_hops": 2},
      {"addresses": [{"address": "0x1111111111111111111111111111111111111111"}]}],
+    detail=('results',),
 )  # fmt: skip
 def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     lists = args.get("lists") or ["sanctions", "mixer"]

@@ -6,7 +6,7 @@ from typing import Any
 
 from tahrix_lab.agent.errors import ToolRetry
 from tahrix_lab.case.context import ToolContext
-from tahrix_lab.case.detectors import DEFAULTS, DETECTORS, run_detectors
+from tahrix_lab.case.detectors import DEFAULTS, DETECTORS, run_detectors, triage
 from tahrix_lab.case.schema import FLAG_TYPES, SEVERITIES
 from tahrix_lab.case.tools.common import register
 
@@ -45,16 +45,27 @@ def run_detectors_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]
             after={"flags_by_type": after, "params": {k: v["params"] for k, v in result["by_detector"].items()}},
         )  # fmt: skip
     result["flags_written"] = len(ids)
+    result["triage"] = {
+        k: v for k, v in triage(ctx.db, ctx.case_id).items() if k in ("rows_total", "by_severity")
+    }
     result["_effects"] = [{"type": "flags_changed", "case_id": ctx.case_id, "count": len(ids)}]
     return result
 
 
+ROW_FLAGS = 8  # underlying flags shown per triage row (all are in view="raw")
+ROW_ADDRESSES = 10
+
+
 @register(
     "list_flags",
-    "Anomaly flags of the case with severity, score, evidence (tx hashes, addresses, bridge event ids) and the "
+    "The case's anomaly flags. view='triage' (default): flags rolled up per entity, address or cohort "
+    "(addresses sharing one service-exposure pattern), each row with one severity and score, its role in the "
+    "case, and its underlying flags (flag ids, types, tx hashes) as evidence; ordered by what matters, so the "
+    "high-and-above list is a few dozen rows. view='raw': the flags themselves with full evidence and the "
     "parameters the detector used. Filter by type, minimum severity, address and status (new/confirmed/dismissed).",
     {
         "properties": {
+            "view": {"type": "string", "enum": ["triage", "raw"], "default": "triage"},
             "flag_type": {"type": "string", "enum": list(FLAG_TYPES)},
             "min_severity": {"type": "string", "enum": list(SEVERITIES)},
             "address": {"type": "string"},
@@ -63,10 +74,14 @@ def run_detectors_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]
             "include_evidence": {"type": "boolean", "default": True},
         },
     },
-    [{"min_severity": "high"}, {"flag_type": "peel_chain", "limit": 5}, {"address": "0x1111111111111111111111111111111111111111"}],
+    [{"min_severity": "high"}, {"view": "raw", "flag_type": "peel_chain", "limit": 5},
+     {"view": "raw", "address": "0x1111111111111111111111111111111111111111"}],
+    detail=("rows", "flags"),
 )  # fmt: skip
 def list_flags(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     limit = int(args.get("limit", 30))
+    if args.get("view", "triage") == "triage":
+        return _triage_view(args, ctx, limit)
     flags, total = ctx.db.list_flags(
         ctx.case_id, flag_type=args.get("flag_type"), min_severity=args.get("min_severity"), address=args.get("address"),
         status=args.get("status"), limit=limit,
@@ -75,4 +90,40 @@ def list_flags(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         for f in flags:
             f.pop("evidence", None)
     ctx.see("flag", [f["flag_id"] for f in flags])
-    return {"flags": flags, "count": len(flags), "total": total, "truncated": total > len(flags)}
+    return {
+        "view": "raw",
+        "count": len(flags),
+        "total": total,
+        "truncated": total > len(flags),
+        "flags": flags,
+    }
+
+
+def _triage_view(args: dict[str, Any], ctx: ToolContext, limit: int) -> dict[str, Any]:
+    tri = triage(ctx.db, ctx.case_id, min_severity=args.get("min_severity"),
+                 include_dismissed=args.get("status") == "dismissed")  # fmt: skip
+    rows = tri["rows"]
+    if args.get("flag_type"):
+        rows = [r for r in rows if args["flag_type"] in r["flag_types"]]
+    if args.get("address"):
+        a = args["address"].strip().lower()
+        rows = [r for r in rows if any(x.split(":", 1)[1].lower() == a for x in r["addresses"])]
+    if args.get("status"):
+        rows = [r for r in rows if any(f["status"] == args["status"] for f in r["flags"])]
+    shown = []
+    for r in rows[:limit]:
+        r = dict(r)
+        r["flags_shown"] = min(len(r["flags"]), ROW_FLAGS)
+        r["flags"] = r["flags"][:ROW_FLAGS] if args.get("include_evidence", True) else []
+        r["addresses_total"] = len(r["addresses"])
+        r["addresses"] = r["addresses"][:ROW_ADDRESSES]
+        for rel in r["related"]:
+            rel["flags"] = rel["flags"][:ROW_FLAGS]
+        shown.append(r)
+    ctx.see("flag", [f["flag_id"] for r in shown for f in r["flags"]])
+    return {
+        "view": "triage", "count": len(shown), "rows_matching": len(rows), "rows_total": tri["rows_total"],
+        "flags_total": tri["flags_total"], "by_severity": tri["by_severity"], "truncated": len(rows) > len(shown),
+        "how": tri["how"], "more": "list_flags(view='raw', address=…) gives every flag of a row with full evidence",
+        "rows": shown,
+    }  # fmt: skip

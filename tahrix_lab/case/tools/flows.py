@@ -99,6 +99,7 @@ def trace_funds_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         },
     },
     [{"bridge_name": "thorchain"}, {"status": "pending"}, {"address": "0x1111111111111111111111111111111111111111", "limit": 10}],
+    detail=('bridge_events',),
 )  # fmt: skip
 def find_bridge_events(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     where, params = ["case_id = $case"], {"case": ctx.case_id, "limit": int(args.get("limit", 50)) + 1}
@@ -146,6 +147,7 @@ def find_bridge_events(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]
         "required": ["src_tx_hash"],
     },
     [{"src_tx_hash": "0x" + "ab" * 32}, {"src_tx_hash": "0x" + "cd" * 32, "src_chain": "ethereum", "dst_chain": "bitcoin", "fee_tolerance_pct": 5}],
+    detail=('candidates',),
 )  # fmt: skip
 def match_bridge_leg(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     db, cid = ctx.db, ctx.case_id

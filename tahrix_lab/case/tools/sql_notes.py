@@ -27,6 +27,7 @@ from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, register
     },
     [{"query": "SELECT flag_type, count(*) AS n FROM anomaly_flags WHERE case_id = 'CASE-001' GROUP BY flag_type"},
      {"query": "SELECT chain, count(*) FROM transfers GROUP BY chain", "limit": 10}],
+    detail=('rows',),
 )  # fmt: skip
 def run_sql_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
