@@ -11,6 +11,7 @@ import duckdb
 import pytest
 
 from tahrix_lab.case.db import CaseDB
+from tahrix_lab.case.taxonomy import normalise_category
 from tahrix_lab.case.workspace import Workspace, sample_case_dir
 
 
@@ -84,15 +85,21 @@ class CaseBuilder:
             "dst_time": None if dst_minute is None else self.T0 + timedelta(minutes=dst_minute),
             "status": "matched" if dst_tx else "pending", "declared_dst_chain": dst_chain})  # fmt: skip
 
-    def label(self, address: str, category: str, *, chain: str = "ethereum", entity: str | None = None) -> None:
+    def label(
+        self, address: str, category: str, *, chain: str = "ethereum", entity: str | None = None
+    ) -> None:
+        # the loaders normalise categories on load; so does this (the raw spelling stays in the label text)
         self.labels.append({"label_id": f"L{len(self.labels)}", "chain": chain, "address": address,
-                            "label": f"{category} {address[:8]}", "entity": entity, "category": category,
+                            "label": f"{category} {address[:8]}", "entity": entity,
+                            "category": normalise_category(category)[0],
                             "source": "test"})  # fmt: skip
 
     def role(self, address: str, role: str, *, chain: str = "ethereum") -> None:
         self.roles.append((chain, address, role))
 
-    def tx(self, tx_hash: str, frm: str, to: str, minute: float, *, chain: str = "ethereum", nonce: int = 0) -> None:
+    def tx(
+        self, tx_hash: str, frm: str, to: str, minute: float, *, chain: str = "ethereum", nonce: int = 0
+    ) -> None:
         self.txs.append({"chain": chain, "tx_hash": tx_hash, "block_time": self.T0 + timedelta(minutes=minute),
                          "from_address": frm, "to_address": to, "nonce": nonce, "status": True})  # fmt: skip
 

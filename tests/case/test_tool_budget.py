@@ -15,7 +15,9 @@ from tahrix_lab.case.workspace import Workspace
 
 
 def call(ws: Workspace, session: Session, name: str, args: dict[str, Any]) -> Any:
-    return run_tool(Part.of_tool_use("tu", name, args), ws.context_provider(), registry=CASE_TOOLS, session=session)
+    return run_tool(
+        Part.of_tool_use("tu", name, args), ws.context_provider(), registry=CASE_TOOLS, session=session
+    )
 
 
 def nbytes(value: Any) -> int:
@@ -27,7 +29,9 @@ def session(loaded: Workspace) -> Session:
     return loaded.start_investigation("CASE-001", user="ana", grant={"may_write": False})
 
 
-def test_every_read_tool_fits_its_budget(loaded: Workspace, session: Session, ground_truth: dict[str, Any]) -> None:
+def test_every_read_tool_fits_its_budget(
+    loaded: Workspace, session: Session, ground_truth: dict[str, Any]
+) -> None:
     a = ground_truth["actors"]
     calls = {
         "get_case_overview": {}, "lookup_address": {"address": a["A0"], "counterparties": 50},
@@ -45,7 +49,9 @@ def test_every_read_tool_fits_its_budget(loaded: Workspace, session: Session, gr
     assert DEFAULT_BUDGET < nbytes(big) <= 21_500
 
 
-def test_a_long_trace_leads_with_its_endpoints_and_pages_the_rest(loaded: Workspace, session: Session) -> None:
+def test_a_long_trace_leads_with_its_endpoints_and_pages_the_rest(
+    loaded: Workspace, session: Session
+) -> None:
     args = {"max_hops": 25, "min_usd": 0}
     first = call(loaded, session, "trace_funds", args).result
     whole = loaded.trace("CASE-001", max_hops=25, min_usd=0)
@@ -69,7 +75,9 @@ def test_a_long_trace_leads_with_its_endpoints_and_pages_the_rest(loaded: Worksp
     assert pages > 1
     ids = [(e["source"], e["target"], e.get("bridge_event_id")) for e in seen["edges"]]
     assert len(ids) == len(set(ids)) == len(whole["edges"])  # every edge once, none lost
-    assert len(seen["nodes"]) == len(whole["nodes"]) and len(seen["endpoints"]) == sum(map(len, whole["endpoints"].values()))
+    assert len(seen["nodes"]) == len(whole["nodes"]) and len(seen["endpoints"]) == sum(
+        map(len, whole["endpoints"].values())
+    )
     other = call(loaded, session, "trace_funds", {"max_hops": 3, "cursor": first["page"]["next_cursor"]})
     assert other.status == "error" and "other arguments" in json.dumps(other.result)
 
@@ -84,7 +92,9 @@ def test_fit_keeps_the_summary_and_never_splits_an_item() -> None:
     assert small == {"rows": [1, 2]}  # nothing to page, nothing added
 
 
-def test_triage_is_the_default_flag_list(loaded: Workspace, session: Session, ground_truth: dict[str, Any]) -> None:
+def test_triage_is_the_default_flag_list(
+    loaded: Workspace, session: Session, ground_truth: dict[str, Any]
+) -> None:
     out = call(loaded, session, "list_flags", {"min_severity": "high"}).result
     assert out["view"] == "triage" and out["count"] == out["rows_matching"] <= 30
     assert out["flags_total"] > 600  # the pile it replaces

@@ -29,7 +29,9 @@ def _check_conserved(r: dict[str, Any]) -> None:
         assert accounted >= s["traced_usd"] - slack, s  # and nothing is lost either
     for e in _endpoints(r):
         assert e["tainted_usd"] <= s["traced_usd"] + slack
-        assert len(e["evidence"]) == len(set(e["evidence"])) and len(e["tx_hashes"]) == len(set(e["tx_hashes"]))
+        assert len(e["evidence"]) == len(set(e["evidence"])) and len(e["tx_hashes"]) == len(
+            set(e["tx_hashes"])
+        )
     ids = [i for e in _endpoints(r) for i in e["evidence"]]
     assert len(ids) == len(set(ids)), "a movement is evidence of two endpoints"
     transfers = sum(e["transfers"] for e in r["edges"] if e["kind"] == "transfer")
@@ -61,7 +63,13 @@ NODES = [*ADDR, EX, OTC, MIXER, BRIDGE]
     max_edges=st.sampled_from([5, 5000]),
 )
 def test_random_graphs_conserve_value(
-    build: Any, moves: list[Any], round_trips: list[Any], model: str, start: int, min_usd: float, max_edges: int
+    build: Any,
+    moves: list[Any],
+    round_trips: list[Any],
+    model: str,
+    start: int,
+    min_usd: float,
+    max_edges: int,
 ) -> None:
     b = build()
     for frm, to, usd, minute, status in moves:
@@ -78,7 +86,7 @@ def test_random_graphs_conserve_value(
                  f"0xrt{b.case_id.lower()}{i}d", ADDR[y], minute + 15, contract=BRIDGE)  # fmt: skip
         b.transfer(BRIDGE, ADDR[y], 4980.0, minute + 15, tx=f"0xrt{b.case_id.lower()}{i}d")
     b.label(EX, "exchange")
-    b.label(OTC, "OTC Broker")  # a raw spelling: the tracer normalises it
+    b.label(OTC, "OTC Broker")  # a raw spelling, normalised on load
     b.label(MIXER, "mixer")
     b.label(BRIDGE, "defi_bridge")
     b.label(BRIDGE, "defi_bridge", chain="bsc")
