@@ -51,7 +51,7 @@ class CaseBuilder:
     ``done()`` writes it and rebuilds the address profiles.
     """
 
-    T0 = datetime(2024, 3, 1)
+    T0 = datetime(2024, 3, 1)  # noqa: DTZ001 - the case tables hold naive UTC
 
     def __init__(self, db: CaseDB, case_id: str) -> None:
         self.db, self.case_id = db, case_id

@@ -94,7 +94,7 @@ def test_unknown_usd_is_not_zero_and_failed_transfers_move_nothing(build: Any) -
     b.transfer(a(1), MIXER, None, 0)  # an unpriced deposit into a mixer
     b.transfer(a(2), MIXER, 500_000.0, 0, status=False)  # a failed one
     for i in range(4):  # structuring from a(3), one of them failed: only three count
-        b.transfer(a(3), a(10 + i), 9_500.0, 10 * i, status=False if i == 0 else True)
+        b.transfer(a(3), a(10 + i), 9_500.0, 10 * i, status=i != 0)
     b.label(MIXER, "mixing_service")
     cid = b.done()
     got = flags(b, cid, "mixer_exposure")

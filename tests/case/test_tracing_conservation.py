@@ -124,7 +124,7 @@ def _round_trip_case(b: Any) -> tuple[str, str, str]:
 
 @pytest.mark.parametrize("model", ["poison", "haircut", "fifo"])
 def test_bridge_round_trip_is_counted_once(build: Any, model: str) -> None:
-    cid, a, _ = _round_trip_case(build())
+    cid, _, _ = _round_trip_case(build())
     r = trace_funds(build().db, cid, ["0xtheft"], params=TraceParams(max_hops=10, taint_model=model))  # type: ignore[arg-type]
     _check_conserved(r)
     ex = r["endpoints"]["exchange"][0]
@@ -140,7 +140,7 @@ def test_otc_desk_and_cex_spellings_are_endpoints(build: Any) -> None:
     r = trace_funds(build().db, cid, [a], params=TraceParams(max_hops=10))
     assert {"exchange", "otc_desk"} <= set(r["endpoints"])
     assert r["endpoints"]["otc_desk"][0]["address"] == OTC
-    nxt = [n for n in r["nodes"] if n["address"] == OTC][0]
+    nxt = next(n for n in r["nodes"] if n["address"] == OTC)
     assert nxt["endpoint"] and nxt["hop"] == 1  # not walked past
     only_ex = trace_funds(build().db, cid, [a], params=TraceParams(max_hops=10, stop_at_categories=("cex",)))
     assert set(only_ex["endpoints"]) == {"exchange"}  # configurable per call, spellings normalised

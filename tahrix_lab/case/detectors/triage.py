@@ -17,7 +17,7 @@ import json
 import math
 from typing import Any
 
-from tahrix_lab.case.db import CaseDB, jsonable
+from tahrix_lab.case.db import CaseDB, jdict
 from tahrix_lab.case.schema import SEVERITIES
 
 RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -104,7 +104,7 @@ def triage(
     total = len(rows)
     if min_severity:
         rows = [r for r in rows if RANK[r["severity"]] >= RANK[min_severity]]
-    return jsonable({
+    return jdict({
         "case_id": case_id, "rows": rows, "count": len(rows), "rows_total": total, "flags_total": len(raw),
         "by_severity": {s: sum(1 for r in rows if r["severity"] == s) for s in reversed(SEVERITIES)},
         "how": "one row per entity, address or cohort (addresses sharing only one service-exposure pattern); "

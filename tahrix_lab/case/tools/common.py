@@ -46,7 +46,7 @@ def register(
 
     def deco(fn: F) -> F:
         def paged(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-            result = fn(args, ctx)
+            result: dict[str, Any] = fn(args, ctx)
             if not detail or not isinstance(result, dict):
                 return result
             effects = result.pop("_effects", None)
