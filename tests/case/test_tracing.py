@@ -98,3 +98,40 @@ def test_haircut_taints_less_and_time_window_limits(loaded: Workspace, ground_tr
         assert r["summary"]["endpoints_usd"] <= r["summary"]["traced_usd"] + 0.01
     short = trace_funds(loaded.cases, "CASE-001", start, params=TraceParams(max_hops=20, time_window_hours=1))
     assert not short["endpoints"] and len(short["nodes"]) < len(poison["nodes"])
+
+
+def test_storylines_otc_cashout_and_bridge_round_trip(
+    loaded: Workspace, ground_truth: dict[str, Any]
+) -> None:
+    paths = {p["name"]: p for p in ground_truth["paths"]}
+    otc = paths["otc_cashout"]
+    r = trace_funds(
+        loaded.cases, "CASE-001", [otc["start"]["address"]], params=TraceParams(max_hops=otc["max_hops"])
+    )
+    for e in otc["expect_endpoints"]:  # label spellings "OTC Broker" / "Instant Exchange" end the trace
+        assert e["address"] in {x["address"] for x in r["endpoints"][e["category"]]}
+    rt = paths["bridge_round_trip"]
+    r = trace_funds(
+        loaded.cases, "CASE-001", [rt["start"]["address"]], params=TraceParams(max_hops=rt["max_hops"])
+    )
+    ex = next(e for e in r["endpoints"]["exchange"] if e["address"] == rt["expect_endpoints"][0]["address"])
+    assert ex["tx_hashes"] == [rt["cashout_tx_hash"]] and ex["evidence_count"] == 1
+    assert ex["tainted_usd"] <= r["summary"]["traced_usd"]
+    assert sorted(e["bridge_event_id"] for e in r["edges"] if e["kind"] == "bridge") == sorted(
+        rt["bridge_event_ids"]
+    )
+
+
+def test_seed_only_intake_traces_from_its_seeds(tmp_path: Any, ground_truth: dict[str, Any]) -> None:
+    from tahrix_lab.case.generator import generate_case
+
+    folder = generate_case(7, tmp_path / "seeds", intake="seeds")
+    with Workspace(tmp_path / "s.duckdb") as ws:
+        ws.load_case_folder(folder)
+        r = ws.trace("CASE-001", max_hops=6)
+        assert r["summary"]["start"]["roles"] == ["seed"] and r["summary"]["start"]["kind"] == "roles"
+        assert set(r["summary"]["start"]["given"]) == {
+            ground_truth["actors"]["A0"],
+            ground_truth["actors"]["I1"],
+        }
+        assert {"exchange", "mixing_service"} <= set(r["endpoints"])

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tahrix_lab.case.db import CaseDB
-from tahrix_lab.case.taxonomy import SERVICE_CATEGORIES
+from tahrix_lab.case.taxonomy import ALIASES, CATEGORIES, SERVICE_CATEGORIES
 
 VERSION = "2.0"
 EVIDENCE_CAP = 25
@@ -33,12 +33,24 @@ def register(name: str, **defaults: Any) -> Callable[[Detector], Detector]:
     return deco
 
 
+def _alias_values() -> str:
+    pairs = {**{c: c for c in CATEGORIES}, **ALIASES}  # our constants, never case data
+    return ", ".join(f"('{k}', '{v}')" for k, v in sorted(pairs.items()))
+
+
 # Resolved label per address: the highest-confidence label wins (conflicts are ranked, not merged).
-LAB = """lab AS (
-  SELECT chain, address,
-         arg_max(category, (coalesce(confidence_level, 0), is_cluster_definer, lastmod)) AS category,
-         arg_max(label, (coalesce(confidence_level, 0), is_cluster_definer, lastmod)) AS label
-  FROM labels WHERE case_id = $case GROUP BY chain, address)"""
+# Categories are normalised to the taxonomy here too (the loaders do it on load; labels stored
+# before that, or written raw, still compare right); an unknown spelling stays as written.
+CAT_KEY = "trim(regexp_replace(lower(trim(l.category)), '[\\s\\-/.]+', '_', 'g'), '_')"
+LAB = f"""cat_alias(k, canonical) AS (VALUES {_alias_values()}),
+lab AS (
+  SELECT l.chain, l.address,
+         arg_max(coalesce(al.canonical, l.category), (coalesce(l.confidence_level, 0), l.is_cluster_definer, l.lastmod))
+           AS category,
+         arg_max(l.label, (coalesce(l.confidence_level, 0), l.is_cluster_definer, l.lastmod)) AS label
+  FROM labels l
+  LEFT JOIN cat_alias al ON al.k = {CAT_KEY}
+  WHERE l.case_id = $case GROUP BY l.chain, l.address)"""
 
 # Movements that happened (a failed one moves nothing) — as a CTE over transfers.
 MOVED = "moved AS (SELECT * FROM transfers WHERE case_id = $case AND status IS NOT FALSE)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tahrix_lab.case.db import CaseDB
-from tahrix_lab.case.detectors.common import EVIDENCE_CAP, LAB, MOVED, ZERO_ADDRESSES, register, rnd
+from tahrix_lab.case.detectors.common import CAT_KEY, EVIDENCE_CAP, LAB, MOVED, ZERO_ADDRESSES, register, rnd
 from tahrix_lab.case.detectors.common import rows as _rows
 from tahrix_lab.case.detectors.common import score as _score
 from tahrix_lab.case.detectors.common import services as _services
@@ -140,8 +140,9 @@ def sanctions_exposure(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict
         db,
         f"""
         WITH {LAB}, {MOVED},
-        sanc AS (SELECT chain, address, label_id, label, valid_from, valid_to FROM labels
-                 WHERE case_id = $case AND (abuse = 'sanction' OR category = 'sanction')),
+        sanc AS (SELECT l.chain, l.address, l.label_id, l.label, l.valid_from, l.valid_to FROM labels l
+                 LEFT JOIN cat_alias al ON al.k = {CAT_KEY}
+                 WHERE l.case_id = $case AND (l.abuse = 'sanction' OR coalesce(al.canonical, l.category) = 'sanction')),
         io AS (
           SELECT t.chain, t.from_address AS subject, 'sent_to_sanctioned' AS direction, t.tx_hash, t.block_time,
                  t.usd_value, s.label_id, s.address AS listed

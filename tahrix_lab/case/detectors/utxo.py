@@ -7,6 +7,7 @@ from typing import Any
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.detectors.common import EVIDENCE_CAP, register
 from tahrix_lab.case.detectors.common import rows as _rows
+from tahrix_lab.case.taxonomy import normalise_category
 
 # Peels landing here are cash-outs (severity high).
 CASH_OUT = {"exchange", "otc_desk", "instant_exchanger"}
@@ -48,7 +49,7 @@ def peel_chain(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str, An
     by_tx = {(r["chain"], r["tx_hash"]): r for r in rows}
     children = {k: (k[0], r["child"]) for k, r in by_tx.items() if r["child"]}
     has_parent = set(children.values())
-    lab = db.category_map(case_id)
+    lab = {k: normalise_category(v)[0] for k, v in db.category_map(case_id).items()}
     flags = []
     for key, r in sorted(by_tx.items()):
         if key in has_parent:
