@@ -26,6 +26,7 @@ from tahrix_lab.case.annotations import revert as _revert
 from tahrix_lab.case.context import CaseContextProvider, Grant
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.detectors import run_detectors as _run_detectors
+from tahrix_lab.case.detectors import triage as _triage
 from tahrix_lab.case.prompts import INVESTIGATION_PROMPT
 from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
 from tahrix_lab.case.tracing import TraceParams, role_starts, trace_funds
@@ -170,6 +171,14 @@ class Workspace:
             limit=limit,
         )
         return rows
+
+    def triage(
+        self, case_id: str, *, min_severity: str | None = None, include_dismissed: bool = False
+    ) -> dict[str, Any]:
+        """The flags rolled up per entity, address or cohort, most important first (``rows``), with
+        each row's underlying flags as evidence; see docs/case.md "Detectors and triage"."""
+        self.require_case(case_id)
+        return _triage(self.cases, case_id, min_severity=min_severity, include_dismissed=include_dismissed)
 
     def trace(
         self,

@@ -21,7 +21,7 @@ def _covered(rows: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 def test_high_and_above_fits_one_screen_and_holds_every_planted_pattern(
     loaded: Workspace, ground_truth: dict[str, Any]
 ) -> None:
-    tri = triage(loaded.cases, "CASE-001", min_severity="high")
+    tri = loaded.triage("CASE-001", min_severity="high")
     assert tri["flags_total"] > 600 and 10 <= tri["count"] <= SCREEN
     have = _covered(tri["rows"])
     missing = [(p["flag_type"], s["address"]) for p in ground_truth["planted"] for s in p["subjects"]
