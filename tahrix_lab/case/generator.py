@@ -1093,7 +1093,8 @@ def _write(g: _Gen, out: Path, gt: dict[str, Any]) -> None:
         ],
     }
     if gt["intake"] == "seeds":  # an intake before anyone decided roles: the two addresses the victim named
-        case["addresses"] = [{**a, "role": "seed", "note": "named in the intake"} for a in case["addresses"]
+        named: list[dict[str, str]] = case["addresses"]  # type: ignore[assignment]
+        case["addresses"] = [{**a, "role": "seed", "note": "named in the intake"} for a in named
                              if a["role"] in ("perpetrator", "suspect")]  # fmt: skip
     (out / "case.json").write_text(json.dumps(case, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     gt["sizes"] = {

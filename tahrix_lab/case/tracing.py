@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.taxonomy import ENDPOINT_CATEGORIES, normalise_category
+from tahrix_lab.case.tracing_index import TraceIndex
 from tahrix_lab.case.tracing_result import aggregate_edges, build_result
-from tahrix_lab.case.tracing_taint import allocate, fifo_ledgers
+from tahrix_lab.case.tracing_taint import allocate, fifo_ledgers, received_usd
 
 # Followed through the same transaction (a swap's output); an endpoint only where the trail ends there.
 SWAP_CATEGORIES = frozenset({"defi_dex"})
@@ -107,18 +108,24 @@ class State:
 
 
 def resolve_start(
-    db: CaseDB, case_id: str, start: str, chain: str | None, direction: str
+    db: CaseDB, case_id: str, start: str, chain: str | None, direction: str, ix: TraceIndex | None = None
 ) -> list[tuple[Key, Arrival]]:
     """Start nodes: a transaction's recipients (senders backward) with what it moved, or an address (all it sent)."""
     start = start.strip()
-    txs = db.rows(
-        "SELECT chain, transfer_id, tx_hash, from_address, to_address, block_time, usd_value AS usd FROM transfers "
-        "WHERE case_id = ? AND (tx_hash = ? OR tx_hash = lower(?)) AND (? IS NULL OR chain = ?) AND status IS NOT FALSE",
-        [case_id, start, start, chain, chain],
-    )
+    ix = ix or TraceIndex(db, case_id)
+    txs = [
+        r
+        for r in ix.fetch(
+            "tx_hash",
+            sorted({start, start.lower()}),
+            "t.chain, t.transfer_id, t.tx_hash, t.from_address, t.to_address, t.block_time, t.usd_value AS usd",
+            "t.status IS NOT FALSE",
+        )
+        if r["tx_hash"] in (start, start.lower()) and (chain is None or r["chain"] == chain)
+    ]
     if txs:
         out: dict[Key, Arrival] = {}
-        for r in txs:
+        for r in sorted(txs, key=lambda r: r["transfer_id"]):
             addr = r["to_address"] if direction == "forward" else r["from_address"]
             if addr is not None:
                 out.setdefault((r["chain"], addr), Arrival(None)).add(
@@ -145,11 +152,12 @@ def trace_funds(
 ) -> dict[str, Any]:
     p = params or TraceParams()
     st = State()
+    ix = TraceIndex(db, case_id)
     frontier: dict[Key, Arrival] = {}
     unknown: list[str] = []
     kinds: set[str] = set()
     for s in starts:
-        found = resolve_start(db, case_id, s, norm_chain(chain), p.direction)
+        found = resolve_start(db, case_id, s, norm_chain(chain), p.direction, ix)
         if not found:
             unknown.append(s)
         for k, arr in found:
@@ -171,7 +179,7 @@ def trace_funds(
     for hop in range(1, p.max_hops + 1):
         if not frontier or st.truncated:
             break
-        frontier = _hop(db, case_id, st, frontier, hop, p, categories, stop)
+        frontier = _hop(db, case_id, ix, st, frontier, hop, p, categories, stop)
     for k, arr in frontier.items():
         usd = None if math.isinf(arr.usd) else round(arr.usd, 2)
         st.frontier.append({"chain": k[0], "address": k[1], "reason": "edge_cap" if st.truncated else "hop_limit",
@@ -216,28 +224,26 @@ def _merge(a: Arrival, b: Arrival) -> Arrival:
 
 
 def _hop(
-    db: CaseDB, case_id: str, st: State, frontier: dict[Key, Arrival], hop: int, p: TraceParams,
+    db: CaseDB, case_id: str, ix: TraceIndex, st: State, frontier: dict[Key, Arrival], hop: int, p: TraceParams,
     categories: dict[Key, str], stop: set[str],
 ) -> dict[Key, Arrival]:  # fmt: skip
     fwd = p.direction == "forward"
     swaps = {k for k in frontier if categories.get(k) in SWAP_CATEGORIES and hop > 1}
-    rows = _hop_rows(db, case_id, frontier, swaps, p)
+    rows = _hop_rows(ix, frontier, swaps, p)
     by_here: dict[Key, list[dict[str, Any]]] = {}
     for r in rows:
         if r["transfer_id"] not in st.followed:
             by_here.setdefault((r["chain"], r["here"]), []).append(r)
     bridges = _bridges_for(db, case_id, rows, fwd) if p.follow_bridges else {}
-    ledgers = (
-        fifo_ledgers(db, case_id, [k for k in frontier if not math.isinf(frontier[k].usd)])
-        if p.taint_model == "fifo"
-        else {}
-    )
+    finite = [k for k in frontier if not math.isinf(frontier[k].usd)]
+    ledgers = fifo_ledgers(ix, finite) if p.taint_model == "fifo" else {}
+    received = received_usd(ix, finite, p.direction) if p.taint_model == "haircut" else {}
     nxt: dict[Key, Arrival] = {}
     for here, arr in frontier.items():
         out = by_here.get(here, [])
         if here in swaps:
             out = [r for r in out if r["tx_hash"] in arr.txs]
-        alloc = allocate(db, case_id, st, here, arr, out, p, ledgers.get(here))
+        alloc = allocate(st, here, arr, out, p, ledgers.get(here), received.get(here, 0.0))
         passed = 0.0
         for r, taint in alloc:
             if taint is not None and taint < p.min_usd:
@@ -321,45 +327,40 @@ def _endpoint(
 
 
 def _hop_rows(
-    db: CaseDB, case_id: str, frontier: dict[Key, Arrival], swaps: set[Key], p: TraceParams
+    ix: TraceIndex, frontier: dict[Key, Arrival], swaps: set[Key], p: TraceParams
 ) -> list[dict[str, Any]]:
-    keys = [k for k in frontier if k not in swaps]
-    here, there = (
-        ("from_address", "to_address") if p.direction == "forward" else ("to_address", "from_address")
-    )
-    cmp = ">=" if p.direction == "forward" else "<="
-    window = ""
-    if p.time_window_hours:
-        window = (
-            f"AND (f.t IS NULL OR t.block_time {'<=' if p.direction == 'forward' else '>='} f.t "
-            f"{'+' if p.direction == 'forward' else '-'} to_seconds({int(p.time_window_hours * 3600)}::BIGINT))"
-        )
-    times = [None if p.taint_model == "fifo" else frontier[k].t for k in keys]  # fifo reads the whole history
+    """The movements out of (into, backward) the frontier after taint reached each address (a swap node:
+    only those of the same transaction), oldest first, through the index."""
+    fwd = p.direction == "forward"
+    here, there = ("from_address", "to_address") if fwd else ("to_address", "from_address")
     cols = (f"t.transfer_id, t.chain, t.tx_hash, t.block_time, t.kind, t.{here} AS here, t.{there} AS there, "
             "t.asset_key, t.amount, t.usd_value AS usd")  # fmt: skip
-    sql = f"""
-        WITH f AS (SELECT unnest(?::VARCHAR[]) AS chain, unnest(?::VARCHAR[]) AS address, unnest(?::TIMESTAMP[]) AS t)
-        SELECT {cols}
-        FROM transfers t JOIN f ON f.chain = t.chain AND f.address = t.{here}
-        WHERE t.case_id = ? AND t.{there} IS NOT NULL AND t.status IS NOT FALSE AND t.amount_raw <> '0'
-          AND t.{here} <> t.{there} AND (f.t IS NULL OR t.block_time {cmp} f.t) {window}
-        ORDER BY t.block_time, t.transfer_id
-        LIMIT ?"""
-    rows = (
-        db.rows(sql, [[k[0] for k in keys], [k[1] for k in keys], times, case_id, p.max_edges * 4])
-        if keys
-        else []
+    where = (
+        f"t.{there} IS NOT NULL AND t.status IS NOT FALSE AND t.amount_raw <> '0' AND t.{here} <> t.{there}"
     )
-    sw = [(k, tx) for k in swaps for tx in sorted(frontier[k].txs)]
-    if sw:  # a swap's output leaves the DEX in the same transaction
-        rows += db.rows(
-            f"""WITH f AS (SELECT unnest(?::VARCHAR[]) AS chain, unnest(?::VARCHAR[]) AS address, unnest(?::VARCHAR[]) AS tx)
-            SELECT {cols} FROM transfers t JOIN f ON f.chain = t.chain AND f.address = t.{here} AND f.tx = t.tx_hash
-            WHERE t.case_id = ? AND t.{there} IS NOT NULL AND t.status IS NOT FALSE AND t.amount_raw <> '0'
-              AND t.{here} <> t.{there} ORDER BY t.block_time, t.transfer_id""",
-            [[k[0] for k, _ in sw], [k[1] for k, _ in sw], [tx for _, tx in sw], case_id],
-        )
-    return rows
+    window = timedelta(hours=p.time_window_hours) if p.time_window_hours else None
+    out = []
+    for r in ix.fetch(here, [f"{c}|{a}" for c, a in frontier], cols, where):
+        k = (r["chain"], r["here"])
+        arr = frontier.get(k)
+        if arr is None:
+            continue  # a hash neighbour, not the frontier
+        if k in swaps:
+            if r["tx_hash"] in arr.txs:
+                out.append(r)
+            continue
+        t = None if p.taint_model == "fifo" else arr.t  # fifo reads the whole history
+        if t is not None and (r["block_time"] < t if fwd else r["block_time"] > t):
+            continue
+        if (
+            window is not None
+            and arr.t is not None
+            and (r["block_time"] > arr.t + window if fwd else r["block_time"] < arr.t - window)
+        ):
+            continue
+        out.append(r)
+    out.sort(key=lambda r: (r["block_time"], r["transfer_id"]))
+    return out[: p.max_edges * 4]
 
 
 def _bridges_for(

@@ -10,17 +10,16 @@ import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tahrix_lab.case.db import CaseDB
-
 if TYPE_CHECKING:
     from tahrix_lab.case.tracing import Arrival, Key, State, TraceParams
+    from tahrix_lab.case.tracing_index import TraceIndex
 
 _EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - block times are naive UTC
 
 
 def allocate(
-    db: CaseDB, case_id: str, st: State, here: Key, arr: Arrival, out: list[dict[str, Any]], p: TraceParams,
-    ledger: list[dict[str, Any]] | None,
+    st: State, here: Key, arr: Arrival, out: list[dict[str, Any]], p: TraceParams,
+    ledger: list[dict[str, Any]] | None, received: float,
 ) -> list[tuple[dict[str, Any], float | None]]:  # fmt: skip
     """(movement, taint USD or None when unknown) for the movements out of ``here``; never more than arrived."""
     if not out:
@@ -34,7 +33,6 @@ def allocate(
         share = _fifo_shares(ledger, st.fifo_in.get(here, {}), {r["transfer_id"] for r in priced}, arr)
         raw = {r["transfer_id"]: share.get(r["transfer_id"], 0.0) for r in priced}
     elif p.taint_model == "haircut":
-        received = _received_usd(db, case_id, here, p.direction)
         frac = min(1.0, arr.usd / received) if received else 1.0
         raw = {r["transfer_id"]: r["usd"] * frac for r in priced}
     else:
@@ -54,33 +52,44 @@ def allocate(
     return alloc
 
 
-def _received_usd(db: CaseDB, case_id: str, k: Key, direction: str) -> float:
-    """Everything an address received (sent, backward) that moved and has a price: the haircut base."""
-    col, other = ("to_address", "from_address") if direction == "forward" else ("from_address", "to_address")
-    v = db.scalar(
-        f"SELECT sum(usd_value) FROM transfers WHERE case_id = ? AND chain = ? AND {col} = ? AND status IS NOT FALSE "
-        f"AND {other} IS DISTINCT FROM {col}",
-        [case_id, k[0], k[1]],
+def _moves(ix: TraceIndex, keys: list[Key]) -> list[dict[str, Any]]:
+    """Every priced movement that happened in or out of the keys, each once."""
+    cols = "t.transfer_id, t.chain, t.tx_hash, t.block_time, t.usd_value AS usd, t.from_address, t.to_address"
+    where = (
+        "t.status IS NOT FALSE AND t.usd_value IS NOT NULL AND t.from_address IS DISTINCT FROM t.to_address"
     )
-    return float(v or 0.0)
+    names = [f"{c}|{a}" for c, a in keys]
+    rows = {
+        r["transfer_id"]: r
+        for col in ("to_address", "from_address")
+        for r in ix.fetch(col, names, cols, where)
+    }
+    return list(rows.values())
 
 
-def fifo_ledgers(db: CaseDB, case_id: str, keys: list[Key]) -> dict[Key, list[dict[str, Any]]]:
-    """Every priced movement in and out of each address, oldest first."""
-    if not keys:
-        return {}
-    rows = db.rows(
-        """WITH k AS (SELECT unnest(?::VARCHAR[]) AS chain, unnest(?::VARCHAR[]) AS address)
-        SELECT k.chain, k.address, t.transfer_id, t.tx_hash, t.block_time, t.usd_value AS usd,
-               t.to_address = k.address AS is_in
-        FROM transfers t JOIN k ON k.chain = t.chain AND (t.to_address = k.address OR t.from_address = k.address)
-        WHERE t.case_id = ? AND t.status IS NOT FALSE AND t.usd_value IS NOT NULL AND t.from_address IS DISTINCT FROM t.to_address
-        ORDER BY t.block_time, NOT (t.to_address = k.address), t.transfer_id""",
-        [[k[0] for k in keys], [k[1] for k in keys], case_id],
-    )
+def received_usd(ix: TraceIndex, keys: list[Key], direction: str) -> dict[Key, float]:
+    """The haircut base: all an address received (sent, backward) that moved and has a price."""
+    col = "to_address" if direction == "forward" else "from_address"
+    want = set(keys)
+    out: dict[Key, float] = {}
+    for r in _moves(ix, keys):
+        k = (r["chain"], r[col])
+        if k in want:
+            out[k] = out.get(k, 0.0) + r["usd"]
+    return out
+
+
+def fifo_ledgers(ix: TraceIndex, keys: list[Key]) -> dict[Key, list[dict[str, Any]]]:
+    """Every priced movement in and out of each address, oldest first (inflows first at one time)."""
+    want = set(keys)
     out: dict[Key, list[dict[str, Any]]] = {}
-    for r in rows:
-        out.setdefault((r["chain"], r["address"]), []).append(r)
+    for r in _moves(ix, keys):
+        for col, is_in in (("to_address", True), ("from_address", False)):
+            k = (r["chain"], r[col])
+            if k in want:
+                out.setdefault(k, []).append({**r, "is_in": is_in})
+    for ledger in out.values():
+        ledger.sort(key=lambda r: (r["block_time"], not r["is_in"], r["transfer_id"]))
     return out
 
 
