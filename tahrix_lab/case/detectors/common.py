@@ -53,7 +53,7 @@ lab AS (
   WHERE l.case_id = $case GROUP BY l.chain, l.address)"""
 
 # Movements that happened (a failed one moves nothing) — as a CTE over transfers.
-MOVED = "moved AS (SELECT * FROM transfers WHERE case_id = $case AND status IS NOT FALSE)"
+MOVED = "moved AS NOT MATERIALIZED (SELECT * FROM transfers WHERE case_id = $case AND status IS NOT FALSE)"
 
 # Mint/burn sinks: never a funder, a dust sender or a person's flow.
 ZERO_ADDRESSES = (

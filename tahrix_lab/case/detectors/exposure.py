@@ -226,15 +226,18 @@ def fresh_address_funding(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[d
         db,
         f"""
         WITH {LAB}, {MOVED},
-        firsts AS (SELECT chain, to_address AS address, min(block_time) AS t0 FROM moved
-                   WHERE to_address IS NOT NULL GROUP BY ALL),
-        firstout AS (SELECT chain, from_address AS address, min(block_time) AS t FROM moved
-                     WHERE from_address IS NOT NULL GROUP BY ALL),
-        -- a mint or burn through the zero address funds nobody (CCTP mints, token burns)
-        fund AS (SELECT tr.chain, tr.to_address AS address, tr.from_address AS funder, tr.tx_hash, tr.block_time,
+        -- what a funding-type service sent; a mint or burn through the zero address funds nobody (CCTP, burns)
+        cand AS (SELECT tr.chain, tr.to_address AS address, tr.from_address AS funder, tr.tx_hash, tr.block_time,
                         tr.usd_value AS usd
-                 FROM moved tr JOIN firsts f ON f.chain = tr.chain AND f.address = tr.to_address AND f.t0 = tr.block_time
-                 WHERE NOT list_contains($zero, lower(tr.from_address)) AND NOT list_contains($zero, lower(tr.to_address))),
+                 FROM moved tr JOIN lab f ON f.chain = tr.chain AND f.address = tr.from_address
+                 WHERE list_contains($cats, f.category) AND tr.to_address IS NOT NULL
+                   AND NOT list_contains($zero, lower(tr.from_address)) AND NOT list_contains($zero, lower(tr.to_address))),
+        firsts AS (SELECT t.chain, t.to_address AS address, min(t.block_time) AS t0 FROM moved t
+                   SEMI JOIN cand c ON c.chain = t.chain AND c.address = t.to_address GROUP BY ALL),
+        firstout AS (SELECT t.chain, t.from_address AS address, min(t.block_time) AS t FROM moved t
+                     SEMI JOIN cand c ON c.chain = t.chain AND c.address = t.from_address GROUP BY ALL),
+        -- the recipient's first inflow
+        fund AS (SELECT c.* FROM cand c JOIN firsts f ON f.chain = c.chain AND f.address = c.address AND f.t0 = c.block_time),
         -- where each funded address later sent value: a laundering service, or not
         risky AS (SELECT DISTINCT t.chain, t.from_address AS address FROM moved t
                   JOIN lab r ON r.chain = t.chain AND r.address = t.to_address

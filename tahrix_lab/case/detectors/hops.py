@@ -76,21 +76,25 @@ def pass_through(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str, 
         db,
         f"""
         WITH {LAB}, {MOVED},
-        -- a superset from the address profiles (netting change and dropping failed sends only lower the inflow)
+        -- change an address sends itself (UTXO) is neither inflow nor outflow, and a failed transfer moves
+        -- nothing; the address profiles count both, so their ratio is exact except where either occurs
+        special AS (SELECT DISTINCT chain, from_address AS address FROM transfers
+                    WHERE case_id = $case AND (from_address = to_address OR status = FALSE)
+                    UNION SELECT DISTINCT chain, to_address FROM transfers WHERE case_id = $case AND status = FALSE),
         pre AS (SELECT a.chain, a.address FROM addresses a LEFT JOIN lab s ON s.chain = a.chain AND s.address = a.address
+                LEFT JOIN special sp ON sp.chain = a.chain AND sp.address = a.address
                 WHERE a.case_id = $case AND a.n_tx_in >= 1 AND a.n_tx_out >= 1 AND a.total_in_usd >= $min_in
+                  AND (sp.address IS NOT NULL OR (a.total_out_usd / a.total_in_usd BETWEEN $lo AND $hi
+                       AND a.last_seen - a.first_seen <= to_days($span::BIGINT)))
                   AND (s.category IS NULL OR NOT list_contains($services, s.category))),
-        -- per address and transaction, what came back to the sender in the same tx (UTXO change) nets out
-        pertx AS (
-          SELECT chain, address, tx_hash, min(block_time) AS block_time, sum(i) AS i, sum(o) AS o FROM (
-            SELECT t.chain, t.to_address AS address, t.tx_hash, t.block_time, t.usd_value AS i, 0.0 AS o
-            FROM moved t SEMI JOIN pre ON pre.chain = t.chain AND pre.address = t.to_address
-            UNION ALL
-            SELECT t.chain, t.from_address, t.tx_hash, t.block_time, 0.0, t.usd_value
-            FROM moved t SEMI JOIN pre ON pre.chain = t.chain AND pre.address = t.from_address)
-          GROUP BY ALL),
-        legs AS (SELECT chain, address, tx_hash, block_time, greatest(coalesce(i, 0) - coalesce(o, 0), 0) AS net_in,
-                        greatest(coalesce(o, 0) - coalesce(i, 0), 0) AS net_out FROM pertx),
+        legs AS (
+          SELECT t.chain, t.to_address AS address, t.tx_hash, t.block_time, t.usd_value AS net_in, 0.0 AS net_out
+          FROM moved t SEMI JOIN pre ON pre.chain = t.chain AND pre.address = t.to_address
+          WHERE t.from_address IS DISTINCT FROM t.to_address
+          UNION ALL
+          SELECT t.chain, t.from_address, t.tx_hash, t.block_time, 0.0, t.usd_value
+          FROM moved t SEMI JOIN pre ON pre.chain = t.chain AND pre.address = t.from_address
+          WHERE t.from_address IS DISTINCT FROM t.to_address),
         cand AS (
           SELECT chain, address, sum(net_in) AS total_in_usd, sum(net_out) AS total_out_usd, min(block_time) AS first_seen,
                  max(block_time) AS last_seen
@@ -118,7 +122,7 @@ def pass_through(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str, 
             "chain": r["chain"], "address": r["address"], "severity": _usd_severity(r["total_in_usd"]),
             "score": round(1 - min(1.0, r["median_hold_s"] / (p["max_median_hold_hours"] * 3600)), 3),
             "window_start": r["first_seen"], "window_end": r["last_seen"],
-            "evidence": {"usd_in": round(r["total_in_usd"], 2), "usd_out": round(r["total_out_usd"], 2), "netting": "change to the sender nets out per tx",
+            "evidence": {"usd_in": round(r["total_in_usd"], 2), "usd_out": round(r["total_out_usd"], 2), "netting": "change an address sends itself is not counted",
                          "ratio": round(r["total_out_usd"] / r["total_in_usd"], 4),
                          "median_hold_minutes": round(r["median_hold_s"] / 60, 1),
                          "span_hours": round((r["last_seen"] - r["first_seen"]).total_seconds() / 3600, 1),
