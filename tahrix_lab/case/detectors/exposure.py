@@ -54,35 +54,8 @@ def mixer_exposure(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str
         )  # fmt: skip
         if r["received_from_mixer"]:
             exposed_in.append(r)
-    if not exposed_in:
-        return flags
-    direct_keys = {(r["chain"], r["subject"]) for r in direct}
-    indirect = _rows(
-        db,
-        f"""
-        WITH {LAB}, {MOVED},
-        src AS (SELECT unnest($chains::VARCHAR[]) AS chain, unnest($addrs::VARCHAR[]) AS address),
-        hop AS (SELECT t.chain, t.to_address AS subject, sum(t.usd_value) AS usd,
-                       list(t.tx_hash ORDER BY t.block_time)[1:{EVIDENCE_CAP}] AS txs, list(DISTINCT t.from_address)[1:{EVIDENCE_CAP}] AS via,
-                       min(t.block_time) t0, max(t.block_time) t1
-                FROM moved t JOIN src ON src.chain = t.chain AND src.address = t.from_address
-                WHERE t.case_id = $case GROUP BY ALL),
-        inflow AS (SELECT t.chain, t.to_address AS address, sum(t.usd_value) AS total_in_usd FROM moved t
-                   SEMI JOIN hop ON hop.chain = t.chain AND hop.subject = t.to_address
-                   WHERE t.from_address IS DISTINCT FROM t.to_address GROUP BY ALL)
-        SELECT hop.*, a.total_in_usd FROM hop
-        JOIN inflow a ON a.chain = hop.chain AND a.address = hop.subject
-        LEFT JOIN lab s ON s.chain = hop.chain AND s.address = hop.subject
-        WHERE (s.category IS NULL OR NOT list_contains($services, s.category)) AND a.total_in_usd > 0
-          AND hop.usd / a.total_in_usd >= $share
-        """,
-        {"case": case_id, "chains": [r["chain"] for r in exposed_in], "addrs": [r["subject"] for r in exposed_in],
-         "services": _services(p), "share": p["indirect_min_share"]},
-    )  # fmt: skip
-    for r in indirect:
-        if (r["chain"], r["subject"]) in direct_keys:
-            continue
-        share = r["usd"] / r["total_in_usd"]
+    for r in _second_hop(db, case_id, exposed_in, direct, p, seed_sends=True):
+        share = r["share"]
         flags.append(
             {
                 "chain": r["chain"], "address": r["subject"], "key": "indirect",
@@ -133,6 +106,44 @@ def mixer_bulk_deposit(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict
     ]  # fmt: skip
 
 
+def _second_hop(
+    db: CaseDB, case_id: str, seeds: list[dict[str, Any]], direct: list[dict[str, Any]], p: dict[str, Any], *,
+    seed_sends: bool,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Addresses one hop from exposed ``seeds`` (which they received from when ``seed_sends``, else sent to),
+    not directly exposed themselves, with the USD of those transfers and its ``share`` of all the address
+    received (sent) that moved."""
+    if not seeds:
+        return []
+    seed, subj = ("from_address", "to_address") if seed_sends else ("to_address", "from_address")
+    skip = {(r["chain"], r["subject"]) for r in direct}
+    found = _rows(
+        db,
+        f"""
+        WITH {LAB}, {MOVED},
+        seeds AS (SELECT unnest($chains::VARCHAR[]) AS chain, unnest($addrs::VARCHAR[]) AS address),
+        hop AS (SELECT t.chain, t.{subj} AS subject, sum(t.usd_value) AS usd,
+                       list(t.tx_hash ORDER BY t.block_time)[1:{EVIDENCE_CAP}] AS txs,
+                       list(DISTINCT t.{seed} ORDER BY t.{seed})[1:{EVIDENCE_CAP}] AS via,
+                       min(t.block_time) t0, max(t.block_time) t1
+                FROM moved t JOIN seeds ON seeds.chain = t.chain AND seeds.address = t.{seed} GROUP BY ALL),
+        total AS (SELECT t.chain, t.{subj} AS address, sum(t.usd_value) AS total_usd FROM moved t
+                  SEMI JOIN hop ON hop.chain = t.chain AND hop.subject = t.{subj}
+                  WHERE t.from_address IS DISTINCT FROM t.to_address GROUP BY ALL)
+        SELECT hop.*, a.total_usd FROM hop
+        JOIN total a ON a.chain = hop.chain AND a.address = hop.subject
+        LEFT JOIN lab s ON s.chain = hop.chain AND s.address = hop.subject
+        WHERE (s.category IS NULL OR NOT list_contains($services, s.category)) AND a.total_usd > 0
+          AND hop.usd / a.total_usd >= $share
+        """,
+        {"case": case_id, "chains": [r["chain"] for r in seeds], "addrs": [r["subject"] for r in seeds],
+         "services": _services(p), "share": p["indirect_min_share"]},
+    )  # fmt: skip
+    return [
+        {**r, "share": r["usd"] / r["total_usd"]} for r in found if (r["chain"], r["subject"]) not in skip
+    ]
+
+
 # -- 9. sanctions exposure ----------------------------------------------------------------------
 @register("sanctions_exposure", indirect_min_share=0.10)
 def sanctions_exposure(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str, Any]]:
@@ -175,38 +186,12 @@ def sanctions_exposure(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict
         }
         for r in direct
     ]  # fmt: skip
-    if not direct:
-        return flags
-    keys = {(r["chain"], r["subject"]) for r in direct}
-    indirect = _rows(
-        db,
-        f"""
-        WITH {LAB}, {MOVED},
-        ex AS (SELECT unnest($chains::VARCHAR[]) AS chain, unnest($addrs::VARCHAR[]) AS address, unnest($t0::TIMESTAMP[]) AS t0),
-        hop AS (SELECT t.chain, t.from_address AS subject, sum(t.usd_value) AS usd,
-                       list(t.tx_hash)[1:{EVIDENCE_CAP}] AS txs, list(DISTINCT t.to_address) AS via
-                FROM moved t JOIN ex ON ex.chain = t.chain AND ex.address = t.to_address
-                WHERE t.case_id = $case GROUP BY ALL),
-        outflow AS (SELECT t.chain, t.from_address AS address, sum(t.usd_value) AS total_out_usd FROM moved t
-                    SEMI JOIN hop ON hop.chain = t.chain AND hop.subject = t.from_address
-                    WHERE t.from_address IS DISTINCT FROM t.to_address GROUP BY ALL)
-        SELECT hop.*, a.total_out_usd FROM hop
-        JOIN outflow a ON a.chain = hop.chain AND a.address = hop.subject
-        LEFT JOIN lab x ON x.chain = hop.chain AND x.address = hop.subject
-        WHERE a.total_out_usd > 0 AND hop.usd / a.total_out_usd >= $share
-          AND (x.category IS NULL OR NOT list_contains($services, x.category))
-        """,
-        {"case": case_id, "chains": [r["chain"] for r in direct], "addrs": [r["subject"] for r in direct],
-         "t0": [r["t0"] for r in direct], "share": p["indirect_min_share"], "services": _services(p)},
-    )  # fmt: skip
-    for r in indirect:
-        if (r["chain"], r["subject"]) in keys:
-            continue
-        share = r["usd"] / r["total_out_usd"]
+    for r in _second_hop(db, case_id, direct, direct, p, seed_sends=False):
+        share = r["share"]
         flags.append(
             {
                 "chain": r["chain"], "address": r["subject"], "key": "indirect", "severity": "high", "score": round(share, 3),
-                "evidence": {"exposure": "indirect", "hops": 2, "share_of_outflow": round(share, 4), "via_addresses": sorted(r["via"]),
+                "evidence": {"exposure": "indirect", "hops": 2, "share_of_outflow": round(share, 4), "via_addresses": r["via"],
                              "usd": rnd(r["usd"]), "tx_hashes": r["txs"]},
             }
         )  # fmt: skip
