@@ -51,10 +51,10 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             f"""
             WITH io AS (
               SELECT to_address AS cp, usd_value, block_time, tx_hash, 'out' AS dir FROM transfers
-               WHERE case_id = $case AND chain = $chain AND from_address = $addr
+               WHERE case_id = $case AND chain = $chain AND from_address = $addr AND status IS NOT FALSE
               UNION ALL
               SELECT from_address, usd_value, block_time, tx_hash, 'in' FROM transfers
-               WHERE case_id = $case AND chain = $chain AND to_address = $addr)
+               WHERE case_id = $case AND chain = $chain AND to_address = $addr AND status IS NOT FALSE)
             SELECT io.cp, io.dir, io.usd_value, io.tx_hash, io.block_time, l.label_id, l.label, l.category, l.abuse,
                    CASE {case_names} END AS list_name
             FROM io JOIN labels l ON l.case_id = $case AND l.chain = $chain AND l.address = io.cp AND ({cond})
@@ -66,8 +66,9 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             {"case": ctx.case_id, "chain": chain, "addr": address, "as_of": as_of},
         )
         total = ctx.db.one(
-            "SELECT coalesce(total_in_usd, 0) + coalesce(total_out_usd, 0) AS total FROM addresses WHERE case_id = ? AND chain = ? AND address = ?",
-            [ctx.case_id, chain, address],
+            "SELECT coalesce(sum(usd_value), 0) AS total FROM transfers WHERE case_id = ? AND chain = ? "
+            "AND (from_address = ? OR to_address = ?) AND status IS NOT FALSE",
+            [ctx.case_id, chain, address, address],
         ) or {"total": 0}
         seen_tx: dict[str, dict[str, Any]] = {}
         for r in rows:
@@ -78,6 +79,7 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             by_list[r["list_name"]] = by_list.get(r["list_name"], 0) + (r["usd_value"] or 0)
         return {
             "usd": round(usd, 2), "share": round(usd / total["total"], 4) if total["total"] else 0.0, "by_list": by_list,
+            "unpriced_hits": sum(1 for r in seen_tx.values() if r["usd_value"] is None),
             "hits": [{k: r[k] for k in ("cp", "dir", "usd_value", "tx_hash", "block_time", "label_id", "label", "list_name")}
                      for r in list(seen_tx.values())[:20]],
         }  # fmt: skip
@@ -98,8 +100,8 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                     cps = ctx.db.rows(
                         """
                         SELECT cp, sum(usd) AS usd FROM (
-                          SELECT to_address AS cp, coalesce(usd_value, 0) AS usd FROM transfers WHERE case_id = $1 AND chain = $2 AND from_address = $3
-                          UNION ALL SELECT from_address, coalesce(usd_value, 0) FROM transfers WHERE case_id = $1 AND chain = $2 AND to_address = $3)
+                          SELECT to_address AS cp, coalesce(usd_value, 0) AS usd FROM transfers WHERE case_id = $1 AND chain = $2 AND from_address = $3 AND status IS NOT FALSE
+                          UNION ALL SELECT from_address, coalesce(usd_value, 0) FROM transfers WHERE case_id = $1 AND chain = $2 AND to_address = $3 AND status IS NOT FALSE)
                         WHERE cp IS NOT NULL AND cp <> $3 GROUP BY cp ORDER BY usd DESC LIMIT 15
                         """,
                         [ctx.case_id, chain, node],
@@ -120,5 +122,5 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             results.append({"chain": chain, "address": address, "found": True, "direct": d, "indirect": indirect[:20],
                             "indirect_share": round(min(1.0, sum(x["weighted_share"] for x in indirect)), 4)})  # fmt: skip
     return jdict({"results": results, "lists": lists, "max_hops": hops, "as_of": as_of,
-                     "note": "direct share = listed USD / all USD in+out of the address; labels count only inside their validity window",
+                     "note": "direct share = listed USD / all priced USD in+out of the address (failed transfers move nothing; unpriced hits are counted, not valued); labels count only inside their validity window",
                      "data_note": DATA_NOTE})  # fmt: skip
