@@ -7,6 +7,7 @@ from typing import Any
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.db import jdict
 from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, chain_addr, register
+from tahrix_lab.case.tracing_index import TraceIndex
 
 # -- 10. exposure ----------------------------------------------------------------------------
 LISTS = {
@@ -46,15 +47,24 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     cond = " OR ".join(f"({LISTS[n]})" for n in lists)
     case_names = " ".join(f"WHEN {LISTS[n]} THEN '{n}'" for n in lists)
 
+    ix = TraceIndex(ctx.db, ctx.case_id)  # each address's transfers by row id, not a scan per query
+
+    def touching(chain: str, address: str) -> list[int]:
+        key = [f"{chain}|{address}"]
+        return ix.rowids("from_address", key) + ix.rowids("to_address", key)
+
     def direct(chain: str, address: str) -> dict[str, Any]:
+        ids = touching(chain, address)
         rows = ctx.db.rows(
             f"""
             WITH io AS (
               SELECT to_address AS cp, usd_value, block_time, tx_hash, 'out' AS dir FROM transfers
-               WHERE case_id = $case AND chain = $chain AND from_address = $addr AND status IS NOT FALSE
+               WHERE rowid = ANY($ids::BIGINT[]) AND case_id = $case AND chain = $chain AND from_address = $addr
+                 AND status IS NOT FALSE
               UNION ALL
               SELECT from_address, usd_value, block_time, tx_hash, 'in' FROM transfers
-               WHERE case_id = $case AND chain = $chain AND to_address = $addr AND status IS NOT FALSE)
+               WHERE rowid = ANY($ids::BIGINT[]) AND case_id = $case AND chain = $chain AND to_address = $addr
+                 AND status IS NOT FALSE)
             SELECT io.cp, io.dir, io.usd_value, io.tx_hash, io.block_time, l.label_id, l.label, l.category, l.abuse,
                    CASE {case_names} END AS list_name
             FROM io JOIN labels l ON l.case_id = $case AND l.chain = $chain AND l.address = io.cp AND ({cond})
@@ -63,12 +73,12 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                    AND (l.valid_to IS NULL OR CAST($as_of AS TIMESTAMPTZ) < l.valid_to)))
             ORDER BY io.block_time
             """,
-            {"case": ctx.case_id, "chain": chain, "addr": address, "as_of": as_of},
+            {"case": ctx.case_id, "chain": chain, "addr": address, "as_of": as_of, "ids": ids},
         )
         total = ctx.db.one(
-            "SELECT coalesce(sum(usd_value), 0) AS total FROM transfers WHERE case_id = ? AND chain = ? "
-            "AND (from_address = ? OR to_address = ?) AND status IS NOT FALSE",
-            [ctx.case_id, chain, address, address],
+            "SELECT coalesce(sum(usd_value), 0) AS total FROM transfers WHERE rowid = ANY(?::BIGINT[]) AND case_id = ? "
+            "AND chain = ? AND (from_address = ? OR to_address = ?) AND status IS NOT FALSE",
+            [ids, ctx.case_id, chain, address, address],
         ) or {"total": 0}
         seen_tx: dict[str, dict[str, Any]] = {}
         for r in rows:
@@ -100,11 +110,13 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                     cps = ctx.db.rows(
                         """
                         SELECT cp, sum(usd) AS usd FROM (
-                          SELECT to_address AS cp, coalesce(usd_value, 0) AS usd FROM transfers WHERE case_id = $1 AND chain = $2 AND from_address = $3 AND status IS NOT FALSE
-                          UNION ALL SELECT from_address, coalesce(usd_value, 0) FROM transfers WHERE case_id = $1 AND chain = $2 AND to_address = $3 AND status IS NOT FALSE)
-                        WHERE cp IS NOT NULL AND cp <> $3 GROUP BY cp ORDER BY usd DESC LIMIT 15
+                          SELECT to_address AS cp, coalesce(usd_value, 0) AS usd FROM transfers WHERE rowid = ANY($4::BIGINT[])
+                            AND case_id = $1 AND chain = $2 AND from_address = $3 AND status IS NOT FALSE
+                          UNION ALL SELECT from_address, coalesce(usd_value, 0) FROM transfers WHERE rowid = ANY($4::BIGINT[])
+                            AND case_id = $1 AND chain = $2 AND to_address = $3 AND status IS NOT FALSE)
+                        WHERE cp IS NOT NULL AND cp <> $3 GROUP BY cp ORDER BY usd DESC, cp LIMIT 15
                         """,
-                        [ctx.case_id, chain, node],
+                        [ctx.case_id, chain, node, touching(chain, node)],
                     )  # fmt: skip
                     node_total = sum(c["usd"] for c in cps) or 1.0
                     for c in cps:
