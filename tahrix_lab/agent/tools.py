@@ -324,5 +324,16 @@ def model_facing(result: dict[str, Any], max_bytes: int = DEFAULT_MAX_RESULT_BYT
     return {
         "truncated": True,
         "note": f"[result truncated: showing the first {max_bytes} of {size} bytes; ask for fewer rows or narrower filters]",
+        "cut_keys": _cut_keys(result, max_bytes),
         "partial_json": cut,
     }
+
+
+def _cut_keys(result: dict[str, Any], max_bytes: int) -> list[str]:
+    """The top-level keys the cut removed whole or in part, in the result's order."""
+    end, out = 1, []  # the opening brace
+    for key, value in result.items():
+        end += len(json.dumps({key: value}, ensure_ascii=False).encode("utf-8")) - 2 + 2  # ", " between items
+        if end > max_bytes:
+            out.append(key)
+    return out

@@ -21,6 +21,7 @@ from tahrix_lab.agent.backends.base import Backend, Event, ToolSpec
 from tahrix_lab.agent.backends.fake import Turn, answers_since_question, reasoning, text, tool_call
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
 from tahrix_lab.agent.transcript import Message
+from tahrix_lab.case.detectors import triage
 from tahrix_lab.case.workspace import Workspace
 
 QUESTION = (
@@ -97,34 +98,32 @@ def investigation_turns(case_id: str | None) -> list[Turn]:
 
     def turn2(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
         overview = _last(messages, "get_case_overview")
-        perp = next(
-            (a for a in overview.get("addresses_with_roles", []) if a.get("role") == "perpetrator"),
-            None,
-        )
-        if perp is None:
+        roles = {a.get("role") for a in overview.get("addresses_with_roles", [])}
+        if not roles & {"perpetrator", "suspect", "seed"}:
             return [
-                text("The case has no perpetrator address recorded, so there is nothing to trace from yet.")
+                text(
+                    "The case has no perpetrator, suspect or seed address recorded, so there is nothing to trace from yet."
+                )
             ]
+        tri = overview.get("triage", {})
         return [
             reasoning(
-                f"The perpetrator is {perp['address']} on {perp['chain']}. Trace its funds forward and read the high-severity flags."
+                f"The intake names {', '.join(sorted(r for r in roles if r))} addresses. Trace forward from them, and read the "
+                f"triaged flags ({tri.get('rows')} rows from {tri.get('flags')} flags), high severity first."
             ),
-            tool_call(
-                "trace_funds",
-                {"start": perp["address"], "chain": perp["chain"], "max_hops": 4, "min_usd": 1000},
-            ),
-            tool_call("list_flags", {"min_severity": "high", "limit": 15, "include_evidence": True}),
+            tool_call("trace_funds", {"max_hops": 4, "min_usd": 1000}),
+            tool_call("list_flags", {"min_severity": "high", "limit": 15}),
         ]
 
     def turn3(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
-        cats = sorted(_last(messages, "trace_funds").get("endpoints", {}))
+        cats = sorted(_last(messages, "trace_funds").get("summary", {}).get("endpoint_usd_by_category", {}))
         return [
             reasoning(
                 f"The trace ends at {', '.join(cats) or 'no labelled service'}. Look at the laundering legs beyond "
                 "the mixer: the peel chain, the chain hops and any bridge leg with no destination."
             ),
-            tool_call("list_flags", {"flag_type": "peel_chain", "limit": 3}),
-            tool_call("list_flags", {"flag_type": "chain_hopping", "limit": 5}),
+            tool_call("list_flags", {"view": "raw", "flag_type": "peel_chain", "limit": 3}),
+            tool_call("list_flags", {"view": "raw", "flag_type": "chain_hopping", "limit": 5}),
             tool_call("find_bridge_events", {"status": "pending", "limit": 5}),
         ]
 
@@ -149,39 +148,48 @@ def investigation_turns(case_id: str | None) -> list[Turn]:
 
     def turn5(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
         trace = _last(messages, "trace_funds")
+        summary = trace.get("summary", {})
         flag_lists = _results(messages, "list_flags")
-        high = (flag_lists[0] if flag_lists else {}).get("flags", [])
+        rows = (flag_lists[0] if flag_lists else {}).get("rows", [])
         peel = ((flag_lists[1] if len(flag_lists) > 1 else {}).get("flags") or [{}])[0]
         hops = (flag_lists[2] if len(flag_lists) > 2 else {}).get("flags", [])
         pending = _last(messages, "find_bridge_events").get("bridge_events", [])
         denied = _last(messages, "annotate").get("error")
-        endpoints = trace.get("endpoints", {})
-        edges = {e.get("to"): e for e in trace.get("edges", []) if e.get("kind") == "transfer"}
         case = case_id or _last(messages, "get_case_overview").get("case", {}).get("case_id", "the case")
+        start = summary.get("start", {})
         lines = [
             f"**Findings for {case}** (scripted offline demo: every figure below comes from the tool results).",
             "",
+            f"- Traced ${summary.get('traced_usd', 0):,.0f} from the {', '.join(start.get('roles') or ['given'])} address(es) "
+            f"within {trace.get('params', {}).get('max_hops')} hops ({trace.get('params', {}).get('taint_model')} taint): "
+            f"${summary.get('endpoints_usd', 0):,.0f} reached services, ${summary.get('held_usd', 0):,.0f} is still held, "
+            f"${summary.get('frontier_usd', 0):,.0f} is beyond the hop limit.",
         ]
-        for cat, label in (
-            ("exchange", "Exchange deposits"),
-            ("mixing_service", "Mixer"),
-            ("defi_dex", "DEX"),
-        ):
-            eps = endpoints.get(cat, [])
-            if not eps:
+        names = {"exchange": "Exchange deposits", "otc_desk": "OTC desk", "instant_exchanger": "Instant exchanger",
+                 "mixing_service": "Mixer", "defi_bridge": "Bridge with no destination leg"}  # fmt: skip
+        tops = summary.get("top_endpoints", [])
+        for cat, usd in summary.get("endpoint_usd_by_category", {}).items():
+            first = next((e for e in tops if e["category"] == cat), None)
+            if first is None:
                 continue
-            total = sum(e.get("tainted_usd", 0) for e in eps)
-            first = eps[0]
-            ev = edges.get(first["address"], {})
+            n = sum(1 for e in tops if e["category"] == cat)
             lines.append(
-                f"- {label}: {len(eps)} endpoint(s) received ${total:,.0f} within {trace.get('params', {}).get('max_hops')} hops "
-                f"(poison taint), e.g. {first['address']} ({first.get('label') or 'unlabelled'}) in tx {_short((ev.get('tx_hashes') or [None])[0])}."
+                f"- {names.get(cat, cat)}: ${usd:,.0f} in total; the largest, {first['address']} "
+                f"({first.get('label') or 'unlabelled'}), received ${first['tainted_usd']:,.0f} in tx "
+                f"{_short((first.get('tx_hashes') or [None])[0])}"
+                + (f" (and {n - 1} more shown)." if n > 1 else ".")
             )
-        bulk = [f for f in high if f.get("flag_type") == "mixer_bulk_deposit"]
-        if bulk:
+        for r in rows[:3]:
+            f = r["flags"][0] if r.get("flags") else {}
+            who = (
+                r["subject"].get("address")
+                or r["subject"].get("entity")
+                or f"{r['subject'].get('members')} addresses"
+            )
             lines.append(
-                f"- Bulk mixer deposits: flag {bulk[0]['flag_id']} ({bulk[0]['evidence'].get('deposits')} deposits, up to "
-                f"{bulk[0]['evidence'].get('max_deposits_in_window')} in one hour; first tx {bulk[0]['evidence'].get('tx_hashes', ['?'])[0]})."
+                f"- Triage ({r['severity']}, score {r['score']}): {who}"
+                + (f" [{r['role']}]" if r.get("role") else "")
+                + f" — {', '.join(r['flag_types'])}; e.g. flag {f.get('flag_id')} (tx {_short((f.get('tx_hashes') or [None])[0])})."
             )
         if peel.get("flag_id"):
             ev = peel.get("evidence", {})
@@ -258,6 +266,9 @@ def run_demo(
         counts[f["flag_type"]] = counts.get(f["flag_type"], 0) + 1
     console.print()
     console.print(f"[bold]Flags in {case_id}[/]: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    tri = triage(ws.cases, case_id)
+    console.print(f"[bold]Triage[/]: {tri['rows_total']} rows from {tri['flags_total']} flags; "
+                  + ", ".join(f"{k} {v}" for k, v in tri["by_severity"].items() if v))  # fmt: skip
     cost = printer.total_cost
     console.print(
         f"[bold]Cost[/]: {printer.calls} model calls, {printer.tokens} tokens, "

@@ -23,6 +23,8 @@ from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
 from typing import Any
 
+from tahrix_lab.case.generator_stories import add_storylines
+
 CASE_ID = "CASE-001"
 T0 = datetime(2024, 3, 12, 2, 14, tzinfo=UTC)
 
@@ -421,8 +423,13 @@ def _jitter(rng: random.Random, t: datetime, lo_min: float, hi_min: float) -> da
     return t + timedelta(minutes=rng.uniform(lo_min, hi_min), seconds=rng.randint(0, 59))
 
 
-def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
-    """Write the sample case folder and ``ground_truth.json``; return the folder."""
+def generate_case(seed: int = 7, out_dir: str | Path = "sample_case", *, intake: str = "roles") -> Path:
+    """Write the sample case folder and ``ground_truth.json``; return the folder.
+
+    ``intake="seeds"`` writes a case whose intake lists only ``seed`` addresses (the attacker and the
+    early cash-out intermediary, no roles decided yet); ``ground_truth.json`` says which."""
+    if intake not in ("roles", "seeds"):
+        raise ValueError(f"intake must be 'roles' or 'seeds', not {intake!r}")
     g = _Gen(seed)
     rng = g.rng
     out = Path(out_dir)
@@ -1015,6 +1022,7 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
     # a spam airdrop whose token name is an injection string
     g.tx("ethereum", T0 + timedelta(days=6), eth_bg[3], spam.split(":")[1], [("token", eth_bg[3], r, spam, 1) for r in eth_bg[60:63]],
          method="airdrop")  # fmt: skip
+    add_storylines(g, A, gt, plant, {"eth": eth, "eth_b": eth_b, "usdc": usdc}, eth_bg, T0)
     gt["label_conflicts"] = [
         {"chain": "ethereum", "address": A["TC1"], "resolved_category": "mixing_service"}
     ]
@@ -1025,6 +1033,7 @@ def generate_case(seed: int = 7, out_dir: str | Path = "sample_case") -> Path:
 
     for path in gt["paths"]:
         path["hops"] = [[{"chain": c, "address": a} for c, a in stage] for stage in path["hops"]]
+    gt["intake"] = intake
     _write(g, out, gt)
     return out
 
@@ -1083,6 +1092,10 @@ def _write(g: _Gen, out: Path, gt: dict[str, Any]) -> None:
             },
         ],
     }
+    if gt["intake"] == "seeds":  # an intake before anyone decided roles: the two addresses the victim named
+        named: list[dict[str, str]] = case["addresses"]  # type: ignore[assignment]
+        case["addresses"] = [{**a, "role": "seed", "note": "named in the intake"} for a in named
+                             if a["role"] in ("perpetrator", "suspect")]  # fmt: skip
     (out / "case.json").write_text(json.dumps(case, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     gt["sizes"] = {
         "transactions": len(txs),

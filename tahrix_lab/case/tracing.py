@@ -1,24 +1,40 @@
-"""Fund tracing over one case: hop-by-hop SQL, bridges followed, services as endpoints.
+"""Fund tracing over one case: hop-by-hop SQL, value conserved, bridges followed, services as endpoints.
 
-Taint models:
-* ``poison`` — everything an address sends after tainted value arrives is tainted in full;
-* ``haircut`` — what it sends is tainted in proportion to the tainted share of all it received.
+Taint is USD that left the start. Each movement is followed at most once per
+trace, and what an address passes on never exceeds what reached it:
 
-Each hop is one parameterised query over the frontier, so a six-hop trace
-costs six scans whatever the case size. Bridge events are followed from the
-source leg to the destination leg (backward: the reverse); a pending bridge
-leg is reported in the frontier.
+* ``poison`` — every later movement out of a tainted address is followed; the
+  taint that reached it is spread over them in proportion to their USD;
+* ``haircut`` — each movement out carries the tainted share of everything the
+  address received (the rest of the taint stays there, ``held``);
+* ``fifo`` — first in, first out over the address's own history (forward only).
+
+Where value goes is accounted for: endpoints (services in ``stop_at_categories``,
+a bridge whose far leg is unknown, a DEX where the trail ends), the frontier
+(hop limit, edge cap), ``held`` (taint that stayed at an address) and
+``cut_off`` (movements under ``min_usd``). Movements without a price are
+followed too (``follow_unpriced``), marked ``unpriced`` and counted in no USD
+figure. Each hop is one parameterised query over the frontier.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from tahrix_lab.case.db import CaseDB, jsonable
+from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.case.db import CaseDB
+from tahrix_lab.case.taxonomy import ENDPOINT_CATEGORIES, normalise_category
+from tahrix_lab.case.tracing_index import TraceIndex
+from tahrix_lab.case.tracing_result import aggregate_edges, build_result
+from tahrix_lab.case.tracing_taint import allocate, fifo_ledgers, received_usd
 
-DEFAULT_STOP = ("exchange", "mixing_service", "defi_dex", "otc_desk")
+# Followed through the same transaction (a swap's output); an endpoint only where the trail ends there.
+SWAP_CATEGORIES = frozenset({"defi_dex"})
+DEFAULT_STOP = tuple(ENDPOINT_CATEGORIES)
+EVIDENCE_CAP = 25
 Key = tuple[str, str]
 
 
@@ -28,56 +44,100 @@ class TraceParams:
     max_hops: int = 6
     min_usd: float = 100.0
     time_window_hours: float | None = None
-    taint_model: Literal["poison", "haircut"] = "poison"
+    taint_model: Literal["poison", "haircut", "fifo"] = "poison"
     follow_bridges: bool = True
     stop_at_categories: tuple[str, ...] = DEFAULT_STOP
     max_edges: int = 5000
+    follow_unpriced: bool = True
+
+    def __post_init__(self) -> None:
+        if self.taint_model == "fifo" and self.direction == "backward":
+            raise ValueError("taint_model 'fifo' traces forward only; use poison or haircut backward.")
+        self.stop_at_categories = tuple(normalise_category(c)[0] or c for c in self.stop_at_categories)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "direction": self.direction, "max_hops": self.max_hops, "min_usd": self.min_usd,
             "time_window_hours": self.time_window_hours, "taint_model": self.taint_model,
             "follow_bridges": self.follow_bridges, "stop_at_categories": list(self.stop_at_categories),
-            "max_edges": self.max_edges,
+            "max_edges": self.max_edges, "follow_unpriced": self.follow_unpriced,
         }  # fmt: skip
 
 
 @dataclass
-class _State:
+class Arrival:
+    """New taint reaching an address in one hop: known USD, whether an unpriced part came too, and when."""
+
+    t: datetime | None
+    usd: float = 0.0
+    unknown: bool = False
+    txs: set[str] = field(default_factory=set)
+    tainted_in: dict[str, float] = field(default_factory=dict)  # transfer id → USD (fifo)
+
+    def add(self, t: datetime | None, usd: float | None, tx: str, transfer_id: str | None) -> None:
+        self.t = t if self.t is None or (t is not None and t < self.t) else self.t
+        if usd is None:
+            self.unknown = True
+        else:
+            self.usd += usd
+            if transfer_id:
+                self.tainted_in[transfer_id] = self.tainted_in.get(transfer_id, 0.0) + usd
+        self.txs.add(tx)
+
+
+@dataclass
+class State:
     nodes: dict[Key, dict[str, Any]] = field(default_factory=dict)
     edges: list[dict[str, Any]] = field(default_factory=list)
     endpoints: dict[Key, dict[str, Any]] = field(default_factory=dict)
     frontier: list[dict[str, Any]] = field(default_factory=list)
-    frac: dict[Key, float] = field(default_factory=dict)
+    followed: set[str] = field(default_factory=set)
+    bridges_done: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fifo_in: dict[Key, dict[str, float]] = field(default_factory=dict)
+    traced_usd: float = 0.0
+    held_usd: float = 0.0
+    cut_off_usd: float = 0.0
+    unpriced_edges: int = 0
+    unknown_amount_edges: int = 0
     truncated: bool = False
+
+    def node(self, k: Key, hop: int, t: datetime | None, **extra: Any) -> dict[str, Any]:
+        return self.nodes.setdefault(
+            k, {"chain": k[0], "address": k[1], "hop": hop, "tainted_usd": 0.0, "first_time": t, **extra}
+        )
 
 
 def resolve_start(
-    db: CaseDB, case_id: str, start: str, chain: str | None, direction: str
-) -> list[tuple[Key, datetime | None, float]]:
-    """Start nodes with the time tainted value is there (None = all history) and the USD tainted."""
+    db: CaseDB, case_id: str, start: str, chain: str | None, direction: str, ix: TraceIndex | None = None
+) -> list[tuple[Key, Arrival]]:
+    """Start nodes: a transaction's recipients (senders backward) with what it moved, or an address (all it sent)."""
     start = start.strip()
-    txs = db.rows(
-        "SELECT chain, from_address, to_address, block_time, coalesce(usd_value, 0) AS usd FROM transfers "
-        "WHERE case_id = ? AND (tx_hash = ? OR tx_hash = lower(?)) AND (? IS NULL OR chain = ?) AND status IS NOT FALSE",
-        [case_id, start, start, chain, chain],
-    )
+    ix = ix or TraceIndex(db, case_id)
+    txs = [
+        r
+        for r in ix.fetch(
+            "tx_hash",
+            sorted({start, start.lower()}),
+            "t.chain, t.transfer_id, t.tx_hash, t.from_address, t.to_address, t.block_time, t.usd_value AS usd",
+            "t.status IS NOT FALSE",
+        )
+        if r["tx_hash"] in (start, start.lower()) and (chain is None or r["chain"] == chain)
+    ]
     if txs:
-        out: dict[Key, tuple[datetime | None, float]] = {}
-        for r in txs:
+        out: dict[Key, Arrival] = {}
+        for r in sorted(txs, key=lambda r: r["transfer_id"]):
             addr = r["to_address"] if direction == "forward" else r["from_address"]
-            if addr is None:
-                continue
-            k = (r["chain"], addr)
-            prev = out.get(k, (r["block_time"], 0.0))
-            out[k] = (min(prev[0] or r["block_time"], r["block_time"]), prev[1] + r["usd"])
-        return [(k, t, usd) for k, (t, usd) in out.items()]
+            if addr is not None:
+                out.setdefault((r["chain"], addr), Arrival(None)).add(
+                    r["block_time"], r["usd"], r["tx_hash"], r["transfer_id"]
+                )
+        return list(out.items())
     rows = db.rows(
         "SELECT chain, address FROM addresses WHERE case_id = ? AND (address = ? OR address = lower(?)) "
         "AND (? IS NULL OR chain = ?) ORDER BY chain",
         [case_id, start, start, chain, chain],
     )
-    return [((r["chain"], r["address"]), None, 0.0) for r in rows]
+    return [((r["chain"], r["address"]), Arrival(None, usd=math.inf)) for r in rows]
 
 
 def trace_funds(
@@ -87,116 +147,220 @@ def trace_funds(
     *,
     chain: str | None = None,
     params: TraceParams | None = None,
+    start_kind: str | None = None,
+    roles: list[str] | None = None,
 ) -> dict[str, Any]:
     p = params or TraceParams()
-    fwd = p.direction == "forward"
-    st = _State()
-    frontier: dict[Key, datetime | None] = {}
-    unknown = []
+    st = State()
+    ix = TraceIndex(db, case_id)
+    frontier: dict[Key, Arrival] = {}
+    unknown: list[str] = []
+    kinds: set[str] = set()
     for s in starts:
-        found = resolve_start(db, case_id, s, norm_chain(chain), p.direction)
+        found = resolve_start(db, case_id, s, norm_chain(chain), p.direction, ix)
         if not found:
             unknown.append(s)
-        for k, t, usd in found:
-            st.nodes[k] = {"chain": k[0], "address": k[1], "hop": 0, "tainted_usd": round(usd, 2), "role": "start",
-                           "first_time": t}  # fmt: skip
-            st.frac[k] = 1.0
-            frontier[k] = t
+        for k, arr in found:
+            kinds.add("address" if math.isinf(arr.usd) else "transaction")
+            node = st.node(k, 0, arr.t, role="start")
+            if not math.isinf(arr.usd):
+                node["tainted_usd"] += arr.usd
+                st.traced_usd += arr.usd
+                st.fifo_in.setdefault(k, {}).update(arr.tainted_in)
+            prev = frontier.get(k)
+            frontier[k] = arr if prev is None else _merge(prev, arr)
     if not frontier:
         return {
             "error": f"No address or transaction {', '.join(unknown)!s} in case {case_id}.",
             "start": starts,
         }
-    categories = db.category_map(case_id)
+    categories = {k: normalise_category(v)[0] or v for k, v in db.category_map(case_id).items()}
     stop = set(p.stop_at_categories)
-    expanded: set[Key] = set()
     for hop in range(1, p.max_hops + 1):
         if not frontier or st.truncated:
             break
-        rows = _hop_rows(db, case_id, frontier, p)
-        expanded |= set(frontier)
-        bridges = _bridges_for(db, case_id, rows, fwd) if p.follow_bridges else {}
-        nxt: dict[Key, datetime | None] = {}
-        moved: set[Key] = set()
-        for r in rows:
-            here: Key = (r["chain"], r["here"])
-            there: Key = (r["chain"], r["there"])
-            tainted = (r["usd"] or 0.0) * st.frac.get(here, 1.0)
-            if tainted < p.min_usd:
-                continue
-            if len(st.edges) >= p.max_edges:
-                st.truncated = True
-                break
-            moved.add(here)
-            edge = _edge(r, hop, tainted, fwd)
-            st.edges.append(edge)
-            bridge = bridges.get((r["chain"], r["tx_hash"]))
-            if bridge is not None:
-                st.nodes.setdefault(there, {"chain": there[0], "address": there[1], "hop": hop, "tainted_usd": 0.0,
-                                            "first_time": r["block_time"], "bridge_contract": True})  # fmt: skip
-                _follow_bridge(st, bridge, edge, hop, tainted, fwd, nxt)
-                continue
-            cat = categories.get(there)
-            node = st.nodes.setdefault(
-                there, {"chain": there[0], "address": there[1], "hop": hop, "tainted_usd": 0.0, "first_time": r["block_time"]}
-            )  # fmt: skip
-            node["tainted_usd"] = round(node["tainted_usd"] + tainted, 2)
-            if cat in stop:
-                ep = st.endpoints.setdefault(there, {"chain": there[0], "address": there[1], "category": cat, "hop": hop,
-                                                      "tainted_usd": 0.0, "first_time": r["block_time"], "evidence": []})  # fmt: skip
-                ep["tainted_usd"] = round(ep["tainted_usd"] + tainted, 2)
-                if len(ep["evidence"]) < 10:
-                    ep["evidence"].append(r["transfer_id"])
-                continue
-            if there in expanded or there in frontier:
-                continue
-            prev = nxt.get(there)
-            nxt[there] = r["block_time"] if prev is None else min(prev, r["block_time"])
-        for k in frontier:
-            if k not in moved and k not in st.endpoints:
-                st.frontier.append(
-                    {"chain": k[0], "address": k[1], "reason": "no_further_movement", "hop": hop - 1}
-                )
-        if p.taint_model == "haircut":
-            _haircut(db, case_id, st, nxt, fwd)
-        frontier = nxt
-    for k in frontier:
-        reason = "edge_cap" if st.truncated else "hop_limit"
-        st.frontier.append({"chain": k[0], "address": k[1], "reason": reason, "hop": st.nodes[k]["hop"]})
-    return _result(db, case_id, st, starts, p, unknown)
+        frontier = _hop(db, case_id, ix, st, frontier, hop, p, categories, stop)
+    for k, arr in frontier.items():
+        usd = None if math.isinf(arr.usd) else round(arr.usd, 2)
+        st.frontier.append({"chain": k[0], "address": k[1], "reason": "edge_cap" if st.truncated else "hop_limit",
+                            "hop": st.nodes[k]["hop"], "tainted_usd": usd, "unpriced": arr.unknown})  # fmt: skip
+    start = {"given": starts, "kind": start_kind or "+".join(sorted(kinds)), "roles": roles or []}
+    return build_result(db, case_id, st, start, p, unknown)
+
+
+TRACE_ROLES = (("perpetrator", "suspect"), ("seed",))
+
+
+def role_starts(
+    db: CaseDB, case_id: str, roles: list[str] | tuple[str, ...] | None = None
+) -> tuple[list[str], list[str]]:
+    """The addresses to trace a case from, and the roles they came from (``roles`` given, else the
+    first of perpetrator+suspect, then seed, that the intake has)."""
+    for group in [tuple(roles)] if roles else TRACE_ROLES:
+        found = db.rows(
+            "SELECT address, role FROM case_addresses WHERE case_id = ? AND list_contains(?, role) ORDER BY role, address",
+            [case_id, list(group)],
+        )
+        if found:
+            return [r["address"] for r in found], sorted({r["role"] for r in found})
+    wanted = ", ".join(roles or [r for g in TRACE_ROLES for r in g])
+    raise UserFacingError(
+        f"Case {case_id} has no {wanted} address to trace from; give addresses or tx hashes."
+    )
 
 
 def norm_chain(chain: str | None) -> str | None:
     return chain.strip().lower() if chain else None
 
 
-def _hop_rows(
-    db: CaseDB, case_id: str, frontier: dict[Key, datetime | None], p: TraceParams
-) -> list[dict[str, Any]]:
-    keys = list(frontier)
-    here, there = (
-        ("from_address", "to_address") if p.direction == "forward" else ("to_address", "from_address")
-    )
-    cmp = ">=" if p.direction == "forward" else "<="
-    window = ""
-    if p.time_window_hours:
-        window = (
-            f"AND (f.t IS NULL OR t.block_time {'<=' if p.direction == 'forward' else '>='} f.t "
-            f"{'+' if p.direction == 'forward' else '-'} to_seconds({int(p.time_window_hours * 3600)}::BIGINT))"
+def _merge(a: Arrival, b: Arrival) -> Arrival:
+    a.t = b.t if a.t is None or (b.t is not None and b.t < a.t) else a.t
+    a.usd += b.usd
+    a.unknown |= b.unknown
+    a.txs |= b.txs
+    for k, v in b.tainted_in.items():
+        a.tainted_in[k] = a.tainted_in.get(k, 0.0) + v
+    return a
+
+
+def _hop(
+    db: CaseDB, case_id: str, ix: TraceIndex, st: State, frontier: dict[Key, Arrival], hop: int, p: TraceParams,
+    categories: dict[Key, str], stop: set[str],
+) -> dict[Key, Arrival]:  # fmt: skip
+    fwd = p.direction == "forward"
+    swaps = {k for k in frontier if categories.get(k) in SWAP_CATEGORIES and hop > 1}
+    rows = _hop_rows(ix, frontier, swaps, p)
+    by_here: dict[Key, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["transfer_id"] not in st.followed:
+            by_here.setdefault((r["chain"], r["here"]), []).append(r)
+    bridges = _bridges_for(db, case_id, rows, fwd) if p.follow_bridges else {}
+    finite = [k for k in frontier if not math.isinf(frontier[k].usd)]
+    ledgers = fifo_ledgers(ix, finite) if p.taint_model == "fifo" else {}
+    received = received_usd(ix, finite, p.direction) if p.taint_model == "haircut" else {}
+    nxt: dict[Key, Arrival] = {}
+    for here, arr in frontier.items():
+        out = by_here.get(here, [])
+        if here in swaps:
+            out = [r for r in out if r["tx_hash"] in arr.txs]
+        alloc = allocate(st, here, arr, out, p, ledgers.get(here), received.get(here, 0.0))
+        passed = 0.0
+        for r, taint in alloc:
+            if taint is not None and taint < p.min_usd:
+                st.cut_off_usd += taint
+                passed += taint
+                continue
+            if len(st.edges) >= p.max_edges:
+                st.truncated = True
+                break
+            passed += taint or 0.0
+            _follow(st, r, taint, hop, fwd, bridges, categories, stop, nxt, start=math.isinf(arr.usd))
+        rest = 0.0 if math.isinf(arr.usd) else max(0.0, arr.usd - passed)
+        if st.truncated and rest > 0:
+            st.frontier.append({"chain": here[0], "address": here[1], "reason": "edge_cap", "hop": hop - 1,
+                                "tainted_usd": round(rest, 2), "unpriced": arr.unknown})  # fmt: skip
+            continue
+        if here in swaps and not alloc:  # a DEX where the trail ends is an endpoint
+            _endpoint(st, here, "defi_dex", hop - 1, arr.t, arr.usd, None, None, unpriced=arr.unknown)
+            continue
+        if rest > 0 or (not alloc and arr.unknown):
+            st.held_usd += rest
+            node = st.nodes[here]
+            node["held_usd"] = round(node.get("held_usd", 0.0) + rest, 2)
+            st.frontier.append({"chain": here[0], "address": here[1], "hop": hop - 1, "tainted_usd": round(rest, 2),
+                                "reason": "held" if alloc else "no_further_movement", "unpriced": arr.unknown})  # fmt: skip
+    return nxt
+
+
+def _follow(
+    st: State, r: dict[str, Any], taint: float | None, hop: int, fwd: bool, bridges: dict[Key, dict[str, Any]],
+    categories: dict[Key, str], stop: set[str], nxt: dict[Key, Arrival], *, start: bool,
+) -> None:  # fmt: skip
+    there: Key = (r["chain"], r["there"])
+    st.followed.add(r["transfer_id"])
+    st.unpriced_edges += taint is None
+    st.unknown_amount_edges += r["amount"] is None
+    st.edges.append(_edge(r, hop, taint, fwd))
+    bridge = bridges.get((r["chain"], r["tx_hash"]))
+    if bridge is not None:
+        st.node(there, hop, r["block_time"], bridge_contract=True)
+        _follow_bridge(st, bridge, r, hop, taint, fwd, nxt)
+        return
+    node = st.node(there, hop, r["block_time"])
+    if taint is not None:
+        node["tainted_usd"] = round(node["tainted_usd"] + taint, 2)
+    cat = categories.get(there)
+    if cat in stop:
+        _endpoint(
+            st,
+            there,
+            cat,
+            hop,
+            r["block_time"],
+            taint,
+            r["transfer_id"],
+            r["tx_hash"],
+            unpriced=taint is None,
         )
-    return db.rows(
-        f"""
-        WITH f AS (SELECT unnest(?::VARCHAR[]) AS chain, unnest(?::VARCHAR[]) AS address, unnest(?::TIMESTAMP[]) AS t)
-        SELECT t.transfer_id, t.chain, t.tx_hash, t.block_time, t.kind, t.{here} AS here, t.{there} AS there,
-               t.asset_key, t.amount, t.usd_value AS usd
-        FROM transfers t JOIN f ON f.chain = t.chain AND f.address = t.{here}
-        WHERE t.case_id = ? AND t.{there} IS NOT NULL AND t.status IS NOT FALSE AND t.amount > 0
-          AND (f.t IS NULL OR t.block_time {cmp} f.t) {window}
-        ORDER BY t.usd_value DESC NULLS LAST, t.block_time, t.transfer_id
-        LIMIT ?
-        """,
-        [[k[0] for k in keys], [k[1] for k in keys], [frontier[k] for k in keys], case_id, p.max_edges * 4],
+        return
+    if taint is not None:
+        st.fifo_in.setdefault(there, {})[r["transfer_id"]] = taint
+    nxt.setdefault(there, Arrival(None)).add(r["block_time"], taint, r["tx_hash"], None)
+
+
+def _endpoint(
+    st: State, k: Key, cat: str, hop: int, t: datetime | None, usd: float | None, transfer_id: str | None,
+    tx_hash: str | None, *, unpriced: bool, **extra: Any,
+) -> None:  # fmt: skip
+    ep = st.endpoints.setdefault(k, {"chain": k[0], "address": k[1], "category": cat, "hop": hop, "tainted_usd": 0.0,
+                                     "first_time": t, "evidence_count": 0, "evidence": [], "tx_hashes": [],
+                                     "unpriced_transfers": 0, **extra})  # fmt: skip
+    if usd is not None:
+        ep["tainted_usd"] = round(ep["tainted_usd"] + usd, 2)
+    ep["unpriced_transfers"] += int(unpriced)
+    if transfer_id is not None:
+        ep["evidence_count"] += 1
+        if len(ep["evidence"]) < EVIDENCE_CAP:
+            ep["evidence"].append(transfer_id)
+    if tx_hash is not None and tx_hash not in ep["tx_hashes"] and len(ep["tx_hashes"]) < EVIDENCE_CAP:
+        ep["tx_hashes"].append(tx_hash)
+
+
+def _hop_rows(
+    ix: TraceIndex, frontier: dict[Key, Arrival], swaps: set[Key], p: TraceParams
+) -> list[dict[str, Any]]:
+    """The movements out of (into, backward) the frontier after taint reached each address (a swap node:
+    only those of the same transaction), oldest first, through the index."""
+    fwd = p.direction == "forward"
+    here, there = ("from_address", "to_address") if fwd else ("to_address", "from_address")
+    cols = (f"t.transfer_id, t.chain, t.tx_hash, t.block_time, t.kind, t.{here} AS here, t.{there} AS there, "
+            "t.asset_key, t.amount, t.usd_value AS usd")  # fmt: skip
+    where = (
+        f"t.{there} IS NOT NULL AND t.status IS NOT FALSE AND t.amount_raw <> '0' AND t.{here} <> t.{there}"
     )
+    window = timedelta(hours=p.time_window_hours) if p.time_window_hours else None
+    out = []
+    for r in ix.fetch(here, [f"{c}|{a}" for c, a in frontier], cols, where):
+        k = (r["chain"], r["here"])
+        arr = frontier.get(k)
+        if arr is None:
+            continue  # a hash neighbour, not the frontier
+        if k in swaps:
+            if r["tx_hash"] in arr.txs:
+                out.append(r)
+            continue
+        t = None if p.taint_model == "fifo" else arr.t  # fifo reads the whole history
+        if t is not None and (r["block_time"] < t if fwd else r["block_time"] > t):
+            continue
+        if (
+            window is not None
+            and arr.t is not None
+            and (r["block_time"] > arr.t + window if fwd else r["block_time"] < arr.t - window)
+        ):
+            continue
+        out.append(r)
+    out.sort(key=lambda r: (r["block_time"], r["transfer_id"]))
+    return out[: p.max_edges * 4]
 
 
 def _bridges_for(
@@ -212,142 +376,55 @@ def _bridges_for(
     return {(b[f"{leg}_chain"], b[f"{leg}_tx_hash"]): b for b in found}
 
 
-def _edge(r: dict[str, Any], hop: int, tainted: float, fwd: bool) -> dict[str, Any]:
+def _edge(r: dict[str, Any], hop: int, taint: float | None, fwd: bool) -> dict[str, Any]:
     src, dst = (r["here"], r["there"]) if fwd else (r["there"], r["here"])
     return {
         "kind": "transfer", "hop": hop, "chain": r["chain"], "from": src, "to": dst, "tx_hash": r["tx_hash"],
         "transfer_id": r["transfer_id"], "time": r["block_time"], "asset_key": r["asset_key"], "amount": r["amount"],
-        "usd": r["usd"], "tainted_usd": round(tainted, 2),
+        "usd": r["usd"], "tainted_usd": None if taint is None else round(taint, 2), "unpriced": taint is None,
     }  # fmt: skip
 
 
 def _follow_bridge(
-    st: _State,
+    st: State,
     b: dict[str, Any],
-    edge: dict[str, Any],
+    r: dict[str, Any],
     hop: int,
-    tainted: float,
+    taint: float | None,
     fwd: bool,
-    nxt: dict[Key, datetime | None],
+    nxt: dict[Key, Arrival],
 ) -> None:
+    """Across a bridge once per bridge event: further movements into the same event add to its one edge."""
+    if fwd and (not b["dst_tx_hash"] or not b["dst_address"]):
+        contract: Key = (b["src_chain"], b["src_contract"] or r["there"])
+        _endpoint(st, contract, "defi_bridge", hop, r["block_time"], taint, r["transfer_id"], r["tx_hash"],
+                  unpriced=taint is None, unresolved=True, bridge_event_id=b["bridge_event_id"],
+                  declared_dst_chain=b["declared_dst_chain"], reason="bridge_unmatched")  # fmt: skip
+        return
     if fwd:
-        if not b["dst_tx_hash"] or not b["dst_address"]:
-            st.frontier.append({"chain": b["src_chain"], "address": b["src_contract"] or edge["to"], "reason": "bridge_unmatched",
-                                "bridge_event_id": b["bridge_event_id"], "declared_dst_chain": b["declared_dst_chain"],
-                                "hop": hop, "tainted_usd": round(tainted, 2)})  # fmt: skip
-            return
         far: Key = (b["dst_chain"], b["dst_address"])
-        t = b["dst_time"]
-        a_chain, a_addr, b_chain, b_addr = b["src_chain"], edge["to"], b["dst_chain"], b["dst_address"]
+        t, ends = b["dst_time"], (b["src_chain"], r["there"], b["dst_chain"], b["dst_address"])
     else:
         far = (b["src_chain"], b["src_address"])
-        t = b["src_time"]
-        a_chain, a_addr, b_chain, b_addr = b["src_chain"], b["src_address"], b["dst_chain"], b["dst_address"]
-    st.edges.append(
-        {"kind": "bridge", "hop": hop, "bridge_event_id": b["bridge_event_id"], "bridge_name": b["bridge_name"],
-         "from_chain": a_chain, "from": a_addr, "to_chain": b_chain, "to": b_addr, "src_tx_hash": b["src_tx_hash"],
-         "dst_tx_hash": b["dst_tx_hash"], "time": t, "usd": b["dst_usd"] if fwd else b["src_usd"],
-         "tainted_usd": round(tainted, 2), "match_method": b["match_method"], "match_confidence": b["match_confidence"]}
-    )  # fmt: skip
-    node = st.nodes.setdefault(far, {"chain": far[0], "address": far[1], "hop": hop, "tainted_usd": 0.0, "first_time": t,
-                                     "via_bridge": b["bridge_event_id"]})  # fmt: skip
-    node["tainted_usd"] = round(node["tainted_usd"] + tainted, 2)
-    prev = nxt.get(far)
-    nxt[far] = t if prev is None else min(prev, t)
+        t, ends = b["src_time"], (b["src_chain"], b["src_address"], b["dst_chain"], b["dst_address"])
+    edge = st.bridges_done.get(b["bridge_event_id"])
+    if edge is None:
+        edge = st.bridges_done[b["bridge_event_id"]] = {
+            "kind": "bridge", "hop": hop, "bridge_event_id": b["bridge_event_id"], "bridge_name": b["bridge_name"],
+            "from_chain": ends[0], "from": ends[1], "to_chain": ends[2], "to": ends[3], "src_tx_hash": b["src_tx_hash"],
+            "dst_tx_hash": b["dst_tx_hash"], "time": t, "usd": b["dst_usd"] if fwd else b["src_usd"], "tainted_usd": 0.0,
+            "unpriced": False, "match_method": b["match_method"], "match_confidence": b["match_confidence"],
+        }  # fmt: skip
+        st.edges.append(edge)
+    if taint is None:
+        edge["unpriced"] = True
+    else:
+        edge["tainted_usd"] = round(edge["tainted_usd"] + taint, 2)
+    node = st.node(far, hop, t, via_bridge=b["bridge_event_id"])
+    if taint is not None:
+        node["tainted_usd"] = round(node["tainted_usd"] + taint, 2)
+    st.fifo_in.setdefault(far, {})
+    nxt.setdefault(far, Arrival(None)).add(t, taint, b["dst_tx_hash"] if fwd else b["src_tx_hash"], None)
 
 
-def _haircut(db: CaseDB, case_id: str, st: _State, nxt: dict[Key, datetime | None], fwd: bool) -> None:
-    if not nxt:
-        return
-    keys = list(nxt)
-    col = "total_in_usd" if fwd else "total_out_usd"
-    rows = db.rows(
-        f"""SELECT a.chain, a.address, a.{col} AS total FROM addresses a
-        JOIN (SELECT unnest(?::VARCHAR[]) AS chain, unnest(?::VARCHAR[]) AS address) k USING (chain, address)
-        WHERE a.case_id = ?""",
-        [[k[0] for k in keys], [k[1] for k in keys], case_id],
-    )
-    totals = {(r["chain"], r["address"]): r["total"] or 0.0 for r in rows}
-    for k in keys:
-        total = totals.get(k) or 0.0
-        tainted = st.nodes[k]["tainted_usd"]
-        st.frac[k] = min(1.0, tainted / total) if total > 0 else 1.0
-
-
-def _result(
-    db: CaseDB, case_id: str, st: _State, starts: list[str], p: TraceParams, unknown: list[str]
-) -> dict[str, Any]:
-    keys = list(st.nodes) + [k for k in st.endpoints if k not in st.nodes]
-    labels = db.labels_for(case_id, keys)
-    nodes = []
-    for k in keys:
-        n = dict(st.nodes.get(k) or {"chain": k[0], "address": k[1]})
-        best = (labels.get(k) or {}).get("best")
-        n["label"] = best["label"] if best else None
-        n["category"] = best["category"] if best else None
-        n["label_ids"] = [lab["label_id"] for lab in (labels.get(k) or {}).get("labels", [])]
-        n["endpoint"] = k in st.endpoints
-        n["id"] = f"{k[0]}:{k[1]}"
-        nodes.append(n)
-    by_cat: dict[str, list[dict[str, Any]]] = {}
-    for k, ep in st.endpoints.items():
-        best = (labels.get(k) or {}).get("best")
-        ep = {**ep, "label": best["label"] if best else None, "entity": best["entity"] if best else None}
-        by_cat.setdefault(ep["category"], []).append(ep)
-    for eps in by_cat.values():
-        eps.sort(key=lambda e: -e["tainted_usd"])
-    edges = aggregate_edges(st.edges)
-    for e in edges:  # graph ids ("chain:address") so a panel can draw without knowing the chains
-        e["source"] = f"{e.get('from_chain') or e['chain']}:{e['from']}"
-        e["target"] = f"{e.get('to_chain') or e['chain']}:{e['to']}"
-    out = {
-        "case_id": case_id,
-        "start": starts,
-        "params": p.to_dict(),
-        "nodes": nodes,
-        "edges": edges,
-        "endpoints": by_cat,
-        "frontier": st.frontier,
-        "totals": {
-            "nodes": len(nodes),
-            "edges": len(edges),
-            "transfers_followed": len(st.edges),
-            "endpoint_usd_by_category": {
-                c: round(sum(e["tainted_usd"] for e in eps), 2) for c, eps in by_cat.items()
-            },
-        },
-        "truncated": st.truncated,
-    }
-    if unknown:
-        out["not_found"] = unknown
-    return jsonable(out)  # type: ignore[no-any-return]
-
-
-def aggregate_edges(raw: list[dict[str, Any]], sample: int = 5) -> list[dict[str, Any]]:
-    """One edge per (kind, chain, from, to, bridge event): counts, USD and sample evidence."""
-    out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for e in raw:
-        chain = e.get("chain") or e.get("from_chain")
-        key = (e["kind"], chain, e["from"], e.get("to_chain"), e["to"], e.get("bridge_event_id"))
-        agg = out.get(key)
-        if agg is None:
-            agg = out[key] = {
-                k: v
-                for k, v in e.items()
-                if k not in ("transfer_id", "tx_hash", "amount", "usd", "tainted_usd", "time")
-            }
-            agg.update({"chain": chain, "transfers": 0, "usd": 0.0, "tainted_usd": 0.0, "first_time": e["time"],
-                        "last_time": e["time"], "tx_hashes": [], "transfer_ids": []})  # fmt: skip
-        agg["transfers"] += 1
-        agg["usd"] = round(agg["usd"] + float(e.get("usd") or 0), 2)
-        agg["tainted_usd"] = round(agg["tainted_usd"] + float(e.get("tainted_usd") or 0), 2)
-        agg["hop"] = min(agg["hop"], e["hop"])
-        if e["time"] is not None:
-            agg["first_time"] = min(agg["first_time"] or e["time"], e["time"])
-            agg["last_time"] = max(agg["last_time"] or e["time"], e["time"])
-        h = e.get("tx_hash") or e.get("src_tx_hash")
-        if h and len(agg["tx_hashes"]) < sample and h not in agg["tx_hashes"]:
-            agg["tx_hashes"].append(h)
-        if e.get("transfer_id") and len(agg["transfer_ids"]) < sample:
-            agg["transfer_ids"].append(e["transfer_id"])
-    return sorted(out.values(), key=lambda a: (a["hop"], -a["tainted_usd"]))
+__all__ = ["DEFAULT_STOP", "TRACE_ROLES", "TraceParams", "aggregate_edges", "role_starts", "trace_funds"]

@@ -26,9 +26,10 @@ from tahrix_lab.case.annotations import revert as _revert
 from tahrix_lab.case.context import CaseContextProvider, Grant
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.detectors import run_detectors as _run_detectors
+from tahrix_lab.case.detectors import triage as _triage
 from tahrix_lab.case.prompts import INVESTIGATION_PROMPT
 from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
-from tahrix_lab.case.tracing import TraceParams, trace_funds
+from tahrix_lab.case.tracing import TraceParams, role_starts, trace_funds
 
 SAMPLE_CASE_ID = "CASE-001"
 
@@ -171,40 +172,63 @@ class Workspace:
         )
         return rows
 
-    def trace(
-        self, case_or_address: str, *, case_id: str | None = None, chain: str | None = None, **params: Any
+    def triage(
+        self, case_id: str, *, min_severity: str | None = None, include_dismissed: bool = False
     ) -> dict[str, Any]:
-        """A fund-flow graph: from a case's perpetrator addresses, or from one address/tx hash.
+        """The flags rolled up per entity, address or cohort, most important first (``rows``), with
+        each row's underlying flags as evidence; see docs/case.md "Detectors and triage"."""
+        self.require_case(case_id)
+        return _triage(self.cases, case_id, min_severity=min_severity, include_dismissed=include_dismissed)
 
-        Returns ``nodes``, ``edges``, ``endpoints`` (by category), ``frontier`` and the params used.
+    def trace(
+        self,
+        case_or_address: str | list[str],
+        *,
+        case_id: str | None = None,
+        chain: str | None = None,
+        roles: list[str] | tuple[str, ...] | None = None,
+        **params: Any,
+    ) -> dict[str, Any]:
+        """A fund-flow graph: from a case's role addresses, or from addresses / tx hashes.
+
+        Given a case id, the trace starts at its ``roles`` addresses (default: perpetrator and suspect, or
+        the seed addresses when the intake has only seeds); ``summary.start`` says which it used.
+        Returns ``summary`` (traced, endpoints, frontier, held and cut-off USD; unpriced counts),
+        ``nodes``, ``edges``, ``endpoints`` (by category), ``frontier`` and the params used.
         """
         if "stop_at_categories" in params:
             params["stop_at_categories"] = tuple(params["stop_at_categories"])
         p = TraceParams(**params)
-        if self.cases.case_exists(case_or_address) and case_id is None:
+        kind, used_roles = None, None
+        if isinstance(case_or_address, str) and self.cases.case_exists(case_or_address) and case_id is None:
             case_id = case_or_address
-            starts = [r["address"] for r in self.cases.rows(
-                "SELECT address FROM case_addresses WHERE case_id = ? AND role IN ('perpetrator', 'suspect') ORDER BY role, address",
-                [case_id])]  # fmt: skip
-            if not starts:
-                raise UserFacingError(f"Case {case_id} has no perpetrator or suspect address to trace from.")
+            starts, used_roles = self.role_starts(case_id, roles)
+            kind = "roles"
         else:
-            starts = [case_or_address]
+            starts = [case_or_address] if isinstance(case_or_address, str) else list(case_or_address)
             if case_id is None:
                 row = self.cases.one(
                     "SELECT case_id FROM addresses WHERE address = ? OR address = lower(?) UNION "
                     "SELECT case_id FROM transfers WHERE tx_hash = ? OR tx_hash = lower(?) LIMIT 1",
-                    [case_or_address] * 4,
+                    [starts[0]] * 4,
                 )
                 if row is None:
                     raise UserFacingError(
-                        f"{case_or_address!r} is neither a case nor an address or transaction in any case."
+                        f"{starts[0]!r} is neither a case nor an address or transaction in any case."
                     )
                 case_id = row["case_id"]
-        result = trace_funds(self.cases, case_id, starts, chain=chain, params=p)
+        result = trace_funds(
+            self.cases, case_id, starts, chain=chain, params=p, start_kind=kind, roles=used_roles
+        )
         if "error" in result:
             raise UserFacingError(result["error"])
         return result
+
+    def role_starts(
+        self, case_id: str, roles: list[str] | tuple[str, ...] | None = None
+    ) -> tuple[list[str], list[str]]:
+        """(addresses, roles used): the given roles, else perpetrator and suspect, else seed."""
+        return role_starts(self.cases, case_id, roles)
 
     def run_detectors(
         self,

@@ -195,6 +195,8 @@ def test_model_facing_result_is_capped_with_a_marker(reg: ToolRegistry) -> None:
     assert whole.startswith(capped["partial_json"])
     small = {"a": 1}
     assert model_facing(small) is small
+    mixed = {"summary": {"n": 2}, "rows": ["x" * 100] * 400, "tail": 1}
+    assert model_facing(mixed, max_bytes=1000)["cut_keys"] == ["rows", "tail"]  # says what it cut
 
 
 def test_register_replaces_a_tool_of_the_same_name() -> None:

@@ -40,7 +40,10 @@ def test_sizes_and_ground_truth_shape(ground_truth: dict[str, Any]) -> None:
     kinds = {d["kind"] for d in ground_truth["distractors"]}
     assert {"market_maker", "payroll", "dex_user", "pre_designation_mixer_user"} <= kinds
     assert ground_truth["unmatched_bridge_events"]
-    assert {p["name"] for p in ground_truth["paths"]} == {"early_cashout", "btc_leg", "chain_hop_leg"}
+    assert {p["name"] for p in ground_truth["paths"]} == {"early_cashout", "btc_leg", "chain_hop_leg", "otc_cashout",
+                                                          "bridge_round_trip"}  # fmt: skip
+    assert {"airdrop_distributor", "cctp_mint_recipient", "zero_address"} <= kinds
+    assert ground_truth["intake"] == "roles"
 
 
 def test_addresses_are_synthetic_not_real_infrastructure(sample_dir: Path) -> None:
@@ -52,3 +55,14 @@ def test_addresses_are_synthetic_not_real_infrastructure(sample_dir: Path) -> No
         assert real not in text
     case = json.loads((sample_dir / "case.json").read_text())
     assert case["case_id"] == "CASE-001"
+
+
+def test_seed_only_intake(tmp_path: Path) -> None:
+    folder = generate_case(7, tmp_path / "seeds", intake="seeds")
+    case = json.loads((folder / "case.json").read_text())
+    gt = json.loads((folder / "ground_truth.json").read_text())
+    assert {a["role"] for a in case["addresses"]} == {"seed"} and gt["intake"] == "seeds"
+    assert {a["address"] for a in case["addresses"]} == {gt["actors"]["A0"], gt["actors"]["I1"]}
+    roles = _files(generate_case(7, tmp_path / "roles"))
+    seeds = _files(folder)
+    assert {k for k in roles if roles[k] != seeds[k]} == {"case.json", "ground_truth.json"}

@@ -64,7 +64,7 @@ def test_read_tools_return_evidence(
     assert all(t["usd_value"] >= 1_000_000 and t["tx_hash"] for t in out.result["transfers"])
     out = call(loaded, session, "find_bridge_events", {"bridge_name": "thorchain", "limit": 100})
     assert out.result["count"] == 30 and all(b["time_delta_s"] >= 1200 for b in out.result["bridge_events"])
-    out = call(loaded, session, "list_flags", {"flag_type": "structuring"})
+    out = call(loaded, session, "list_flags", {"view": "raw", "flag_type": "structuring"})
     assert out.result["flags"][0]["address"] == a["T1"] and out.result["flags"][0]["params"]["min_count"] == 3
     ov = call(loaded, session, "get_case_overview", {}).result
     assert ov["case"]["case_id"] == "CASE-001" and ov["flags_by_type"]

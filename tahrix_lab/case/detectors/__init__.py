@@ -1,0 +1,89 @@
+"""Anomaly detectors (DOMAIN.md §3): a registry, one module per family.
+
+* ``exposure`` — mixers, bulk mixer deposits, sanctions, fresh-address funding;
+* ``amounts`` — structuring, repeated amounts, dusting, address poisoning;
+* ``hops`` — chain hopping across bridges, high-velocity pass-through;
+* ``utxo`` — peel chains.
+
+``run_detectors`` stores the flags with the parameters used, so a re-run with
+other parameters updates the same flags in place; ``triage`` rolls them up
+per address or entity for the list an analyst reads. Services (exchanges,
+DEXes, bridges, mixers, market makers…) are never the subject of behavioural
+flags: their flow is not one person's flow.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from tahrix_lab.case.db import CaseDB, jsonable
+from tahrix_lab.case.detectors import amounts, exposure, hops, utxo
+from tahrix_lab.case.detectors.common import DEFAULTS, DETECTORS, VERSION, Detector
+from tahrix_lab.case.detectors.triage import triage
+from tahrix_lab.case.schema import FLAG_TYPES
+
+del amounts, exposure, hops, utxo  # imported to register their detectors
+# Registry order = the schema's flag order (the tool lists them in it).
+_ORDER = {name: i for i, name in enumerate(FLAG_TYPES)}
+for _name in sorted(DETECTORS, key=lambda n: _ORDER.get(n, len(_ORDER))):
+    DETECTORS[_name] = DETECTORS.pop(_name)
+
+
+def data_quality(db: CaseDB, case_id: str) -> dict[str, Any]:
+    """How much of the case the USD figures cannot see: unpriced, unknown decimals, unknown or failed status."""
+    row = (
+        db.one(
+            "SELECT count(*) AS transfers, count(*) FILTER (WHERE usd_value IS NULL AND status IS NOT FALSE) AS unpriced, "
+            "count(*) FILTER (WHERE amount IS NULL) AS unknown_decimals, "
+            "count(*) FILTER (WHERE status IS NULL) AS unknown_status, count(*) FILTER (WHERE status = FALSE) AS failed "
+            "FROM transfers WHERE case_id = ?",
+            [case_id],
+        )
+        or {}
+    )
+    n = row.get("transfers") or 0
+    row["unpriced_share"] = round(row["unpriced"] / n, 4) if n else None
+    row["note"] = (
+        "failed transfers move nothing in any total; unpriced ones count in no USD figure (never as $0); "
+        "unknown status counts as moved and is reported here"
+    )
+    return row
+
+
+def run_detectors(
+    db: CaseDB,
+    case_id: str,
+    detectors: list[str] | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Run detectors over a case, store their flags; return ids and a summary with the params used."""
+    names = detectors or list(DETECTORS)
+    unknown = [n for n in names if n not in DETECTORS]
+    if unknown:
+        raise ValueError(f"Unknown detector(s) {unknown}; known: {sorted(DETECTORS)}")
+    summary: dict[str, Any] = {}
+    all_ids: list[str] = []
+    for name in names:
+        params = {**DEFAULTS[name], **((overrides or {}).get(name) or {})}
+        started = datetime.now()  # noqa: DTZ005 - a duration only
+        flags = DETECTORS[name](db, case_id, params)
+        for f in flags:
+            f["evidence"] = jsonable(f.get("evidence", {}))
+        ids = db.upsert_flags(case_id, name, flags, json.loads(json.dumps(jsonable(params))), VERSION)
+        all_ids += ids
+        summary[name] = {
+            "flags": len(ids),
+            "params": jsonable(params),
+            "seconds": round((datetime.now() - started).total_seconds(), 3),  # noqa: DTZ005
+        }
+    return {
+        "case_id": case_id,
+        "flag_ids": all_ids,
+        "by_detector": summary,
+        "data_quality": data_quality(db, case_id),
+    }
+
+
+__all__ = ["DEFAULTS", "DETECTORS", "VERSION", "Detector", "data_quality", "run_detectors", "triage"]
