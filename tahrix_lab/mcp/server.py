@@ -31,7 +31,7 @@ from tahrix_lab import __version__
 from tahrix_lab.agent.tools import Tool, ToolOutcome, ToolRegistry, model_facing, run_tool
 from tahrix_lab.agent.transcript import Message, Part, Session, Usage
 from tahrix_lab.case.context import Grant
-from tahrix_lab.case.tools import PURPOSES
+from tahrix_lab.case.tools.common import PURPOSES
 from tahrix_lab.case.workspace import Workspace
 
 log = logging.getLogger(__name__)
