@@ -43,7 +43,7 @@ RESOURCES = {
     "overview": ("get_case_overview", {}, "The case record, addresses with roles, totals, flag counts."),
     "flags": (
         "list_flags",
-        {"limit": 200, "include_evidence": False},
+        {"view": "raw", "limit": 200, "include_evidence": False, "budget_bytes": 30_000},
         "The anomaly flags with severity, score, evidence and parameters.",
     ),
 }

@@ -116,19 +116,25 @@ def test_allow_writes_lets_annotate_write_and_the_audit_names_the_mcp_session(ca
     assert rec["audit"][0]["actor"] == f"agent:{rec['session'].id}"
 
 
-def test_results_over_the_cap_are_cut_for_the_client_and_kept_whole_in_the_transcript(case_db: Path) -> None:
+def test_large_results_come_sized_with_a_cursor_and_the_transcript_keeps_each_page(case_db: Path) -> None:
     query = {"query": "SELECT * FROM transfers ORDER BY transfer_id", "limit": 1000}
 
     async def body(client: Client) -> Any:
-        return await client.call_tool("run_sql", query)
+        first = await client.call_tool("run_sql", query)
+        cursor = first.structured_content["page"]["next_cursor"]
+        second = await client.call_tool("run_sql", {**query, "cursor": cursor})
+        return first, second
 
-    result = _with_client(case_db, body)
-    shown = result.structured_content
-    assert shown["truncated"] is True and "result truncated" in shown["note"]
+    first, second = _with_client(case_db, body)
+    one, two = first.structured_content, second.structured_content
+    assert len(json.dumps(one)) < 10_000  # sized to the tool's budget (about 8 KB), not cut at 32 KB
+    assert one["page"]["shown"]["rows"]["of"] == 1000
+    assert two["page"]["shown"]["rows"]["from"] == one["page"]["shown"]["rows"]["to"]
+    assert one["rows"] and two["rows"]
+    assert {json.dumps(r) for r in one["rows"]}.isdisjoint({json.dumps(r) for r in two["rows"]})
     [rec] = _mcp_sessions(case_db)
-    stored = rec["messages"][1].parts[0].tool_result
-    assert len(stored["rows"]) == 1000
-    assert len(json.dumps(stored)) > 32_000
+    stored = [m.parts[0].tool_result for m in rec["messages"] if m.role == "tool"]
+    assert stored == [one, two]
 
 
 def test_the_case_overview_and_the_flags_are_resources(case_db: Path) -> None:
