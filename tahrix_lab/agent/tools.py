@@ -186,7 +186,9 @@ class ToolOutcome:
     duration_ms: float = 0.0
 
     def to_part(self) -> Part:
-        return Part.of_tool_result(self.tool_use_id, self.name, self.result, self.status)
+        return Part.of_tool_result(
+            self.tool_use_id, self.name, self.result, self.status, self.duration_ms, self.effects
+        )
 
 
 def error_result(kind: str, message: str, **extra: Any) -> dict[str, Any]:
