@@ -115,6 +115,8 @@ def chunks(events: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Chunk]:
 # cycle limit). Live, no tool_result event is sent for those: the turn's end
 # marks the tool instead, so history leaves them out too.
 _UNRUN = frozenset({"cancelled", "not_run"})
+# Stop reasons of the partial answers the loop persists when a call is cut short.
+_PARTIAL = frozenset({"cancelled", "error"})
 
 
 def history_chunks(
@@ -177,6 +179,8 @@ def _assistant_chunks(m: Message, price: Callable[[Message], float | None] | Non
             if p.tool_input is None and p.text is not None:
                 call["raw"] = p.text
             out.append(call)
+    if m.stop_reason in _PARTIAL:
+        return out  # a call cut short (stopped, failed) reports no usage live
     out.append({"type": "usage", "model": m.model_id, "backend": m.backend,
                 "usage": m.usage.to_dict() if m.usage else None,
                 "cost_usd": price(m) if price is not None else None,
