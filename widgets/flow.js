@@ -338,13 +338,19 @@ export function summarize(result) {
   if (typeof result.summary === "string") return result.summary;
   const bits = [];
   for (const [key, value] of Object.entries(result)) {
-    if (bits.length >= 4) break;
+    if (bits.length >= 3) break;
     if (Array.isArray(value) && (NOUNS[key] || value.length)) bits.push(`${value.length} ${NOUNS[key] || key.replace(/_/g, " ")}`);
+    else if (NOUNS[key] && value && typeof value === "object") {
+      // grouped, e.g. endpoints by category: count the members
+      const groups = Object.values(value).filter(Array.isArray);
+      if (groups.length) bits.push(`${groups.reduce((a, g) => a + g.length, 0)} ${NOUNS[key]}`);
+    }
   }
+  const usd = usdTotal(result) ?? usdTotal(result.totals);
+  if (usd !== null) bits.push(formatUsd(usd));
   for (const [key, value] of Object.entries(result)) {
     if (bits.length >= 4) break;
-    if (typeof value === "number" && /usd$/i.test(key)) bits.push(formatUsd(value));
-    else if (key === "total" && typeof value === "number" && typeof result.count === "number" && value !== result.count) {
+    if (key === "total" && typeof value === "number" && typeof result.count === "number" && value !== result.count) {
       bits.push(`of ${value}`);
     }
   }
@@ -354,6 +360,19 @@ export function summarize(result) {
     return keys.length ? keys.slice(0, 4).join(", ") : "no result";
   }
   return bits.join(" · ");
+}
+
+// The first money figure of a result: a `*usd` number, or the sum of a `*usd_by_*` map.
+function usdTotal(obj) {
+  if (!obj || typeof obj !== "object") return null;
+  for (const [key, value] of Object.entries(obj)) {
+    if (typeof value === "number" && /usd$/i.test(key)) return value;
+    if (/usd_by/i.test(key) && value && typeof value === "object") {
+      const nums = Object.values(value).filter((v) => typeof v === "number");
+      if (nums.length) return nums.reduce((a, b) => a + b, 0);
+    }
+  }
+  return null;
 }
 
 function errorText(error, result) {

@@ -393,13 +393,21 @@ PANEL_JS = """async ([base, data]) => {
   link.href = base + '/panels.css';
   document.head.appendChild(link);
   await new Promise((resolve) => { link.onload = resolve; link.onerror = resolve; });
+  if (!window.TahrixCytoscape) {  // the graph library, as a plain script (ChatWidget joins it instead)
+    const script = document.createElement('script');
+    script.src = base + '/graph.bundle.js';
+    document.head.appendChild(script);
+    await new Promise((resolve) => { script.onload = resolve; script.onerror = resolve; });
+  }
   const mod = await import(base + '/panels.js');
   const handlers = {};
+  window.panelSent = [];
   window.panelModel = {
     data,
     get(k) { return this.data[k]; },
     on(ev, f) { (handlers[ev] ||= []).push(f); },
     off() {},
+    send(msg) { window.panelSent.push(msg); },
     set(k, v) { this.data[k] = v; (handlers['change:' + k] || []).forEach(f => f()); },
   };
   mod.default.render({ model: window.panelModel, el: document.getElementById('root') });
@@ -483,24 +491,47 @@ GRAPH = {
 }
 
 
+CY = "document.querySelector('.txp-graph').__cy"
+
+
 def test_flow_graph_is_layered_from_the_source(page: Any, widgets_url: str) -> None:
-    mount_panel(page, widgets_url, {"kind": "graph", "graph": GRAPH, "title": "", "error": ""})
-    xs = page.evaluate(
-        """() => Object.fromEntries([...document.querySelectorAll('.txp-node')].map(g =>
-             [g.dataset.id, g.transform.baseVal[0].matrix.e]))"""
+    mount_panel(
+        page, widgets_url, {"kind": "graph", "graph": GRAPH, "title": "", "error": "", "can_trace": True}
     )
-    assert xs["eth:0xthief"] < xs["eth:0xhop"] < xs["eth:0xmix"] == xs["eth:0xcex"] < xs["eth:0xloop"]
-    assert page.locator(".txp-edge").count() == 5  # the edge to an unknown node is not drawn
+    page.wait_for_function(f"() => {CY} && {CY}.nodes().length === 5")
+    xs = page.evaluate(f"() => Object.fromEntries({CY}.nodes().map(n => [n.id(), n.position('x')]))")
+    assert xs["eth:0xthief"] < xs["eth:0xhop"] < xs["eth:0xmix"]
+    assert xs["eth:0xhop"] < xs["eth:0xcex"] < xs["eth:0xloop"]
+    assert page.evaluate(f"() => {CY}.edges().length") == 5  # the edge to an unknown node is not drawn
     assert page.locator(".txp-count").inner_text() == "5 addresses · 5 flows"
-    tips = page.locator(".txp-edge title").all_text_contents()
-    assert any("600000 USDC" in t and "$600,000" in t for t in tips)
-    widths = page.evaluate(
-        "() => [...document.querySelectorAll('.txp-edge')].map(p => +p.getAttribute('stroke-width'))"
-    )
+    labels = page.evaluate(f"() => {CY}.edges().map(e => e.data('display'))")
+    assert "$600,000" in labels and "$1,000,000" in labels
+    widths = page.evaluate(f"() => {CY}.edges().map(e => e.data('width'))")
     assert widths[0] == max(widths)
-    assert "Exploiter" in page.locator(".txp-node").first.text_content()
+    nodes = page.evaluate(f"() => Object.fromEntries({CY}.nodes().map(n => [n.id(), n.data('display')]))")
+    assert nodes["eth:0xthief"] == "Exploiter\n0xthief"  # label, then the short address
+    assert nodes["eth:0xhop"] == "unlabelled\n0xhop"
+    # pan and zoom are on; a click on a node shows its details and offers to trace onward
+    assert page.evaluate(f"() => {CY}.userZoomingEnabled() && {CY}.userPanningEnabled()")
+    box = page.locator(".txp-graph").bounding_box()
+    pos = page.evaluate(f"() => {CY}.getElementById('eth:0xcex').renderedPosition()")
+    page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+    page.locator(".txp-details-title", has_text="Exchange deposit").wait_for()
+    assert "exchange" in page.locator(".txp-details dl").inner_text()
+    page.locator(".txp-trace").click()
+    assert page.evaluate("() => window.panelSent") == [{"type": "trace", "node": "eth:0xcex"}]
     page.evaluate("() => window.panelModel.set('graph', {nodes: [], edges: []})")
     assert page.locator(".txp-empty").inner_text() == "No traced flows yet."
+    assert page.console_errors == []
+
+
+def test_flag_severities_have_distinct_colours(page: Any, widgets_url: str) -> None:
+    rows = [{**FLAG_ROWS[0], "flag_id": s, "severity": s} for s in ("critical", "high", "medium", "low")]
+    mount_panel(page, widgets_url, {"kind": "flags", "rows": rows, "title": "", "error": ""})
+    colours = page.evaluate(
+        "() => [...document.querySelectorAll('td.txp-severity')].map(td => getComputedStyle(td).color)"
+    )
+    assert len(set(colours)) == 4
 
 
 def test_panels_treat_case_data_as_text(page: Any, widgets_url: str) -> None:
@@ -510,6 +541,11 @@ def test_panels_treat_case_data_as_text(page: Any, widgets_url: str) -> None:
              "edges": [{"source": XSS[1], "target": "b", "usd": 1, "tx_hash": XSS[1], "asset": XSS[0], "amount": 1}]}  # fmt: skip
     page.evaluate(PANEL_JS.replace("getElementById('root')", "body.appendChild(document.createElement('div'))"),
                   [widgets_url, {"kind": "graph", "graph": graph, "title": "", "error": ""}])  # fmt: skip
+    page.wait_for_function(f"() => {CY} && {CY}.nodes().length === 2")
+    box = page.locator(".txp-graph").bounding_box()
+    pos = page.evaluate(f"() => {CY}.nodes()[0].renderedPosition()")
+    page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])  # the details box shows the label as text
+    page.locator(".txp-details-title").wait_for()
     page.wait_for_timeout(300)
     assert page.evaluate("() => window.__xss") is None
     handlers = page.evaluate(
@@ -517,7 +553,7 @@ def test_panels_treat_case_data_as_text(page: Any, widgets_url: str) -> None:
         ".filter(a => a.name.startsWith('on')).map(a => a.name))"
     )
     assert handlers == []
-    assert page.locator("script, img, iframe").count() == 0
+    assert page.locator("script:not([src$=\"/graph.bundle.js\"]), img, iframe").count() == 0
     assert XSS[0] in page.locator(".txp-table").inner_text()
 
 
