@@ -31,7 +31,18 @@ log = logging.getLogger(__name__)
 
 FLAG_COLUMNS = ("flag_id", "flag_type", "severity", "score", "subject", "status")
 MAX_GRAPH_NODES = 2000  # the front end draws the first 400; more is only transfer cost
-NODE_KEYS = ("id", "label", "category", "role", "address", "chain", "hop", "tainted_usd", "endpoint", "first_time")
+NODE_KEYS = (
+    "id",
+    "label",
+    "category",
+    "role",
+    "address",
+    "chain",
+    "hop",
+    "tainted_usd",
+    "endpoint",
+    "first_time",
+)
 EDGE_KEYS = ("source", "target", "amount", "asset", "usd", "tx_hash", "tx_hashes", "transfers", "kind",
              "first_time", "last_time", "tainted_usd")  # fmt: skip
 

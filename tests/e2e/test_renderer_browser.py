@@ -553,7 +553,7 @@ def test_panels_treat_case_data_as_text(page: Any, widgets_url: str) -> None:
         ".filter(a => a.name.startsWith('on')).map(a => a.name))"
     )
     assert handlers == []
-    assert page.locator("script:not([src$=\"/graph.bundle.js\"]), img, iframe").count() == 0
+    assert page.locator('script:not([src$="/graph.bundle.js"]), img, iframe').count() == 0
     assert XSS[0] in page.locator(".txp-table").inner_text()
 
 
