@@ -229,6 +229,7 @@ export function renderGraph(el, graph, opts = {}) {
   const shownNodes = Math.min(nodes.length, MAX_NODES);
   bar.appendChild(h("span", "txp-count", `${shownNodes} addresses · ${drawnEdges} flows` +
     (nodes.length > MAX_NODES ? ` (first ${MAX_NODES} of ${nodes.length} drawn)` : "")));
+  if (opts.note) bar.appendChild(h("span", "txp-note", opts.note));
   const fit = bar.appendChild(h("button", "txp-fit", "Fit"));
   fit.type = "button";
   const wrap = el.appendChild(h("div", "txp-graph-wrap"));
@@ -245,6 +246,18 @@ export function renderGraph(el, graph, opts = {}) {
     layout: { name: "dagre", rankDir: "LR", nodeSep: 18, rankSep: 90, edgeSep: 8, fit: true, padding: 20 },
   });
   box.__cy = cy; // for tests and the curious, from the console
+  // A notebook output may be laid out after the graph: follow the box's size,
+  // and fit the graph again the first time the box gets a real size.
+  if (typeof ResizeObserver === "function") {
+    let fitted = box.clientWidth > 0;
+    new ResizeObserver(() => {
+      cy.resize();
+      if (!fitted && box.clientWidth > 0) {
+        fitted = true;
+        cy.fit(undefined, 20);
+      }
+    }).observe(box);
+  }
   fit.addEventListener("click", () => cy.fit(undefined, 20));
   const show = (n) => {
     details.replaceChildren();
@@ -283,11 +296,11 @@ function render({ model, el }) {
     if (kind === "flags") renderFlags(body, model.get("rows"), sort);
     else {
       const onTrace = model.get("can_trace") ? (node) => model.send({ type: "trace", node }) : null;
-      renderGraph(body, model.get("graph"), { onTrace });
+      renderGraph(body, model.get("graph"), { onTrace, note: model.get("note") });
     }
   };
   draw();
-  const events = ["change:rows", "change:graph", "change:error", "change:title"];
+  const events = ["change:rows", "change:graph", "change:error", "change:title", "change:note"];
   for (const ev of events) model.on(ev, draw);
   return () => events.forEach((ev) => model.off(ev, draw));
 }

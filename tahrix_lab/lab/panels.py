@@ -151,6 +151,7 @@ class FlowGraphPanel(_Panel):
 
     graph = traitlets.Dict().tag(sync=True)
     can_trace = traitlets.Bool(False).tag(sync=True)
+    note = traitlets.Unicode("").tag(sync=True)  # what the last "trace onward" found
     refresh_on = frozenset({"trace_ready", "labels_changed", "roles_changed"})
 
     def __init__(
@@ -179,8 +180,11 @@ class FlowGraphPanel(_Panel):
         if node is None:
             raise ValueError(f"There is no node {node_id!r} in the graph.")
         found = self._trace_from(dict(node))
-        current = self.graph
-        self._show(merge_graphs(current, found))
+        before = {n.get("id") for n in self.graph.get("nodes", [])}
+        self._show(merge_graphs(self.graph, found))
+        new = len({n.get("id") for n in self.graph["nodes"]} - before)
+        where = node.get("label") or node.get("address") or node_id
+        self.note = f"Traced onward from {where}: " + (f"{new} new addresses." if new else "nothing new.")
 
     def _on_front_end(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict) or content.get("type") != "trace":
@@ -190,9 +194,10 @@ class FlowGraphPanel(_Panel):
         except Exception as exc:  # shown in the panel, and the graph stays as it was
             log.exception("tracing onward from %r failed", content.get("node"))
             self.error = f"Could not trace onward: {exc}"
-            self.send_state("graph")  # redraw, so the button comes back
-            return
-        self.error = ""
+            self.note = ""
+        else:
+            self.error = ""
+        self.send_state("graph")  # redraw even when nothing changed, so the button comes back
 
 
 def merge_graphs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

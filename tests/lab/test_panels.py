@@ -176,6 +176,7 @@ def test_trace_onward_merges_what_the_tracer_finds_and_a_failure_is_shown() -> N
     assert asked[0]["label"] == "Exchange"
     assert [n["id"] for n in panel.graph["nodes"]] == ["eth:0xa", "eth:0xb", "eth:0xc", "eth:0xd"]
     assert panel.graph["nodes"][2]["label"] == "Exchange"  # what was shown first wins
+    assert panel.note == "Traced onward from Exchange: 1 new addresses."
     assert panel.graph["edges"][-1] == {"source": "eth:0xc", "target": "eth:0xd", "usd": 90.0,
                                         "first_time": "2024-03-13T03:28:00Z"}  # fmt: skip
     panel._on_front_end(panel, {"type": "trace", "node": "eth:0xb"}, [])
