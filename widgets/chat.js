@@ -68,7 +68,12 @@ function renderChat({ model, el }) {
   };
   const onMessage = (msg) => {
     if (!msg) return;
-    if (msg.type === "chunks") draw(msg.from, msg.to, msg.chunks || []);
+    if (msg.type === "chunks") {
+      const start = performance.now();
+      draw(msg.from, msg.to, msg.chunks || []);
+      // bench/bench_widget_jupyterlab.py times each live message here
+      if (typeof globalThis.__txBench === "function") globalThis.__txBench(msg, performance.now() - start);
+    }
     else if (msg.type === "snapshot" && msg.seq > seen) reload(msg.chunks || [], msg.seq);
     else if (msg.type === "refused" && msg.nonce && msg.nonce === waiting) {
       waiting = null;

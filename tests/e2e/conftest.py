@@ -38,6 +38,11 @@ Reuse them from any test under ``tests/e2e`` (pytest picks this file up):
     on teardown every kernel is shut down through the server's API before the
     server is stopped (kernels live in their own process session, so stopping
     the server alone would leave them running).
+
+``notebook7``
+    The same, for the Notebook 7 app (``python -m notebook``); its ``lab_url``
+    opens ``/notebooks/<path>``. ``start_jupyter(base, app)`` is the context
+    manager behind both (the widget bench uses it too).
 """
 
 from __future__ import annotations
@@ -287,7 +292,7 @@ def start_jupyter(base: Path, app: str = "jupyterlab") -> Iterator[JupyterLab]:
     """
     root, config, data, runtime = (base / n for n in ("root", "config", "data", "runtime"))
     for d in (root, config, data, runtime):
-        d.mkdir()
+        d.mkdir(parents=True)
     kernel_name = "tahrix-test"
     _write_settings(config, data, kernel_name)
     # The server needs the venv's labextensions (anywidget, jupyterlab_widgets)

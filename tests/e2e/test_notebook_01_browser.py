@@ -25,7 +25,11 @@ CY = "document.querySelector('.txp-graph').__cy"
 
 def copy_notebook(server: Any, name: str) -> None:
     nb = json.loads(NOTEBOOK.read_text())
-    nb["metadata"]["kernelspec"] = {"name": server.kernel_name, "display_name": "Tahrix test", "language": "python"}
+    nb["metadata"]["kernelspec"] = {
+        "name": server.kernel_name,
+        "display_name": "Tahrix test",
+        "language": "python",
+    }
     (server.root / name).write_text(json.dumps(nb))
 
 
@@ -112,7 +116,9 @@ def check_notebook_01(page: Any, server: Any, url: str, shot: str) -> None:
 def test_notebook_01_runs_all_in_jupyterlab(jupyter_lab: Any, page: Any) -> None:
     copy_notebook(jupyter_lab, "investigate.ipynb")
     try:
-        check_notebook_01(page, jupyter_lab, jupyter_lab.lab_url("investigate.ipynb"), "notebook-01-jupyterlab.png")
+        check_notebook_01(
+            page, jupyter_lab, jupyter_lab.lab_url("investigate.ipynb"), "notebook-01-jupyterlab.png"
+        )
     except BaseException:
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "notebook-01-jupyterlab-failure.png"), full_page=True)
@@ -124,7 +130,9 @@ def test_notebook_01_runs_all_in_jupyterlab(jupyter_lab: Any, page: Any) -> None
 def test_notebook_01_runs_all_in_notebook7(notebook7: Any, page: Any) -> None:
     copy_notebook(notebook7, "investigate.ipynb")
     try:
-        check_notebook_01(page, notebook7, notebook7.lab_url("investigate.ipynb"), "notebook-01-notebook7.png")
+        check_notebook_01(
+            page, notebook7, notebook7.lab_url("investigate.ipynb"), "notebook-01-notebook7.png"
+        )
     except BaseException:
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "notebook-01-notebook7-failure.png"), full_page=True)
