@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, start_jupyter  # noqa: E402
-from tests.e2e.test_jupyterlab_widget import kernel_ready  # noqa: E402
+from tests.e2e.test_jupyterlab_widget import open_notebook  # noqa: E402
 
 SETUP = """
 from tahrix_lab.agent import FakeBackend, ToolRegistry, TranscriptStore
@@ -140,7 +140,6 @@ def run_one(browser: Any, lab: Any, name: str, source: str, tokens: int) -> dict
     write_notebook(lab, name, source)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    page.set_default_timeout(600_000)
     frames: list[tuple[float, int, bytes]] = []
     state = {"on": False}
 
@@ -153,13 +152,8 @@ def run_one(browser: Any, lab: Any, name: str, source: str, tokens: int) -> dict
         ws.on("framereceived", got)
 
     page.on("websocket", on_ws)
-    page.goto(lab.lab_url(name))
-    page.locator(".jp-Notebook .jp-Cell .cm-content").first.wait_for()
-    deadline = time.monotonic() + 90
-    while not kernel_ready(lab):
-        assert time.monotonic() < deadline, "no kernel"
-        time.sleep(0.3)
-    page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for()
+    open_notebook(page, lab, name)
+    page.set_default_timeout(600_000)  # the predecessor takes a while
     page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
     page.keyboard.press("Shift+Enter")
     page.locator(".tx-chat .tx-text").wait_for()

@@ -363,20 +363,20 @@ def start_jupyter(base: Path, app: str = "jupyterlab") -> Iterator[JupyterLab]:
             shutil.rmtree(runtime, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]:
+def _serve(tmp_path_factory: pytest.TempPathFactory, app: str) -> Iterator[JupyterLab]:
     try:
-        with start_jupyter(tmp_path_factory.mktemp("jupyter"), "jupyterlab") as lab:
-            yield lab
+        with start_jupyter(tmp_path_factory.mktemp(app), app) as server:
+            yield server
     except RuntimeError as exc:
         pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]:
+    yield from _serve(tmp_path_factory, "jupyterlab")
 
 
 @pytest.fixture(scope="module")
 def notebook7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]:
     """Like ``jupyter_lab``, but the Notebook 7 app (``python -m notebook``); ``lab_url`` opens ``/notebooks/``."""
-    try:
-        with start_jupyter(tmp_path_factory.mktemp("notebook7"), "notebook") as server:
-            yield server
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
+    yield from _serve(tmp_path_factory, "notebook")

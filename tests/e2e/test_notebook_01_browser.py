@@ -113,29 +113,15 @@ def check_notebook_01(page: Any, server: Any, url: str, shot: str) -> None:
     page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
 
 
-def test_notebook_01_runs_all_in_jupyterlab(jupyter_lab: Any, page: Any) -> None:
-    copy_notebook(jupyter_lab, "investigate.ipynb")
+@pytest.mark.parametrize("app", ["jupyter_lab", "notebook7"], ids=["jupyterlab4", "notebook7"])
+def test_notebook_01_runs_all(app: str, page: Any, request: pytest.FixtureRequest) -> None:
+    server = request.getfixturevalue(app)
+    copy_notebook(server, "investigate.ipynb")
     try:
-        check_notebook_01(
-            page, jupyter_lab, jupyter_lab.lab_url("investigate.ipynb"), "notebook-01-jupyterlab.png"
-        )
+        check_notebook_01(page, server, server.lab_url("investigate.ipynb"), f"notebook-01-{server.app}.png")
     except BaseException:
         ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "notebook-01-jupyterlab-failure.png"), full_page=True)
+        page.screenshot(path=str(ARTIFACTS / f"notebook-01-{server.app}-failure.png"), full_page=True)
         raise
     finally:
-        jupyter_lab.shutdown_kernels()
-
-
-def test_notebook_01_runs_all_in_notebook7(notebook7: Any, page: Any) -> None:
-    copy_notebook(notebook7, "investigate.ipynb")
-    try:
-        check_notebook_01(
-            page, notebook7, notebook7.lab_url("investigate.ipynb"), "notebook-01-notebook7.png"
-        )
-    except BaseException:
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "notebook-01-notebook7-failure.png"), full_page=True)
-        raise
-    finally:
-        notebook7.shutdown_kernels()
+        server.shutdown_kernels()
