@@ -21,8 +21,9 @@ Transport, linear in the conversation's size:
   snapshot when ``n`` is older than the current run) before the next live
   message, so nothing is lost or drawn twice.
 
-``ask()`` blocks the cell but keeps the kernel's UI messages flowing
-(``jupyter_ui_poll``), so Stop and the text box work while it waits.
+``ask()`` blocks the cell, yet Stop works while it waits: the kernel acts
+on a Stop as it receives it (``kernel_wait.route_stop``; on older kernels
+``jupyter_ui_poll`` handles UI messages during the wait).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Message, Session, Usage
 from tahrix_lab.flow import Chunk, compact, history_chunks, mergeable, to_chunk
-from tahrix_lab.lab.kernel_wait import wait_for_thread
+from tahrix_lab.lab.kernel_wait import route_stop, wait_for_thread
 from tahrix_lab.resources import widget_file
 
 __all__ = ["FLUSH_S", "ChatWidget", "compact"]
@@ -138,6 +139,8 @@ class ChatWidget(anywidget.AnyWidget):
             meter=self._meter(),
         )
         self.on_msg(self._on_front_end)
+        # Stop works even while a cell blocks the kernel's main thread (ask, or any long cell).
+        route_stop(self.comm, _is_stop, lambda: self._cancel.set())
 
     @classmethod
     def from_session(
@@ -173,8 +176,9 @@ class ChatWidget(anywidget.AnyWidget):
     def ask(self, text: str, timeout: float | None = None) -> str:
         """Answer ``text`` and block until done; returns the final answer's text.
 
-        In a kernel the wait keeps handling the widget's messages, so the
-        Stop button and the text box work while the cell is blocked.
+        In a kernel the Stop button works while the cell is blocked (see
+        ``kernel_wait``); a question typed meanwhile is shown at once and
+        taken when the cell ends.
         """
         self.send(text)
         self.wait(timeout)
@@ -366,3 +370,8 @@ class ChatWidget(anywidget.AnyWidget):
             return {}
         fill = self.budget.meter(self.session.user, store=self.store)
         return {bucket: value for bucket, value in fill.items() if value is not None}
+
+
+def _is_stop(data: Any) -> bool:
+    content = data.get("content") if isinstance(data, dict) else None
+    return isinstance(content, dict) and content.get("type") == "stop"
