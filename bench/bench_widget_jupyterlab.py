@@ -77,8 +77,8 @@ OLD_IMPORT = """
 import types, tahrix_lab.resources as _res
 _old = types.ModuleType("old_widget")
 _src = open({py!r}).read().replace(
-    'widget_file("flow.js").read_text(encoding="utf-8")', 'open({flow!r}).read()').replace(
-    'widget_file("chat.js").read_text(encoding="utf-8")', 'open({chat!r}).read()')
+    'widget_file("flow.js").read_text(encoding="utf-8")', "open({flow!r}).read()").replace(
+    'widget_file("chat.js").read_text(encoding="utf-8")', "open({chat!r}).read()")
 exec(compile(_src, "main:tahrix_lab/lab/widget.py", "exec"), _old.__dict__)
 ChatWidget = _old.ChatWidget
 """
