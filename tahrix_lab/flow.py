@@ -8,6 +8,7 @@ front end, and ``widgets/flow.js`` draws them. Vocabulary:
     {"type": "reasoning", "text", "signature"?: bool, "redacted"?: bool}
     {"type": "content", "text"}
     {"type": "tool_call", "id", "name", "args", "raw"?}
+    {"type": "tool_start", "id", "name"}                       (the tool begins to run)
     {"type": "tool_result", "id", "name", "result", "status", "duration_ms"?}
     {"type": "follow_up", "text": "Synthesizing results..."}
     {"type": "effects", "effects": [...]}
@@ -18,9 +19,10 @@ front end, and ``widgets/flow.js`` draws them. Vocabulary:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from tahrix_lab.agent.loop import FOLLOW_UP_TEXT
 from tahrix_lab.agent.transcript import Message
 
 Chunk = dict[str, Any]
@@ -49,6 +51,8 @@ def to_chunk(event: str, payload: dict[str, Any]) -> Chunk | None:
         if payload.get("input") is None and payload.get("raw") is not None:
             chunk["raw"] = payload["raw"]
         return chunk
+    if event == "tool_start":
+        return {"type": "tool_start", "id": payload["id"], "name": payload["name"]}
     if event == "tool_result":
         return {
             "type": "tool_result",
@@ -72,6 +76,34 @@ def to_chunk(event: str, payload: dict[str, Any]) -> Chunk | None:
     return None
 
 
+_STREAMING = frozenset({"content", "reasoning"})
+
+
+def compact(chunks: Iterable[Chunk]) -> list[Chunk]:
+    """Merge runs of token chunks (content, or reasoning with the same flags) into one chunk each.
+
+    A compacted list draws exactly like the tokens it came from (the renderer
+    extends one block per run either way); it is what a snapshot and a stored
+    history hold.
+    """
+    out: list[Chunk] = []
+    for chunk in chunks:
+        if out and mergeable(out[-1], chunk):
+            out[-1] = {**out[-1], "text": (out[-1].get("text") or "") + (chunk.get("text") or "")}
+        else:
+            out.append(chunk)
+    return out
+
+
+def mergeable(prev: Chunk, chunk: Chunk) -> bool:
+    """Whether ``chunk`` extends ``prev`` (same streaming kind, same flags)."""
+    return (
+        chunk["type"] in _STREAMING
+        and prev["type"] == chunk["type"]
+        and {k: v for k, v in prev.items() if k != "text"} == {k: v for k, v in chunk.items() if k != "text"}
+    )
+
+
 def chunks(events: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Chunk]:
     for event, payload in events:
         chunk = to_chunk(event, payload)
@@ -79,27 +111,97 @@ def chunks(events: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Chunk]:
             yield chunk
 
 
-def history_chunks(messages: Iterable[Message]) -> list[Chunk]:
-    """A stored transcript as chunks, so history renders exactly like a live run."""
+# A tool result the loop wrote without running the tool (stopped, or over the
+# cycle limit). Live, no tool_result event is sent for those: the turn's end
+# marks the tool instead, so history leaves them out too.
+_UNRUN = frozenset({"cancelled", "not_run"})
+# Stop reasons of the partial answers the loop persists when a call is cut short.
+_PARTIAL = frozenset({"cancelled", "error"})
+
+
+def history_chunks(
+    messages: Iterable[Message],
+    turn_ends: Iterable[dict[str, Any]] = (),
+    *,
+    price: Callable[[Message], float | None] | None = None,
+) -> list[Chunk]:
+    """A stored transcript as the chunks its live run sent (tokens merged).
+
+    ``turn_ends`` (``TranscriptStore.load_turn_ends``) say how each turn ended
+    (done, stopped, an error); ``price`` gives an assistant message's cost.
+    Follow-up boundaries are implied: a model call that follows tool results
+    in the same turn is a follow-up.
+    """
+    ends: dict[int, list[dict[str, Any]]] = {}
+    for end in turn_ends:
+        ends.setdefault(int(end["position"]), []).append(end)
     out: list[Chunk] = []
+    after_tools = False
     for m in messages:
         if m.role == "user":
             out.append({"type": "user", "text": m.text})
+            after_tools = False
+        elif m.role == "assistant":
+            if after_tools:
+                out.append({"type": "follow_up", "text": FOLLOW_UP_TEXT})
+            out.extend(_assistant_chunks(m, price))
+        elif m.role == "tool":
+            out.extend(_tool_chunks(m))
+            after_tools = True
+        for end in ends.get(m.position if m.position is not None else -1, []):
+            if end.get("error_kind") or end.get("error_message"):
+                out.append({"type": "error", "message": end.get("error_message") or "",
+                            "kind": end.get("error_kind") or "internal"})  # fmt: skip
+            else:
+                out.append({"type": "done", "stop_reason": end.get("stop_reason")})
+    return compact(out)
+
+
+def _assistant_chunks(m: Message, price: Callable[[Message], float | None] | None) -> list[Chunk]:
+    out: list[Chunk] = []
+    for p in m.parts:
+        if p.type == "text":
+            out.append({"type": "content", "text": p.text or ""})
+        elif p.type == "reasoning":
+            chunk: Chunk = {"type": "reasoning", "text": p.text or ""}
+            if p.signature:
+                chunk["signature"] = True
+            if p.is_redacted_reasoning:
+                chunk["redacted"] = True
+            out.append(chunk)
+        elif p.type == "tool_use":
+            call: Chunk = {
+                "type": "tool_call",
+                "id": p.tool_use_id,
+                "name": p.tool_name,
+                "args": p.tool_input,
+            }
+            if p.tool_input is None and p.text is not None:
+                call["raw"] = p.text
+            out.append(call)
+    if m.stop_reason in _PARTIAL:
+        return out  # a call cut short (stopped, failed) reports no usage live
+    out.append({"type": "usage", "model": m.model_id, "backend": m.backend,
+                "usage": m.usage.to_dict() if m.usage else None,
+                "cost_usd": price(m) if price is not None else None,
+                "latency_ms": m.latency_ms, "ttft_ms": m.ttft_ms, "stop_reason": m.stop_reason})  # fmt: skip
+    return out
+
+
+def _tool_chunks(m: Message) -> list[Chunk]:
+    out: list[Chunk] = []
+    effects: list[dict[str, Any]] = []
+    for p in m.parts:
+        if p.type != "tool_result":
             continue
-        for p in m.parts:
-            if p.type == "text":
-                out.append({"type": "content", "text": p.text or ""})
-            elif p.type == "reasoning":
-                out.append({"type": "reasoning", "text": p.text or "", "redacted": p.is_redacted_reasoning})
-            elif p.type == "tool_use":
-                out.append(
-                    {"type": "tool_call", "id": p.tool_use_id, "name": p.tool_name, "args": p.tool_input}
-                )
-            elif p.type == "tool_result":
-                out.append({"type": "tool_result", "id": p.tool_use_id, "name": p.tool_name,
-                            "result": p.tool_result or {}, "status": p.tool_status or "ok"})  # fmt: skip
-        if m.role == "assistant":
-            out.append({"type": "usage", "model": m.model_id, "backend": m.backend,
-                        "usage": m.usage.to_dict() if m.usage else None, "cost_usd": None,
-                        "latency_ms": m.latency_ms, "ttft_ms": m.ttft_ms, "stop_reason": m.stop_reason})  # fmt: skip
+        result = p.tool_result or {}
+        error = result.get("error") if isinstance(result, dict) else None
+        if p.tool_status == "error" and isinstance(error, dict) and error.get("type") in _UNRUN:
+            continue
+        out.append({"type": "tool_start", "id": p.tool_use_id, "name": p.tool_name})
+        out.append({"type": "tool_result", "id": p.tool_use_id, "name": p.tool_name, "result": result,
+                    "status": p.tool_status or "ok", "duration_ms": p.duration_ms})  # fmt: skip
+        effects.extend(p.effects or [])
+    if effects:
+        out.append({"type": "effects", "effects": effects})
     return out

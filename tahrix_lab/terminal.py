@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tahrix_lab.agent.transcript import Message
+from tahrix_lab.flow import Chunk, history_chunks
 
 
 def summarise(result: dict[str, Any], limit: int = 160) -> str:
@@ -98,6 +99,8 @@ class FlowPrinter:
             c.print(f"[bold blue]user[/] {escape(payload['text'])}")
         elif event == "done":
             self._start("done")
+            if payload.get("stop_reason") == "cancelled":
+                c.print("[yellow]Stopped.[/]")
 
 
 def print_flow(events: Iterable[tuple[str, dict[str, Any]]], console: Console | None = None) -> FlowPrinter:
@@ -107,25 +110,25 @@ def print_flow(events: Iterable[tuple[str, dict[str, Any]]], console: Console | 
     return printer
 
 
-def message_events(messages: Iterable[Message]) -> list[tuple[str, dict[str, Any]]]:
-    """A stored transcript as the loop's tuples, so it renders like a live run."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    for m in messages:
-        if m.role == "user":
-            out.append(("user", {"text": m.text}))
-            continue
-        for p in m.parts:
-            if p.type == "text":
-                out.append(("token", {"kind": "text", "text": p.text or ""}))
-            elif p.type == "reasoning":
-                out.append(("reasoning", {"kind": "reasoning", "text": p.text or "[redacted reasoning]"}))
-            elif p.type == "tool_use":
-                out.append(("tool_use", {"kind": "tool_use", "id": p.tool_use_id, "name": p.tool_name,
-                                         "input": p.tool_input, "raw": p.text}))  # fmt: skip
-            elif p.type == "tool_result":
-                out.append(("tool_result", {"id": p.tool_use_id, "name": p.tool_name, "status": p.tool_status,
-                                            "result": p.tool_result or {}}))  # fmt: skip
-        if m.role == "assistant":
-            out.append(("usage", {"model": m.model_id, "backend": m.backend,
-                                  "usage": (m.usage.to_dict() if m.usage else {}), "cost_usd": None}))  # fmt: skip
-    return out
+def message_events(
+    messages: Iterable[Message], turn_ends: Iterable[dict[str, Any]] = ()
+) -> list[tuple[str, dict[str, Any]]]:
+    """A stored transcript as the loop's tuples, through the one mapping every surface uses
+    (``tahrix_lab.flow.history_chunks``), so it prints like the live run did."""
+    return [event for chunk in history_chunks(messages, turn_ends) if (event := chunk_event(chunk))]
+
+
+def chunk_event(chunk: Chunk) -> tuple[str, dict[str, Any]] | None:
+    """The loop tuple a chunk came from (``None`` for chunks the printer does not show)."""
+    kind = chunk["type"]
+    body = {k: v for k, v in chunk.items() if k != "type"}
+    if kind == "content":
+        return "token", {"kind": "text", "text": chunk.get("text") or ""}
+    if kind == "reasoning":
+        return "reasoning", {"kind": "reasoning", "text": chunk.get("text") or "[redacted reasoning]"}
+    if kind == "tool_call":
+        return "tool_use", {"kind": "tool_use", "id": chunk.get("id"), "name": chunk.get("name"),
+                            "input": chunk.get("args"), "raw": chunk.get("raw")}  # fmt: skip
+    if kind in ("user", "tool_result", "follow_up", "effects", "usage", "error", "done"):
+        return kind, body
+    return None

@@ -4,93 +4,103 @@
 // relative `import` cannot resolve, so Python joins flow.js and this file into
 // one module and `createFlow` is in scope here.
 //
-// Transport: the `chunks` trait is the authoritative, ordered conversation;
-// live chunks also arrive as custom messages {type: "chunks", epoch, start,
-// chunks} where `start` is the index of the first one. A view draws each index
-// once: overlaps are skipped, a gap asks the kernel to resend from what it has.
-// When a run ends the kernel merges its token chunks and bumps `epoch`: the
-// view redraws from the trait and ignores messages of another epoch.
+// Transport: chunks are numbered (`seq`). The traits `chunks` + `seq` are a
+// compact snapshot refreshed when a run ends; live chunks arrive as custom
+// messages {type: "chunks", from, to, chunks}. A view has drawn chunks
+// 0..seen: it draws a message that starts at `seen`, skips one it already has,
+// and on a gap asks the kernel once for {type: "resync", since: seen}, which
+// answers with the missing chunks (or {type: "snapshot"} when they are older
+// than the current run).
 
 function renderChat({ model, el }) {
   el.classList.add("tx-chat");
-  let drawn = 0;
-  let epoch = model.get("epoch");
-  let adopt = null; // the epoch this view may take over without redrawing
-  let asked = -1; // the index of the last resync request
+  let seen = 0; // chunks 0..seen are drawn
+  let asked = -1; // `seen` when the last resync was asked
+  let waiting = null; // the nonce of a question shown before the kernel took it
   const flow = createFlow(el, {
     followUpMode: model.get("follow_up_mode"),
     showInput: true,
-    onSend: (text) => model.send({ type: "send", text }),
+    onSend: (text) => {
+      // Show the question at once; the kernel may be busy in another cell.
+      waiting = "q" + Date.now().toString(36) + Math.random().toString(36).slice(2, 8);
+      flow.startTurn(text, { waiting: true });
+      model.send({ type: "send", text, nonce: waiting });
+    },
     onStop: () => model.send({ type: "stop" }),
   });
 
-  const draw = (start, chunks) => {
-    if (start > drawn) {
-      // One request per gap: the kernel may be busy in a cell, and meanwhile the
-      // trait (refreshed from the run's thread) fills the gap anyway.
-      if (asked !== drawn) {
-        asked = drawn;
-        model.send({ type: "resync", since: drawn, epoch });
-      }
-      return;
-    }
-    for (let i = drawn - start; i < chunks.length; i++) flow.push(chunks[i]);
-    drawn = Math.max(drawn, start + chunks.length);
+  const ask = () => {
+    if (asked === seen) return; // one request per gap; the kernel may be busy
+    asked = seen;
+    model.send({ type: "resync", since: seen });
   };
 
-  const reload = () => {
-    const all = model.get("chunks") || [];
-    epoch = model.get("epoch");
+  const drawChunk = (chunk) => {
+    if (chunk.type === "user" && waiting && chunk.nonce === waiting) {
+      waiting = null;
+      flow.setWaiting(false); // the bubble is already there
+      return;
+    }
+    flow.push(chunk);
+  };
+
+  const draw = (from, to, chunks) => {
+    if (to <= seen) return; // already drawn
+    if (from !== seen) return ask(); // a gap (or a partial overlap): fetch from what this view has
+    for (const chunk of chunks) drawChunk(chunk);
+    seen = to;
+  };
+
+  const reload = (chunks, seq) => {
+    const pending = waiting;
     flow.clear();
-    flow.load(all, { live: model.get("busy") });
-    drawn = all.length;
+    flow.load(chunks, { live: model.get("busy") });
+    seen = seq;
+    waiting = null;
     flow.setBusy(model.get("busy"));
+    if (pending && !chunks.some((c) => c.type === "user" && c.nonce === pending)) waiting = pending;
   };
 
-  const onChunks = () => {
-    const all = model.get("chunks") || [];
-    const current = model.get("epoch");
-    if (current !== epoch) {
-      // The merged list draws the same as what this view shows when it had drawn
-      // every chunk of the old epoch: keep the DOM (and any opened details).
-      if (adopt === current) {
-        epoch = current;
-        drawn = all.length;
-        adopt = null;
-      } else reload();
-      return;
-    }
-    if (all.length < drawn) reload(); // the conversation was cleared
-    else draw(0, all);
+  const onSnapshot = () => {
+    const seq = model.get("seq");
+    // A view that drew everything keeps its DOM (and any opened details).
+    if (seq !== seen) reload(model.get("chunks") || [], seq);
   };
   const onMessage = (msg) => {
     if (!msg) return;
-    if (msg.type === "chunks" && msg.epoch === epoch) draw(msg.start, msg.chunks || []);
-    else if (msg.type === "merged") adopt = msg.from_epoch === epoch && drawn === msg.raw_length ? msg.epoch : null;
+    if (msg.type === "chunks") {
+      const start = performance.now();
+      draw(msg.from, msg.to, msg.chunks || []);
+      // bench/bench_widget_jupyterlab.py times each live message here
+      if (typeof globalThis.__txBench === "function") globalThis.__txBench(msg, performance.now() - start);
+    }
+    else if (msg.type === "snapshot" && msg.seq > seen) reload(msg.chunks || [], msg.seq);
+    else if (msg.type === "refused" && msg.nonce && msg.nonce === waiting) {
+      waiting = null;
+      flow.push({ type: "error", kind: "refused", message: msg.message || "The kernel refused the question." });
+    }
   };
   const onBusy = () => {
     const busy = model.get("busy");
-    flow.setBusy(busy);
-    if (!busy) flow.end("done"); // a no-op when a done/error chunk already ended the turn
+    if (busy || !waiting) flow.setBusy(busy);
+    if (!busy && !waiting) flow.end("done"); // a no-op when a done/error chunk already ended the turn
   };
   const onMeter = () => flow.setMeter(model.get("meter") || {});
   const onMode = () => flow.setFollowUpMode(model.get("follow_up_mode"));
 
-  reload();
+  reload(model.get("chunks") || [], model.get("seq"));
   onMeter();
   // Chunks sent live before this view existed are not replayed: ask for them.
-  asked = drawn;
-  model.send({ type: "resync", since: drawn, epoch });
+  asked = seen;
+  model.send({ type: "resync", since: seen });
 
-  model.on("change:chunks", onChunks);
-  model.on("change:epoch", onChunks);
+  model.on("change:seq", onSnapshot);
   model.on("msg:custom", onMessage);
   model.on("change:busy", onBusy);
   model.on("change:meter", onMeter);
   model.on("change:follow_up_mode", onMode);
   return () => {
-    model.off("change:chunks", onChunks);
-    model.off("change:epoch", onChunks);
+    model.off("change:seq", onSnapshot);
     model.off("msg:custom", onMessage);
     model.off("change:busy", onBusy);
     model.off("change:meter", onMeter);

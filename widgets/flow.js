@@ -291,6 +291,97 @@ function formatMs(ms) {
 }
 
 // ---------------------------------------------------------------------------
+// Tool calls at a glance: the call as it reads in code, key arguments inline
+// and shortened, then one line for the result.
+
+const HEX = /^0x[0-9a-fA-F]{16,}$/;
+
+export function shorten(value) {
+  if (value === null || value === undefined) return String(value);
+  if (typeof value === "string") {
+    if (HEX.test(value)) return value.slice(0, 6) + "…" + value.slice(-4);
+    if (/^T[1-9A-HJ-NP-Za-km-z]{30,}$/.test(value) || /^(bc1|[13])[0-9a-zA-Z]{25,}$/.test(value)) {
+      return value.slice(0, 5) + "…" + value.slice(-4);
+    }
+    return value.length > 24 ? JSON.stringify(value.slice(0, 21) + "…") : JSON.stringify(value);
+  }
+  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  if (Array.isArray(value)) return value.length === 1 ? "[" + shorten(value[0]) + "]" : `[${value.length} items]`;
+  return "{…}";
+}
+
+export function inlineArgs(args, max = 4) {
+  if (args === null || args === undefined) return "";
+  if (typeof args !== "object" || Array.isArray(args)) return shorten(args);
+  const entries = Object.entries(args);
+  const bits = entries.slice(0, max).map(([k, v]) => `${k}=${shorten(v)}`);
+  if (entries.length > max) bits.push("…");
+  return bits.join(", ");
+}
+
+const NOUNS = { nodes: "addresses", edges: "transfers", flags: "flags", rows: "rows", transfers: "transfers",
+  endpoints: "endpoints", events: "events", labels: "labels", matches: "matches", hits: "hits" };
+
+export function formatUsd(usd) {
+  const n = Number(usd);
+  if (!isFinite(n)) return null;
+  const abs = Math.abs(n);
+  if (abs >= 1e9) return "$" + (n / 1e9).toFixed(1) + "B";
+  if (abs >= 1e6) return "$" + (n / 1e6).toFixed(1) + "M";
+  if (abs >= 1e3) return "$" + (n / 1e3).toFixed(1) + "k";
+  return "$" + n.toFixed(n >= 100 ? 0 : 2);
+}
+
+export function summarize(result) {
+  if (result === null || result === undefined) return "";
+  if (typeof result !== "object") return shorten(result);
+  if (typeof result.summary === "string") return result.summary;
+  const bits = [];
+  for (const [key, value] of Object.entries(result)) {
+    if (bits.length >= 3) break;
+    if (Array.isArray(value) && (NOUNS[key] || value.length)) bits.push(`${value.length} ${NOUNS[key] || key.replace(/_/g, " ")}`);
+    else if (NOUNS[key] && value && typeof value === "object") {
+      // grouped, e.g. endpoints by category: count the members
+      const groups = Object.values(value).filter(Array.isArray);
+      if (groups.length) bits.push(`${groups.reduce((a, g) => a + g.length, 0)} ${NOUNS[key]}`);
+    }
+  }
+  const usd = usdTotal(result) ?? usdTotal(result.totals);
+  if (usd !== null) bits.push(formatUsd(usd));
+  for (const [key, value] of Object.entries(result)) {
+    if (bits.length >= 4) break;
+    if (key === "total" && typeof value === "number" && typeof result.count === "number" && value !== result.count) {
+      bits.push(`of ${value}`);
+    }
+  }
+  if (result.truncated === true) bits.push("truncated");
+  if (!bits.length) {
+    const keys = Object.keys(result).filter((k) => !k.startsWith("_"));
+    return keys.length ? keys.slice(0, 4).join(", ") : "no result";
+  }
+  return bits.join(" · ");
+}
+
+// The first money figure of a result: a `*usd` number, or the sum of a `*usd_by_*` map.
+function usdTotal(obj) {
+  if (!obj || typeof obj !== "object") return null;
+  for (const [key, value] of Object.entries(obj)) {
+    if (typeof value === "number" && /usd$/i.test(key)) return value;
+    if (/usd_by/i.test(key) && value && typeof value === "object") {
+      const nums = Object.values(value).filter((v) => typeof v === "number");
+      if (nums.length) return nums.reduce((a, b) => a + b, 0);
+    }
+  }
+  return null;
+}
+
+function errorText(error, result) {
+  if (error && typeof error === "object" && error.message) return String(error.message);
+  if (typeof error === "string") return error;
+  return result && result.message ? String(result.message) : "The tool failed.";
+}
+
+// ---------------------------------------------------------------------------
 
 export function createFlow(container, options = {}) {
   const opts = { followUpMode: "keep", showInput: false, ...options };
@@ -418,22 +509,27 @@ export function createFlow(container, options = {}) {
     if (chunk.text) t.current.block.append(chunk.text);
   }
 
-  function toolBlock(id, name) {
+  function toolBlock(id, name, args) {
     const el = insert(h("div", "tx-block tx-tool"));
-    el.dataset.status = "running";
+    el.dataset.status = "queued";
     const head = el.appendChild(h("div", "tx-tool-head"));
     head.appendChild(h("span", "tx-tool-icon", "⚙"));
-    head.appendChild(h("span", "tx-tool-name", name || "tool"));
-    const status = head.appendChild(h("span", "tx-tool-status", "running"));
+    const call = head.appendChild(h("span", "tx-tool-call"));
+    call.appendChild(h("span", "tx-tool-name", name || "tool"));
+    const argLine = call.appendChild(h("span", "tx-tool-argline", "(" + inlineArgs(args) + ")"));
+    argLine.title = pretty(args);
+    const status = head.appendChild(h("span", "tx-tool-status", "queued"));
     const duration = head.appendChild(h("span", "tx-tool-duration"));
-    const args = el.appendChild(h("details", "tx-tool-args"));
-    args.appendChild(h("summary", null, "Arguments"));
-    const argsPre = args.appendChild(h("pre"));
+    const summary = el.appendChild(h("div", "tx-tool-summary"));
+    summary.hidden = true;
+    const details = el.appendChild(h("details", "tx-tool-args"));
+    details.appendChild(h("summary", null, "Arguments"));
+    const argsPre = details.appendChild(h("pre", null, pretty(args)));
     const result = el.appendChild(h("details", "tx-tool-result"));
     result.hidden = true;
     result.appendChild(h("summary", null, "Result"));
     const resultPre = result.appendChild(h("pre"));
-    const state = { el, status, duration, args, argsPre, result, resultPre };
+    const state = { el, status, duration, summary, argLine, args: details, argsPre, result, resultPre };
     if (id !== undefined && id !== null) {
       el.dataset.id = String(id);
       tools.set(String(id), state);
@@ -441,26 +537,49 @@ export function createFlow(container, options = {}) {
     return state;
   }
 
+  function setToolStatus(state, status, label) {
+    state.el.dataset.status = status;
+    state.status.textContent = label || status;
+  }
+
+  function findTool(chunk) {
+    const state = chunk.id !== undefined && chunk.id !== null ? tools.get(String(chunk.id)) : undefined;
+    return state || toolBlock(chunk.id, chunk.name, undefined);
+  }
+
   function toolCall(chunk) {
     const t = ensureTurn();
     clearSynth(t);
     closeCurrent(t);
-    const state = toolBlock(chunk.id, chunk.name);
     const args = chunk.args === null || chunk.args === undefined ? chunk.raw : chunk.args;
-    state.argsPre.textContent = pretty(args);
-    state.args.open = false;
+    toolBlock(chunk.id, chunk.name, args);
+  }
+
+  function toolStart(chunk) {
+    const t = ensureTurn();
+    closeCurrent(t);
+    setToolStatus(findTool(chunk), "running");
   }
 
   function toolResult(chunk) {
     const t = ensureTurn();
     closeCurrent(t);
-    let state = chunk.id !== undefined && chunk.id !== null ? tools.get(String(chunk.id)) : undefined;
-    if (!state) state = toolBlock(chunk.id, chunk.name);
-    const ok = chunk.status !== "error";
-    state.el.dataset.status = ok ? "done" : "error";
-    state.status.textContent = ok ? "done" : "error";
+    const state = findTool(chunk);
+    const error = chunk.result && typeof chunk.result === "object" ? chunk.result.error : undefined;
+    if (chunk.status !== "error") setToolStatus(state, "done");
+    else if (error && error.type === "cancelled") setToolStatus(state, "stopped");
+    else setToolStatus(state, "error");
     const ms = formatMs(chunk.duration_ms);
     if (ms) state.duration.textContent = ms;
+    if (chunk.status === "error") {
+      // The message reads in the header, as plain text, not inside collapsed JSON.
+      const msg = state.el.querySelector(".tx-tool-error") || state.status.insertAdjacentElement("afterend", h("span", "tx-tool-error"));
+      msg.textContent = errorText(error, chunk.result);
+    } else {
+      const line = summarize(chunk.result);
+      state.summary.textContent = line;
+      state.summary.hidden = !line;
+    }
     let text = pretty(chunk.result);
     if (text.length > RESULT_PREVIEW_CHARS) {
       text = text.slice(0, RESULT_PREVIEW_CHARS) + `\n… (${text.length - RESULT_PREVIEW_CHARS} more characters)`;
@@ -534,14 +653,20 @@ export function createFlow(container, options = {}) {
     closeCurrent(turn);
     clearSynth(turn);
     turn.dots.hidden = true;
+    if (turn.waiting) {
+      turn.waiting.remove();
+      turn.waiting = null;
+      delete turn.flow.dataset.waiting;
+    }
     turn.ended = true;
     turn.status = status;
     turn.flow.dataset.status = status || "done";
     for (const d of turn.flow.querySelectorAll(".tx-reasoning details")) d.open = false;
     for (const state of tools.values()) {
-      if (state.el.dataset.status === "running" && turn.flow.contains(state.el) && status !== "done") {
-        state.el.dataset.status = "error";
-        state.status.textContent = status === "cancelled" ? "stopped" : "not run";
+      const st = state.el.dataset.status;
+      if ((st === "running" || st === "queued") && turn.flow.contains(state.el)) {
+        if (status === "cancelled") setToolStatus(state, "stopped");
+        else setToolStatus(state, "error", "not run");
       }
     }
     if (status === "cancelled") turn.flow.appendChild(h("div", "tx-stopped", "Stopped."));
@@ -549,9 +674,21 @@ export function createFlow(container, options = {}) {
   }
 
   const api = {
-    startTurn(userText) {
-      newTurn(userText);
+    // {waiting: true}: the question is shown before the other end took it.
+    startTurn(userText, { waiting = false } = {}) {
+      const t = newTurn(userText);
+      if (waiting) {
+        t.waiting = t.flow.insertBefore(h("div", "tx-waiting", "Waiting for the kernel…"), t.dots);
+        t.flow.dataset.waiting = "true";
+      }
       setBusy(true);
+    },
+
+    setWaiting(waiting) {
+      if (!turn || waiting || !turn.waiting) return;
+      turn.waiting.remove();
+      turn.waiting = null;
+      delete turn.flow.dataset.waiting;
     },
 
     push(chunk) {
@@ -568,6 +705,9 @@ export function createFlow(container, options = {}) {
           break;
         case "tool_call":
           toolCall(chunk);
+          break;
+        case "tool_start":
+          toolStart(chunk);
           break;
         case "tool_result":
           toolResult(chunk);
@@ -605,11 +745,12 @@ export function createFlow(container, options = {}) {
       if (!live) api.end("done");
     },
 
+    // Every bucket of the budget is shown; above 80 % it turns amber, at 100 % red.
     setMeter(fillByBucket) {
-      const over = Object.entries(fillByBucket || {}).filter(([, v]) => typeof v === "number" && v > 0.8);
+      const buckets = Object.entries(fillByBucket || {}).filter(([, v]) => typeof v === "number");
       meter.replaceChildren();
-      meter.hidden = over.length === 0;
-      for (const [bucket, value] of over) {
+      meter.hidden = buckets.length === 0;
+      for (const [bucket, value] of buckets) {
         const item = meter.appendChild(h("div", "tx-meter-item"));
         item.dataset.bucket = bucket;
         item.appendChild(h("span", "tx-meter-label", BUCKET_LABELS[bucket] || bucket));
@@ -618,6 +759,7 @@ export function createFlow(container, options = {}) {
         const pct = Math.min(100, Math.round(value * 100));
         fill.style.width = pct + "%";
         item.appendChild(h("span", "tx-meter-pct", pct + "%"));
+        if (value > 0.8) item.classList.add("tx-high");
         if (value >= 1) item.classList.add("tx-full");
       }
     },

@@ -1,9 +1,8 @@
 // Case panels for notebooks (tahrix_lab/lab/panels.py): a sortable flags
-// table and a fund-flow graph drawn as SVG with a small layered layout.
+// table and a fund-flow graph (Cytoscape.js, layered by dagre).
 // Case data is untrusted (labels, token names): text goes in through text
 // nodes only, never innerHTML.
 
-const SVG = "http://www.w3.org/2000/svg";
 const SEVERITY = { critical: 5, high: 4, medium: 3, low: 2, info: 1 };
 const CATEGORY_COLOURS = {
   victim: "#2da44e",
@@ -24,18 +23,6 @@ function h(tag, cls, text) {
   if (cls) node.className = cls;
   if (text !== undefined && text !== null) node.textContent = String(text);
   return node;
-}
-
-function s(tag, attrs = {}, text) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
-  if (text !== undefined) node.textContent = String(text);
-  return node;
-}
-
-function short(text, n = 14) {
-  const t = String(text ?? "");
-  return t.length > n ? t.slice(0, n - 5) + "…" + t.slice(-4) : t;
 }
 
 function clip(text, n) {
@@ -128,165 +115,170 @@ export function renderFlags(el, rows, state = { key: "severity", desc: true }) {
 }
 
 // -- fund-flow graph -------------------------------------------------------------
-// Layers: longest path from the sources over an acyclic view of the graph (back
-// edges found by DFS are ignored for layering), then one barycentre pass to
-// reduce crossings.
-export function layout(nodes, edges) {
-  const ids = nodes.map((n) => String(n.id));
-  const index = new Map(ids.map((id, i) => [id, i]));
-  const out = ids.map(() => []);
-  const inc = ids.map(() => []);
-  for (const e of edges) {
-    const a = index.get(String(e.source));
-    const b = index.get(String(e.target));
-    if (a === undefined || b === undefined || a === b) continue;
-    out[a].push(b);
-    inc[b].push(a);
-  }
-  // DFS order to drop back edges (iterative: graphs can be deep)
-  const colour = new Array(ids.length).fill(0);
-  const back = new Set();
-  for (let root = 0; root < ids.length; root++) {
-    if (colour[root]) continue;
-    const stack = [[root, 0]];
-    colour[root] = 1;
-    while (stack.length) {
-      const top = stack[stack.length - 1];
-      const [v, k] = top;
-      if (k < out[v].length) {
-        top[1]++;
-        const w = out[v][k];
-        if (colour[w] === 1) back.add(v + ">" + w);
-        else if (colour[w] === 0) {
-          colour[w] = 1;
-          stack.push([w, 0]);
-        }
-      } else {
-        colour[v] = 2;
-        stack.pop();
-      }
-    }
-  }
-  // longest-path layers via Kahn's algorithm on the acyclic edges
-  const indeg = ids.map(() => 0);
-  const fwd = ids.map(() => []);
-  for (let a = 0; a < ids.length; a++) {
-    for (const b of out[a]) {
-      if (back.has(a + ">" + b)) continue;
-      fwd[a].push(b);
-      indeg[b]++;
-    }
-  }
-  const layer = ids.map(() => 0);
-  const queue = [];
-  indeg.forEach((d, i) => d === 0 && queue.push(i));
-  for (let qi = 0; qi < queue.length; qi++) {
-    const v = queue[qi];
-    for (const w of fwd[v]) {
-      layer[w] = Math.max(layer[w], layer[v] + 1);
-      if (--indeg[w] === 0) queue.push(w);
-    }
-  }
-  const layers = [];
-  layer.forEach((l, i) => (layers[l] ||= []).push(i));
-  const pos = new Array(ids.length).fill(0);
-  layers.forEach((members, l) => {
-    if (l > 0) {
-      const bary = (i) => {
-        const preds = inc[i].filter((p) => layer[p] < l);
-        return preds.length ? preds.reduce((acc, p) => acc + pos[p], 0) / preds.length : Infinity;
-      };
-      members.sort((a, b) => bary(a) - bary(b));
-    }
-    members.forEach((i, k) => (pos[i] = k));
-  });
-  return { layer, pos, layers: layers.map((m) => m.map((i) => ids[i])) };
+// Cytoscape.js with the dagre layered layout (widgets/graph.bundle.js, built by
+// widgets/build from pinned npm packages). The bundle defines TahrixCytoscape:
+// in the notebook it is joined with this file into one module, on a plain page
+// it is loaded with a script tag first. Cytoscape draws on a canvas, so labels
+// from the case are never parsed as HTML; the details box uses text nodes.
+
+function cytoscapeLib() {
+  // eslint-disable-next-line no-undef
+  const lib = typeof TahrixCytoscape !== "undefined" ? TahrixCytoscape : globalThis.TahrixCytoscape;
+  return lib ? lib.default || lib : null;
 }
 
-export function renderGraph(el, graph) {
+export function shortAddress(address) {
+  const a = String(address ?? "");
+  return a.length > 14 ? a.slice(0, 6) + "…" + a.slice(-4) : a;
+}
+
+function day(time) {
+  const t = String(time ?? "");
+  return /^\d{4}-\d\d-\d\d/.test(t) ? t.slice(0, 10) : t;
+}
+
+function nodeAddress(n) {
+  if (n.address) return String(n.address);
+  const id = String(n.id ?? "");
+  return id.includes(":") ? id.slice(id.indexOf(":") + 1) : id;
+}
+
+export function edgeLabel(e) {
+  const bits = [];
+  if (e.usd !== undefined && e.usd !== null && e.usd !== "") bits.push(money(e.usd));
+  else if (e.amount !== undefined && e.amount !== null) bits.push(`${e.amount} ${e.asset || ""}`.trim());
+  const t = day(e.first_time || e.time || e.block_time);
+  const last = day(e.last_time);
+  if (t) bits.push(last && last !== t ? `${t} → ${last}` : t);
+  if (e.transfers > 1) bits.push(`${e.transfers} transfers`);
+  return bits.join(" · ");
+}
+
+export function graphElements(graph) {
+  const nodes = (graph && Array.isArray(graph.nodes) ? graph.nodes : []).slice(0, MAX_NODES);
+  const known = new Set(nodes.map((n) => String(n.id)));
+  const maxUsd = Math.max(1, ...((graph && graph.edges) || []).map((e) => Number(e.usd) || 0));
+  const elements = [];
+  for (const n of nodes) {
+    const category = String(n.category ?? n.role ?? "");
+    const name = n.label || (n.role === "start" ? "start" : category.replace(/_/g, " ")) || "unlabelled";
+    elements.push({
+      group: "nodes",
+      data: {
+        id: String(n.id),
+        display: clip(name, 36) + "\n" + shortAddress(nodeAddress(n)),
+        colour: n.role === "start" || n.role === "perpetrator" ? CATEGORY_COLOURS.perpetrator : colourFor(category),
+        endpoint: n.endpoint ? "yes" : "no",
+        raw: n,
+      },
+    });
+  }
+  let k = 0;
+  for (const e of (graph && graph.edges) || []) {
+    const source = String(e.source);
+    const target = String(e.target);
+    if (!known.has(source) || !known.has(target)) continue;
+    const usd = Number(e.usd) || 0;
+    elements.push({
+      group: "edges",
+      data: {
+        id: "e" + k++, source, target, display: edgeLabel(e),
+        width: 1.5 + 6 * Math.sqrt(usd / maxUsd), raw: e,
+      },
+    });
+  }
+  return elements;
+}
+
+const GRAPH_STYLE = [
+  { selector: "node", style: {
+    "shape": "round-rectangle", "width": 170, "height": 44, "label": "data(display)",
+    "text-wrap": "wrap", "text-valign": "center", "text-halign": "center", "font-size": 11,
+    "font-family": "system-ui, sans-serif", "color": "#1f2328", "background-color": "#f6f8fa",
+    "border-width": 2, "border-color": "data(colour)",
+  } },
+  { selector: 'node[endpoint = "yes"]', style: { "background-color": "data(colour)", "color": "#ffffff", "border-color": "#1f2328" } },
+  { selector: "node:selected", style: { "border-width": 4, "border-color": "#0969da" } },
+  { selector: "edge", style: {
+    "width": "data(width)", "curve-style": "bezier", "target-arrow-shape": "triangle",
+    "line-color": "#8c959f", "target-arrow-color": "#8c959f", "label": "data(display)", "font-size": 9.5,
+    "color": "#57606a", "text-background-color": "#ffffff", "text-background-opacity": 0.85,
+    "text-background-padding": 2, "text-rotation": "autorotate",
+  } },
+  { selector: "edge:selected", style: { "line-color": "#0969da", "target-arrow-color": "#0969da" } },
+];
+
+function detailRows(n) {
+  const rows = [["address", nodeAddress(n)], ["chain", n.chain], ["label", n.label], ["category", n.category],
+    ["role", n.role], ["hop", n.hop], ["tainted", n.tainted_usd !== undefined ? money(n.tainted_usd) : undefined],
+    ["first seen", n.first_time], ["endpoint", n.endpoint === undefined ? undefined : n.endpoint ? "yes" : "no"]];
+  return rows.filter(([, v]) => v !== undefined && v !== null && v !== "");
+}
+
+export function renderGraph(el, graph, opts = {}) {
   el.replaceChildren();
-  const allNodes = Array.isArray(graph?.nodes) ? graph.nodes : [];
-  const nodes = allNodes.slice(0, MAX_NODES);
-  const keep = new Set(nodes.map((n) => String(n.id)));
-  const edges = (Array.isArray(graph?.edges) ? graph.edges : []).filter(
-    (e) => keep.has(String(e.source)) && keep.has(String(e.target))
-  );
-  const info = el.appendChild(h("div", "txp-bar"));
-  info.appendChild(
-    h("span", "txp-count", `${nodes.length}${allNodes.length > nodes.length ? " of " + allNodes.length : ""} addresses · ${edges.length} flows`)
-  );
+  const nodes = graph && Array.isArray(graph.nodes) ? graph.nodes : [];
+  const edges = graph && Array.isArray(graph.edges) ? graph.edges : [];
   if (!nodes.length) {
     el.appendChild(h("div", "txp-empty", "No traced flows yet."));
     return null;
   }
-  const { layer, pos, layers } = layout(nodes, edges);
-  const W = 196;
-  const H = 40;
-  const GX = 70;
-  const GY = 18;
-  const tallest = Math.max(...layers.map((m) => m.length));
-  const width = layers.length * (W + GX) - GX + 20;
-  const height = tallest * (H + GY) - GY + 20;
-  const svg = s("svg", { class: "txp-graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
-  svg.appendChild(s("title", {}, "Fund flow graph"));
-  const defs = svg.appendChild(s("defs"));
-  const marker = defs.appendChild(
-    s("marker", { id: "txp-arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 8, markerHeight: 8, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" })
-  );
-  marker.appendChild(s("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "txp-arrowhead" }));
-  const xy = (i) => {
-    const members = layers[layer[i]].length;
-    const offset = ((tallest - members) * (H + GY)) / 2;
-    return [10 + layer[i] * (W + GX), 10 + offset + pos[i] * (H + GY)];
-  };
-  const index = new Map(nodes.map((n, i) => [String(n.id), i]));
-  const maxUsd = Math.max(1, ...edges.map((e) => Number(e.usd) || 0));
-  const edgeGroup = svg.appendChild(s("g", { class: "txp-edges" }));
-  for (const e of edges) {
-    const a = index.get(String(e.source));
-    const b = index.get(String(e.target));
-    const [x1, y1] = xy(a);
-    const [x2, y2] = xy(b);
-    const forward = layer[b] > layer[a];
-    const sx = forward ? x1 + W : x1 + W / 2;
-    const sy = forward ? y1 + H / 2 : y1 + H;
-    const tx = forward ? x2 : x2 + W / 2;
-    const ty = forward ? y2 + H / 2 : y2 + H;
-    const d = forward
-      ? `M ${sx} ${sy} C ${sx + GX / 2} ${sy}, ${tx - GX / 2} ${ty}, ${tx} ${ty}`
-      : `M ${sx} ${sy} C ${sx} ${sy + 40}, ${tx} ${ty + 40}, ${tx} ${ty}`;
-    const usd = Number(e.usd) || 0;
-    const path = edgeGroup.appendChild(
-      s("path", { d, class: "txp-edge", "stroke-width": (1 + 5 * Math.sqrt(usd / maxUsd)).toFixed(2), "marker-end": "url(#txp-arrow)" })
-    );
-    path.dataset.source = String(e.source);
-    path.dataset.target = String(e.target);
-    const hashes = e.tx_hash ? [e.tx_hash] : Array.isArray(e.tx_hashes) ? e.tx_hashes : [];
-    const lines = [`${e.source} → ${e.target}`];
-    if (e.amount !== undefined && e.amount !== null) lines.push(`amount ${e.amount}${e.asset ? " " + e.asset : ""}`);
-    if (e.usd !== undefined && e.usd !== null) lines.push(money(e.usd));
-    if (e.transfers) lines.push(`${e.transfers} transfers`);
-    if (hashes.length) lines.push("tx " + hashes.join(", "));
-    path.appendChild(s("title", {}, lines.join("\n")));
+  const bar = el.appendChild(h("div", "txp-bar"));
+  const elements = graphElements(graph);
+  const drawnEdges = elements.filter((x) => x.group === "edges").length;
+  const shownNodes = Math.min(nodes.length, MAX_NODES);
+  bar.appendChild(h("span", "txp-count", `${shownNodes} addresses · ${drawnEdges} flows` +
+    (nodes.length > MAX_NODES ? ` (first ${MAX_NODES} of ${nodes.length} drawn)` : "")));
+  if (opts.note) bar.appendChild(h("span", "txp-note", opts.note));
+  const fit = bar.appendChild(h("button", "txp-fit", "Fit"));
+  fit.type = "button";
+  const wrap = el.appendChild(h("div", "txp-graph-wrap"));
+  const box = wrap.appendChild(h("div", "txp-graph"));
+  const details = wrap.appendChild(h("div", "txp-details"));
+  details.appendChild(h("div", "txp-hint", "Click an address for its details."));
+  const cytoscape = cytoscapeLib();
+  if (!cytoscape) {
+    box.appendChild(h("div", "txp-error", "The graph library did not load."));
+    return null;
   }
-  const nodeGroup = svg.appendChild(s("g", { class: "txp-nodes" }));
-  nodes.forEach((n, i) => {
-    const [x, y] = xy(i);
-    const g = nodeGroup.appendChild(s("g", { class: "txp-node", transform: `translate(${x} ${y})` }));
-    g.dataset.id = String(n.id);
-    const category = String(n.category || n.role || "").toLowerCase();
-    g.dataset.category = category;
-    const colour = colourFor(category);
-    g.appendChild(s("rect", { width: W, height: H, rx: 6, ry: 6, class: "txp-node-box", stroke: colour }));
-    g.appendChild(s("rect", { width: 5, height: H, rx: 2, ry: 2, fill: colour }));
-    const label = n.label ? clip(n.label, 23) : short(n.address || n.id, 20);
-    g.appendChild(s("text", { x: 12, y: 16, class: "txp-node-label" }, label));
-    const sub = [clip(category.replace(/_/g, " "), 16), n.tainted_usd ? money(n.tainted_usd) : ""].filter(Boolean).join(" · ");
-    g.appendChild(s("text", { x: 12, y: 31, class: "txp-node-sub" }, sub || short(n.id, 24)));
-    g.appendChild(s("title", {}, [n.id, n.label, category].filter(Boolean).join("\n")));
+  const cy = cytoscape({
+    container: box, elements, style: GRAPH_STYLE, wheelSensitivity: 0.3, minZoom: 0.05, maxZoom: 4,
+    layout: { name: "dagre", rankDir: "LR", nodeSep: 18, rankSep: 90, edgeSep: 8, fit: true, padding: 20 },
   });
-  el.appendChild(h("div", "txp-scroll")).appendChild(svg);
-  return svg;
+  box.__cy = cy; // for tests and the curious, from the console
+  // A notebook output may be laid out after the graph: follow the box's size,
+  // and fit the graph again the first time the box gets a real size.
+  if (typeof ResizeObserver === "function") {
+    let fitted = box.clientWidth > 0;
+    new ResizeObserver(() => {
+      cy.resize();
+      if (!fitted && box.clientWidth > 0) {
+        fitted = true;
+        cy.fit(undefined, 20);
+      }
+    }).observe(box);
+  }
+  fit.addEventListener("click", () => cy.fit(undefined, 20));
+  const show = (n) => {
+    details.replaceChildren();
+    details.appendChild(h("div", "txp-details-title", n.label || shortAddress(nodeAddress(n))));
+    const dl = details.appendChild(h("dl"));
+    for (const [k, v] of detailRows(n)) {
+      dl.appendChild(h("dt", null, k));
+      dl.appendChild(h("dd", null, v));
+    }
+    if (opts.onTrace) {
+      const go = details.appendChild(h("button", "txp-trace", "Trace onward from here"));
+      go.type = "button";
+      go.addEventListener("click", () => {
+        go.disabled = true;
+        go.textContent = "Tracing…";
+        opts.onTrace(String(n.id));
+      });
+    }
+  };
+  cy.on("tap", "node", (ev) => show(ev.target.data("raw")));
+  return cy;
 }
 
 // -- anywidget glue ----------------------------------------------------------------
@@ -302,10 +294,13 @@ function render({ model, el }) {
     error.textContent = model.get("error") || "";
     error.hidden = !model.get("error");
     if (kind === "flags") renderFlags(body, model.get("rows"), sort);
-    else renderGraph(body, model.get("graph"));
+    else {
+      const onTrace = model.get("can_trace") ? (node) => model.send({ type: "trace", node }) : null;
+      renderGraph(body, model.get("graph"), { onTrace, note: model.get("note") });
+    }
   };
   draw();
-  const events = ["change:rows", "change:graph", "change:error", "change:title"];
+  const events = ["change:rows", "change:graph", "change:error", "change:title", "change:note"];
   for (const ev of events) model.on(ev, draw);
   return () => events.forEach((ev) => model.off(ev, draw));
 }

@@ -6,6 +6,7 @@ SSE encoder) translate the tuples. Events and their payloads:
     token        {"kind": "text", "text": str}
     reasoning    {"kind": "reasoning", "text": str, "signature"?: str, "redacted"?: str}
     tool_use     {"kind": "tool_use", "id": str, "name": str, "input": dict | None, "raw"?: str}
+    tool_start   {"id", "name"}  (when the tool begins to run; tool_use is when the model asked)
     tool_result  {"id", "name", "status": "ok"|"error", "result": dict, "duration_ms": float}
     follow_up    {"cycle": int, "text": "Synthesizing results..."}  (before each call that follows tool results)
     effects      {"effects": [dict, ...]}
@@ -234,18 +235,36 @@ def run_agent(
         pricer=pricer or (budget.pricer if budget is not None else DEFAULT_PRICER),
         max_result_bytes=max_result_bytes,
     )
+    events = run.run()
     try:
-        yield from run.run()
+        for event, payload in events:
+            if event in ("done", "error"):
+                _record_turn_end(store, run.session.id, event, payload)
+            yield event, payload
     except Exception:
         log.exception("the agent loop failed on session %s", run.session.id)
-        yield (
-            "error",
-            {
-                "kind": "internal",
-                "message": "Something went wrong on our side while answering. The details are in the log for the operator.",
-                "retryable": False,
-            },
-        )
+        failure: dict[str, Any] = {
+            "kind": "internal",
+            "message": "Something went wrong on our side while answering. The details are in the log for the operator.",
+            "retryable": False,
+        }
+        _record_turn_end(store, run.session.id, "error", failure)
+        yield "error", failure
+    finally:
+        _close(events)  # a consumer that stops early still gets the partial answer persisted
+
+
+def _record_turn_end(store: TranscriptStore, session_id: str, event: str, payload: dict[str, Any]) -> None:
+    """Keep how the turn ended, so a history draws what the live run showed."""
+    try:
+        if event == "done":
+            store.append_turn_end(session_id, stop_reason=payload.get("stop_reason"))
+        else:
+            store.append_turn_end(
+                session_id, error_kind=payload.get("kind"), error_message=payload.get("message")
+            )
+    except Exception:  # the answer matters more than its bookkeeping
+        log.exception("could not record how the turn ended on session %s", session_id)
 
 
 def ask(
@@ -513,6 +532,7 @@ class _Run:
                         )
                     )
                     continue
+                yield "tool_start", {"id": use.tool_use_id, "name": use.tool_name}
                 out = run_tool(
                     use, self.context, registry=self.registry, offered=offered, session=self.session
                 )

@@ -73,6 +73,22 @@ MIGRATIONS: tuple[Migration, ...] = (
         ) p;
         """,
     ),
+    # How each turn ended (stopped, refused by the budget, failed), which the
+    # messages alone do not say: history draws "Stopped." and errors from it.
+    # ``position`` is the last message's position when the turn ended.
+    Migration(
+        "0002_turn_ends",
+        """
+        CREATE TABLE turn_ends (
+            session_id VARCHAR NOT NULL,
+            position INTEGER NOT NULL,
+            stop_reason VARCHAR,
+            error_kind VARCHAR,
+            error_message VARCHAR,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
+        );
+        """,
+    ),
 )
 
 _MESSAGE_COLUMNS = (
@@ -278,6 +294,34 @@ class TranscriptStore:
             )
         return messages
 
+    def append_turn_end(
+        self,
+        session_id: str,
+        *,
+        stop_reason: str | None = None,
+        error_kind: str | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        """Record how the session's latest turn ended (after its last message)."""
+        with self._db.write_lock:
+            cur = self.cursor()
+            position = self._next_position(cur, session_id) - 1
+            cur.execute(
+                "INSERT INTO turn_ends (session_id, position, stop_reason, error_kind, error_message) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [session_id, position, stop_reason, error_kind, error_message],
+            )
+
+    def load_turn_ends(self, session_id: str) -> list[dict[str, Any]]:
+        """How each turn ended, in order: ``{position, stop_reason, error_kind, error_message}``."""
+        cur = self.cursor().execute(
+            "SELECT position, stop_reason, error_kind, error_message FROM turn_ends "
+            "WHERE session_id = ? ORDER BY position, created_at",
+            [session_id],
+        )
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
     def usage_rows(self, user: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
         """One row per model call (assistant message): who, when, which model, tokens."""
         where: list[str] = ["m.role = 'assistant'"]
@@ -302,6 +346,7 @@ class TranscriptStore:
     def delete_session(self, session_id: str) -> None:
         with self._db.write() as cur:
             cur.execute("DELETE FROM messages WHERE session_id = ?", [session_id])
+            cur.execute("DELETE FROM turn_ends WHERE session_id = ?", [session_id])
             cur.execute("DELETE FROM sessions WHERE id = ?", [session_id])
             self._positions.pop(session_id, None)
 

@@ -190,7 +190,9 @@ class ToolOutcome:
     source: str | None = None
 
     def to_part(self) -> Part:
-        part = Part.of_tool_result(self.tool_use_id, self.name, self.result, self.status)
+        part = Part.of_tool_result(
+            self.tool_use_id, self.name, self.result, self.status, self.duration_ms, self.effects
+        )
         part.tool_source = self.source
         return part
 

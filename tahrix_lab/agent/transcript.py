@@ -115,6 +115,8 @@ class Part:
     media_type: str | None = None
     signature: str | None = None
     tool_source: str | None = None  # on a tool_result: where the tool came from (Tool.source), if not local
+    duration_ms: float | None = None  # a tool result's run time (None before it was kept)
+    effects: list[dict[str, Any]] | None = None  # what a tool result reported changing
 
     # -- constructors that read well in scripts and tests -------------------
     @classmethod
@@ -133,7 +135,13 @@ class Part:
 
     @classmethod
     def of_tool_result(
-        cls, tool_use_id: str, name: str | None, result: dict[str, Any], status: ToolStatus = "ok"
+        cls,
+        tool_use_id: str,
+        name: str | None,
+        result: dict[str, Any],
+        status: ToolStatus = "ok",
+        duration_ms: float | None = None,
+        effects: list[dict[str, Any]] | None = None,
     ) -> Part:
         return cls(
             type="tool_result",
@@ -141,6 +149,8 @@ class Part:
             tool_name=name,
             tool_result=result,
             tool_status=status,
+            duration_ms=duration_ms,
+            effects=effects or None,
         )
 
     @classmethod

@@ -177,7 +177,7 @@ def _show(args: argparse.Namespace) -> int:
     calls = iter([m for m in messages if m.role == "assistant"])
     printer = FlowPrinter(console)
     total: float | None = 0.0
-    for event, payload in message_events(messages):
+    for event, payload in message_events(messages, store.load_turn_ends(sid)):
         if event == "usage":  # stored calls carry no price: price them at the call's time
             m = next(calls)
             cost = DEFAULT_PRICER.price(m.model_id, m.usage, backend=m.backend, at=m.created_at)

@@ -31,6 +31,20 @@ log = logging.getLogger(__name__)
 
 FLAG_COLUMNS = ("flag_id", "flag_type", "severity", "score", "subject", "status")
 MAX_GRAPH_NODES = 2000  # the front end draws the first 400; more is only transfer cost
+NODE_KEYS = (
+    "id",
+    "label",
+    "category",
+    "role",
+    "address",
+    "chain",
+    "hop",
+    "tainted_usd",
+    "endpoint",
+    "first_time",
+)
+EDGE_KEYS = ("source", "target", "amount", "asset", "usd", "tx_hash", "tx_hashes", "transfers", "kind",
+             "first_time", "last_time", "tainted_usd")  # fmt: skip
 
 
 def _jsonable(value: Any) -> Any:
@@ -39,7 +53,7 @@ def _jsonable(value: Any) -> Any:
 
 
 class _Panel(anywidget.AnyWidget):
-    _esm = widget_file("panels.js").read_text(encoding="utf-8")
+    _esm = widget_file("panels.js").read_text(encoding="utf-8")  # the graph panel adds its library
     _css = widget_file("panels.css").read_text(encoding="utf-8")
 
     kind = traitlets.Unicode("").tag(sync=True)
@@ -122,33 +136,78 @@ def _flag_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class FlowGraphPanel(_Panel):
-    """A fund-flow graph ``{nodes: [{id, label, category}], edges: [{source, target, amount, usd, tx_hash}]}``
-    drawn as SVG in layers from the sources; extra fields (``tx_hashes``,
-    ``transfers``, ``tainted_usd``) show in the tooltips."""
+    """A fund-flow graph on Cytoscape.js, layered left to right (dagre).
+
+    ``load()`` returns ``{nodes: [{id, label, category, address, ...}], edges:
+    [{source, target, usd, amount, asset, first_time, last_time, ...}]}`` (what
+    ``Workspace.trace`` gives). One node per address shows its label and short
+    address, endpoints are filled in their category's colour, edges carry the
+    amount and the dates; pan and zoom with the mouse, click a node for its
+    details. With ``trace_from(node) -> graph`` the details offer "Trace onward
+    from here": the graph it returns is merged into the one shown.
+    """
+
+    _esm = widget_file("graph.bundle.js").read_text(encoding="utf-8") + "\n" + _Panel._esm
 
     graph = traitlets.Dict().tag(sync=True)
+    can_trace = traitlets.Bool(False).tag(sync=True)
+    note = traitlets.Unicode("").tag(sync=True)  # what the last "trace onward" found
     refresh_on = frozenset({"trace_ready", "labels_changed", "roles_changed"})
 
-    def __init__(self, load: Callable[[], dict[str, Any]], **kwargs: Any) -> None:
-        super().__init__(load, kind="graph", **kwargs)
+    def __init__(
+        self,
+        load: Callable[[], dict[str, Any]],
+        *,
+        trace_from: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._trace_from = trace_from
+        super().__init__(load, kind="graph", can_trace=trace_from is not None, **kwargs)
+        self.on_msg(self._on_front_end)
 
     def _show(self, data: Any) -> None:
         if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
             raise TypeError("the graph loader must return a dict with 'nodes' and 'edges' lists")
-        keep = (
-            "id", "label", "category", "role", "address", "chain", "hop", "tainted_usd", "endpoint",
-        )  # fmt: skip
-        nodes = [{k: n[k] for k in keep if k in n} for n in data["nodes"][:MAX_GRAPH_NODES]]
-        edge_keys = (
-            "source",
-            "target",
-            "amount",
-            "asset",
-            "usd",
-            "tx_hash",
-            "tx_hashes",
-            "transfers",
-            "kind",
-        )
-        edges = [{k: e[k] for k in edge_keys if k in e} for e in data.get("edges") or []]
+        nodes = [{k: n[k] for k in NODE_KEYS if k in n} for n in data["nodes"][:MAX_GRAPH_NODES]]
+        edges = [{k: e[k] for k in EDGE_KEYS if k in e} for e in data.get("edges") or []]
         self.graph = _jsonable({"nodes": nodes, "edges": edges})
+
+    def trace_onward(self, node_id: str) -> None:
+        """Trace from one node with ``trace_from`` and add what it finds to the graph."""
+        if self._trace_from is None:
+            raise RuntimeError("This panel was made without trace_from, so it cannot trace onward.")
+        node = next((n for n in self.graph.get("nodes", []) if n.get("id") == node_id), None)
+        if node is None:
+            raise ValueError(f"There is no node {node_id!r} in the graph.")
+        found = self._trace_from(dict(node))
+        before = {n.get("id") for n in self.graph.get("nodes", [])}
+        self._show(merge_graphs(self.graph, found))
+        new = len({n.get("id") for n in self.graph["nodes"]} - before)
+        where = node.get("label") or node.get("address") or node_id
+        self.note = f"Traced onward from {where}: " + (f"{new} new addresses." if new else "nothing new.")
+
+    def _on_front_end(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict) or content.get("type") != "trace":
+            return
+        try:
+            self.trace_onward(str(content.get("node")))
+        except Exception as exc:  # shown in the panel, and the graph stays as it was
+            log.exception("tracing onward from %r failed", content.get("node"))
+            self.error = f"Could not trace onward: {exc}"
+            self.note = ""
+        else:
+            self.error = ""
+        self.send_state("graph")  # redraw even when nothing changed, so the button comes back
+
+
+def merge_graphs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The union of two graphs: nodes by id (the first seen wins), edges by (source, target, kind)."""
+    if not isinstance(b, dict) or not isinstance(b.get("nodes"), list):
+        raise TypeError("trace_from must return a dict with 'nodes' and 'edges' lists")
+    nodes: dict[Any, dict[str, Any]] = {}
+    for n in [*a.get("nodes", []), *b["nodes"]]:
+        nodes.setdefault(n.get("id"), n)
+    edges: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    for e in [*a.get("edges", []), *(b.get("edges") or [])]:
+        edges.setdefault((e.get("source"), e.get("target"), e.get("kind")), e)
+    return {"nodes": list(nodes.values()), "edges": list(edges.values())}

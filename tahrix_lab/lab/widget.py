@@ -3,21 +3,27 @@
 The front end is ``widgets/flow.js`` (the renderer shared with the job
 service's page) joined with ``widgets/chat.js`` (the anywidget glue). The loop
 runs in a background thread so the kernel stays free; each loop tuple becomes
-a chunk (``tahrix_lab.flow.to_chunk``) that is
+a chunk (``tahrix_lab.flow.to_chunk``) numbered by ``seq`` (how many chunks
+the conversation has had).
 
-* appended to ``_chunks``, the authoritative ordered conversation, mirrored to
-  the synced ``chunks`` trait (so a re-display or a page reload shows it all);
-* sent at once as a custom message ``{"type": "chunks", "start": i, "chunks":
-  [...]}`` for live drawing. ``start`` is the chunk's index: a view skips
-  what it already drew and asks for a resend (``{"type": "resync", "since":
-  n}``) when it sees a gap, so nothing is lost or drawn twice.
+Transport, linear in the conversation's size:
 
-Syncing a whole list is costly, so during a stream the trait is refreshed on
-every block boundary (tool call, tool result, usage, …) and at most twice a
-second for tokens. When a run ends, its token chunks are merged into one chunk
-per block (what a stored history gives, and it draws the same) and ``epoch``
-goes up: views then redraw from the trait, and index messages of another epoch
-are ignored, so a long conversation does not keep one chunk per token.
+* live chunks go out as custom messages ``{"type": "chunks", "from": a,
+  "to": b, "chunks": [...]}`` carrying chunks ``a..b`` with their tokens
+  merged; they are batched (one message per ``FLUSH_S`` at most while tokens
+  stream), because every message costs a Jupyter envelope of several hundred
+  bytes;
+* the synced traits ``chunks`` + ``seq`` are a compact snapshot (one chunk per
+  block, see ``flow.compact``) refreshed only when a run ends, so a
+  re-display or a reloaded page redraws the whole conversation;
+* a view that is behind (opened mid-run, reconnected) asks ``{"type":
+  "resync", "since": n}`` and gets the chunks from ``n`` (or the whole
+  snapshot when ``n`` is older than the current run) before the next live
+  message, so nothing is lost or drawn twice.
+
+``ask()`` blocks the cell, yet Stop works while it waits: the kernel acts
+on a Stop as it receives it (``kernel_wait.route_stop``; on older kernels
+``jupyter_ui_poll`` handles UI messages during the wait).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -35,18 +42,21 @@ from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.loop import ask as ask_loop
+from tahrix_lab.agent.pricing import DEFAULT_PRICER
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
-from tahrix_lab.agent.transcript import Session
-from tahrix_lab.flow import Chunk, history_chunks, to_chunk
+from tahrix_lab.agent.transcript import Message, Session, Usage
+from tahrix_lab.flow import Chunk, compact, history_chunks, mergeable, to_chunk
+from tahrix_lab.lab.kernel_wait import route_stop, wait_for_thread
 from tahrix_lab.resources import widget_file
+
+__all__ = ["FLUSH_S", "ChatWidget", "compact"]
 
 log = logging.getLogger(__name__)
 
 EffectCallback = Callable[[dict[str, Any]], Any]
 FOLLOW_UP_MODES = ("keep", "replace")
-_STREAMING = frozenset({"content", "reasoning"})
-_TRAIT_INTERVAL_S = 0.5
+FLUSH_S = 0.05  # at most ~20 live messages a second, whatever the token rate
 
 
 def _bundle() -> str:
@@ -73,12 +83,12 @@ class ChatWidget(anywidget.AnyWidget):
     _esm = _bundle()
     _css = widget_file("flow.css").read_text(encoding="utf-8")
 
-    chunks = traitlets.List(traitlets.Dict()).tag(sync=True)
+    chunks = traitlets.List(traitlets.Dict()).tag(sync=True)  # the compact snapshot
+    seq = traitlets.Int(0).tag(sync=True)  # how many chunks the snapshot covers
     busy = traitlets.Bool(False).tag(sync=True)
     meter = traitlets.Dict().tag(sync=True)
     follow_up_mode = traitlets.Unicode("keep").tag(sync=True)
     session_id = traitlets.Unicode("").tag(sync=True)
-    epoch = traitlets.Int(0).tag(sync=True)
 
     def __init__(
         self,
@@ -109,19 +119,28 @@ class ChatWidget(anywidget.AnyWidget):
         self.run_kwargs = run_kwargs
         self.session = self._resolve_session(session, user, purpose, system_prompt)
         self._lock = threading.RLock()
-        self._chunks: list[Chunk] = compact(history_chunks(store.load_messages(self.session.id)))
-        self._synced_at = 0.0
+        self._snap: list[Chunk] = self._stored_history()
+        self._seq = len(self._snap)
+        self._run_start = self._seq  # chunks from here on are kept raw for resyncs
+        self._run_raw: list[Chunk] = []
+        self._pending: list[Chunk] = []
+        self._pending_from = self._seq
+        self._flushed_at = 0.0
+        self._timer: threading.Timer | None = None
         self._thread: threading.Thread | None = None
         self._cancel = threading.Event()
         self._answer: list[str] = []
         self._effect_callbacks: list[EffectCallback] = []
         super().__init__(
-            chunks=list(self._chunks),
+            chunks=list(self._snap),
+            seq=self._seq,
             follow_up_mode=follow_up_mode,
             session_id=self.session.id,
             meter=self._meter(),
         )
         self.on_msg(self._on_front_end)
+        # Stop works even while a cell blocks the kernel's main thread (ask, or any long cell).
+        route_stop(self.comm, _is_stop, lambda: self._cancel.set())
 
     @classmethod
     def from_session(
@@ -136,8 +155,11 @@ class ChatWidget(anywidget.AnyWidget):
         thread = self._thread
         return thread is not None and thread.is_alive()
 
-    def send(self, text: str) -> None:  # ipywidgets' own send() is _post() here
-        """Start answering ``text`` in a background thread and return at once."""
+    def send(self, text: str, *, nonce: str | None = None) -> None:  # ipywidgets' send() is _post() here
+        """Start answering ``text`` in a background thread and return at once.
+
+        ``nonce`` is the front end's name for a question it already shows.
+        """
         text = (text or "").strip()
         if not text:
             raise ValueError("There is no question to send: the text is empty.")
@@ -146,13 +168,18 @@ class ChatWidget(anywidget.AnyWidget):
                 raise RuntimeError("The assistant is still answering. Wait for it, or call stop() first.")
             self._cancel = threading.Event()
             self._answer = []
-            self._emit({"type": "user", "text": text}, sync=True)
+            self._emit({"type": "user", "text": text}, nonce=nonce or uuid.uuid4().hex)
             self.busy = True
             self._thread = threading.Thread(target=self._run, args=(text,), name="tahrix-chat", daemon=True)
             self._thread.start()
 
     def ask(self, text: str, timeout: float | None = None) -> str:
-        """Answer ``text`` and block until done; returns the final answer's text."""
+        """Answer ``text`` and block until done; returns the final answer's text.
+
+        In a kernel the Stop button works while the cell is blocked (see
+        ``kernel_wait``); a question typed meanwhile is shown at once and
+        taken when the cell ends.
+        """
         self.send(text)
         self.wait(timeout)
         return self.answer
@@ -161,7 +188,7 @@ class ChatWidget(anywidget.AnyWidget):
         """Wait for the current run; ``False`` if it is still running after ``timeout`` s."""
         thread = self._thread
         if thread is not None:
-            thread.join(timeout)
+            wait_for_thread(thread, timeout)
         return not self.running
 
     def stop(self) -> None:
@@ -179,9 +206,9 @@ class ChatWidget(anywidget.AnyWidget):
         return callback
 
     def history(self) -> list[Chunk]:
-        """A copy of the conversation as chunks, in order."""
+        """A copy of the conversation as chunks (one per block), in order."""
         with self._lock:
-            return list(self._chunks)
+            return list(self._snap)
 
     def close(self) -> None:
         cancel = getattr(self, "_cancel", None)  # absent when __init__ refused its arguments
@@ -218,16 +245,12 @@ class ChatWidget(anywidget.AnyWidget):
             )
         finally:
             with self._lock:
-                merged = compact(self._chunks)
-                if len(merged) < len(self._chunks):
-                    # views that drew every chunk keep their DOM; others reload
-                    self._post({"type": "merged", "from_epoch": self.epoch, "epoch": self.epoch + 1,
-                                "raw_length": len(self._chunks)})  # fmt: skip
-                    self._chunks = merged
-                    with self.hold_sync():  # one update carries both, so a view sees them together
-                        self.epoch += 1
-                        self.chunks = list(merged)
-                self._sync()  # complete before busy flips, so views end on the full list
+                self._flush()
+                # One update carries the snapshot and its seq, so a view sees them together.
+                with self.hold_sync():
+                    self.chunks = list(self._snap)
+                    self.seq = self._seq
+                self._run_start, self._run_raw = self._seq, []
                 self.busy = False
 
     def _handle(self, event: str, payload: dict[str, Any]) -> None:
@@ -252,19 +275,41 @@ class ChatWidget(anywidget.AnyWidget):
                 log.exception("an on_effect callback failed for %r", effect)
 
     # -- transport ---------------------------------------------------------------
-    def _emit(self, chunk: Chunk, *, sync: bool = False) -> None:
+    def _emit(self, chunk: Chunk, *, nonce: str | None = None) -> None:
         with self._lock:
-            start = len(self._chunks)
-            self._chunks.append(chunk)
-            self._post({"type": "chunks", "epoch": self.epoch, "start": start, "chunks": [chunk]})
-            now = time.monotonic()
-            if sync or chunk["type"] not in _STREAMING or now - self._synced_at >= _TRAIT_INTERVAL_S:
-                self._sync()
+            if self._snap and mergeable(self._snap[-1], chunk):
+                last = self._snap[-1]
+                self._snap[-1] = {**last, "text": (last.get("text") or "") + (chunk.get("text") or "")}
+            else:
+                self._snap.append(chunk)
+            self._seq += 1
+            self._run_raw.append(chunk)
+            self._pending.append({**chunk, "nonce": nonce} if nonce else chunk)
+            wait = FLUSH_S - (time.monotonic() - self._flushed_at)
+            if wait <= 0 or chunk["type"] in ("user", "done", "error"):
+                self._flush()
+            elif self._timer is None:
+                self._timer = threading.Timer(wait, self._flush)
+                self._timer.daemon = True
+                self._timer.start()
 
-    def _sync(self) -> None:
-        self._synced_at = time.monotonic()
-        if len(self.chunks) != len(self._chunks):
-            self.chunks = list(self._chunks)
+    def _flush(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not self._pending:
+                return
+            self._post(
+                {
+                    "type": "chunks",
+                    "from": self._pending_from,
+                    "to": self._seq,
+                    "chunks": compact(self._pending),
+                }
+            )
+            self._pending, self._pending_from = [], self._seq
+            self._flushed_at = time.monotonic()
 
     def _post(self, content: dict[str, Any]) -> None:
         # ipywidgets' Widget.send, under another name: `send` asks the assistant here.
@@ -275,27 +320,28 @@ class ChatWidget(anywidget.AnyWidget):
             return
         kind = content.get("type")
         if kind == "send":
+            nonce = content.get("nonce")
+            nonce = str(nonce) if nonce else None
             try:
-                self.send(str(content.get("text") or ""))
+                self.send(str(content.get("text") or ""), nonce=nonce)
             except (RuntimeError, ValueError) as exc:
-                log.info("ignored a send from the widget: %s", exc)
+                log.info("refused a send from the widget: %s", exc)
+                self._post({"type": "refused", "nonce": nonce, "message": str(exc)})
         elif kind == "stop":
             self.stop()
         elif kind == "resync":
-            since = content.get("since")
-            with self._lock:
-                # a view of another epoch reloads from the trait instead
-                if content.get("epoch", self.epoch) != self.epoch:
-                    return
-                if isinstance(since, int) and 0 <= since < len(self._chunks):
-                    self._post(
-                        {
-                            "type": "chunks",
-                            "epoch": self.epoch,
-                            "start": since,
-                            "chunks": self._chunks[since:],
-                        }
-                    )
+            self._resync(content.get("since"))
+
+    def _resync(self, since: Any) -> None:
+        with self._lock:
+            self._flush()  # what is pending goes first, so the reply ends where live messages go on
+            if not isinstance(since, int) or since >= self._seq or since < 0:
+                return
+            if since >= self._run_start:
+                tail = compact(self._run_raw[since - self._run_start :])
+                self._post({"type": "chunks", "from": since, "to": self._seq, "chunks": tail})
+            else:  # older than this run: the whole snapshot, once
+                self._post({"type": "snapshot", "seq": self._seq, "chunks": list(self._snap)})
 
     # -- helpers -------------------------------------------------------------------
     def _resolve_session(
@@ -310,6 +356,15 @@ class ChatWidget(anywidget.AnyWidget):
         except ConfigurationError:  # a Session object not stored yet
             return self.store.create_session(session=session)
 
+    def _stored_history(self) -> list[Chunk]:
+        pricer = self.run_kwargs.get("pricer") or (self.budget.pricer if self.budget else DEFAULT_PRICER)
+
+        def price(m: Message) -> float | None:
+            return pricer.price(m.model_id, m.usage or Usage(), backend=m.backend, at=m.created_at)
+
+        sid = self.session.id
+        return history_chunks(self.store.load_messages(sid), self.store.load_turn_ends(sid), price=price)
+
     def _meter(self) -> dict[str, float]:
         if self.budget is None:
             return {}
@@ -317,19 +372,6 @@ class ChatWidget(anywidget.AnyWidget):
         return {bucket: value for bucket, value in fill.items() if value is not None}
 
 
-def compact(chunks: list[Chunk]) -> list[Chunk]:
-    """Merge runs of token chunks (content, or reasoning with the same flags) into one chunk each."""
-    out: list[Chunk] = []
-    for chunk in chunks:
-        prev = out[-1] if out else None
-        if (
-            prev is not None
-            and chunk["type"] in _STREAMING
-            and prev["type"] == chunk["type"]
-            and {k: v for k, v in prev.items() if k != "text"}
-            == {k: v for k, v in chunk.items() if k != "text"}
-        ):
-            out[-1] = {**prev, "text": (prev.get("text") or "") + (chunk.get("text") or "")}
-        else:
-            out.append(chunk)
-    return out
+def _is_stop(data: Any) -> bool:
+    content = data.get("content") if isinstance(data, dict) else None
+    return isinstance(content, dict) and content.get("type") == "stop"

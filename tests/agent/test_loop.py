@@ -80,12 +80,13 @@ def test_event_order_text_tool_result_follow_up_text(store: TranscriptStore, reg
     )
     events = run(store, backend, reg)
     assert kinds(events) == [
-        "reasoning", "token", "tool_use", "usage", "tool_result", "effects",
+        "reasoning", "token", "tool_use", "usage", "tool_start", "tool_result", "effects",
         "follow_up", "token", "token", "usage", "done",
     ]  # fmt: skip
-    assert events[4][1]["result"] == {"address": "0xabc", "label": "ExchangeA"}
-    assert events[5][1] == {"effects": [{"type": "address_seen"}]}
-    assert events[6][1]["text"] == "Synthesizing results..."
+    assert events[4][1] == {"id": events[2][1]["id"], "name": events[2][1]["name"]}
+    assert events[5][1]["result"] == {"address": "0xabc", "label": "ExchangeA"}
+    assert events[6][1] == {"effects": [{"type": "address_seen"}]}
+    assert events[7][1]["text"] == "Synthesizing results..."
     assert events[-1][1]["stop_reason"] == "end_turn"
 
     session_id = events[-1][1]["session_id"]

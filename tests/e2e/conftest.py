@@ -38,6 +38,11 @@ Reuse them from any test under ``tests/e2e`` (pytest picks this file up):
     on teardown every kernel is shut down through the server's API before the
     server is stopped (kernels live in their own process session, so stopping
     the server alone would leave them running).
+
+``notebook7``
+    The same, for the Notebook 7 app (``python -m notebook``); its ``lab_url``
+    opens ``/notebooks/<path>``. ``start_jupyter(base, app)`` is the context
+    manager behind both (the widget bench uses it too).
 """
 
 from __future__ import annotations
@@ -197,8 +202,11 @@ class JupyterLab:
     process: subprocess.Popen[bytes]
     log_path: Path
     notebooks: list[str] = field(default_factory=list)
+    app: str = "jupyterlab"
 
     def lab_url(self, path: str) -> str:
+        if self.app == "notebook":
+            return f"{self.url}/notebooks/{path}?token={self.token}"
         return f"{self.url}/lab/tree/{path}?reset&token={self.token}"
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
@@ -276,12 +284,15 @@ def _write_settings(config_dir: Path, data_dir: Path, kernel_name: str) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]:
-    base = tmp_path_factory.mktemp("jupyter")
+@contextlib.contextmanager
+def start_jupyter(base: Path, app: str = "jupyterlab") -> Iterator[JupyterLab]:
+    """A throw-away Jupyter server (``app`` is ``jupyterlab`` or ``notebook``, i.e. Notebook 7) under ``base``.
+
+    Used by the fixtures below and by ``bench/bench_widget_jupyterlab.py``.
+    """
     root, config, data, runtime = (base / n for n in ("root", "config", "data", "runtime"))
     for d in (root, config, data, runtime):
-        d.mkdir()
+        d.mkdir(parents=True)
     kernel_name = "tahrix-test"
     _write_settings(config, data, kernel_name)
     # The server needs the venv's labextensions (anywidget, jupyterlab_widgets)
@@ -301,11 +312,12 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab
     token = secrets.token_hex(16)
     log_path = base / "server.log"
     log = log_path.open("wb")
+    extra = ["--LabApp.news_url="] if app == "jupyterlab" else []
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "jupyterlab",
+            app,
             "--allow-root",
             "--no-browser",
             "--ServerApp.ip=127.0.0.1",
@@ -313,7 +325,7 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab
             "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={root}",
-            "--LabApp.news_url=",
+            *extra,
         ],
         cwd=root,
         env=env,
@@ -321,18 +333,18 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    lab = JupyterLab(f"http://127.0.0.1:{port}", token, root, kernel_name, proc, log_path)
+    lab = JupyterLab(f"http://127.0.0.1:{port}", token, root, kernel_name, proc, log_path, app=app)
     try:
         deadline = time.monotonic() + 90
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"JupyterLab exited early:\n{log_path.read_text()[-3000:]}")
+                raise RuntimeError(f"{app} exited early:\n{log_path.read_text()[-3000:]}")
             try:
                 lab.api("GET", "/api/status")
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not start:\n{log_path.read_text()[-3000:]}")
+                    raise RuntimeError(f"{app} did not start:\n{log_path.read_text()[-3000:]}") from None
                 time.sleep(0.3)
         yield lab
     finally:
@@ -349,3 +361,22 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab
                     proc.wait(5)
             log.close()
             shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _serve(tmp_path_factory: pytest.TempPathFactory, app: str) -> Iterator[JupyterLab]:
+    try:
+        with start_jupyter(tmp_path_factory.mktemp(app), app) as server:
+            yield server
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]:
+    yield from _serve(tmp_path_factory, "jupyterlab")
+
+
+@pytest.fixture(scope="module")
+def notebook7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterLab]:
+    """Like ``jupyter_lab``, but the Notebook 7 app (``python -m notebook``); ``lab_url`` opens ``/notebooks/``."""
+    yield from _serve(tmp_path_factory, "notebook")

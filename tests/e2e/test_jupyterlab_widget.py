@@ -117,7 +117,7 @@ def check_chat_widget(jupyter_lab: JupyterLab, page: Any) -> None:
     page.locator('.tx-chat .tx-tool[data-status="running"]').wait_for()
     page.evaluate("() => { window.__tool = document.querySelector('.tx-chat .tx-tool'); }")
     page.locator('.tx-chat .tx-flow[data-status="done"]').wait_for()
-    # the kernel merged the run's token chunks (new epoch) and this view kept its DOM
+    # the run's snapshot arrived at the seq this view had drawn, so it kept its DOM
     page.wait_for_function("() => !document.querySelector('.tx-chat .tx-send').disabled")
     assert page.evaluate("() => window.__tool.isConnected")
 
@@ -216,7 +216,8 @@ backend = FakeBackend([
     paced(tool_call("flag_address", {{"address": "0xthief"}}), tool_call("trace", {{"address": "0xthief"}})),
     paced(text("Flagged and traced.")),
     paced(*[text(f"word{{i}} ") for i in range(300)], delay=0.2),
-    paced(text("Asked "), text("from a cell, "), text("shown while it ran."), delay=1.0),
+    paced(text("Asked "), text("from a cell, "), *[text(f"more{{i}} ") for i in range(300)], delay=0.2),
+    paced(text("Answered once the kernel was free.")),
 ])
 chat = ChatWidget(store=store, backend=backend, model="fake-model", registry=tools)
 flags = FlagsPanel(lambda: flags_data, title="Flags").follow(chat)
@@ -243,7 +244,12 @@ def ask(page: Any, text: str) -> None:
 def check_panels_and_stop(jupyter_lab: JupyterLab, page: Any) -> None:
     db = jupyter_lab.root / "panels.duckdb"
     jupyter_lab.write_notebook(
-        "panels.ipynb", [PANELS_CELL.format(db=str(db)), 'print("answer:", chat.ask("And from Python?"))']
+        "panels.ipynb",
+        [
+            PANELS_CELL.format(db=str(db)),
+            'answer = chat.ask("And from Python?")\nprint("answer:", answer[:30])',
+            'import time\ntime.sleep(6)\nprint("slept")',
+        ],
     )
     open_notebook(page, jupyter_lab, "panels.ipynb")
     run_first_cell(page)
@@ -256,8 +262,9 @@ def check_panels_and_stop(jupyter_lab: JupyterLab, page: Any) -> None:
     # the tools' effects refreshed both panels
     page.locator(".txp-table td.txp-flag_id", has_text="F1").wait_for()
     assert page.locator(".txp-table td.txp-subject").all_inner_texts() == ["0xthief"]
-    page.locator(".txp-node").nth(1).wait_for()
-    assert page.locator(".txp-node").count() == 2
+    page.wait_for_function(
+        "() => { const g = document.querySelector('.txp-graph'); return g && g.__cy && g.__cy.nodes().length === 2; }"
+    )
     assert "Changed: flags changed" in page.locator(".tx-chat .tx-effects").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator(".jp-OutputArea").first.screenshot(path=str(ARTIFACTS / "jupyterlab-panels.png"))
@@ -273,17 +280,36 @@ def check_panels_and_stop(jupyter_lab: JupyterLab, page: Any) -> None:
     assert shown.startswith("word0 ")
     assert "word299" not in shown
 
-    # ask() from a cell blocks that cell, yet the widget streams while it runs
+    # ask() from a cell blocks that cell, yet the widget streams while it runs,
+    # and its Stop button works (the wait keeps handling the widget's messages)
     cell = page.locator(".jp-Notebook .jp-Cell").nth(1)
     cell.locator(".cm-content").click()
     page.keyboard.press("Shift+Enter")
     third = page.locator(".tx-chat .tx-flow").nth(2)
-    third.locator(".tx-content", has_text="Asked").wait_for()
+    third.locator(".tx-content", has_text="more3 ").wait_for()
     assert "[*]" in cell.locator(".jp-InputPrompt").inner_text()  # the cell is still running
-    cell.locator(
-        ".jp-OutputArea-output", has_text="answer: Asked from a cell, shown while it ran."
-    ).wait_for()
-    assert third.get_attribute("data-status") == "done"
+    page.locator(".tx-chat .tx-stop").click()
+    cell.locator(".jp-OutputArea-output", has_text="answer: Asked from a cell, more0").wait_for(
+        timeout=20_000
+    )
+    assert third.get_attribute("data-status") == "cancelled"
+    assert "more299" not in third.inner_text()
+
+    # Send while another cell keeps the kernel busy: the question shows at once, waiting
+    sleeper = page.locator(".jp-Notebook .jp-Cell").nth(2)
+    sleeper.locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_function(
+        "(el) => /\\[\\*\\]/.test(el.textContent)", arg=sleeper.locator(".jp-InputPrompt").element_handle()
+    )
+    ask(page, "Are you there?")
+    fourth = page.locator(".tx-chat .tx-flow").nth(3)
+    assert page.locator(".tx-chat .tx-bubble").last.inner_text() == "Are you there?"
+    fourth.locator(".tx-waiting", has_text="Waiting for the kernel").wait_for(timeout=2_000)
+    fourth.locator(".tx-content", has_text="Answered once the kernel was free.").wait_for()
+    assert fourth.locator(".tx-waiting").count() == 0
+    assert sleeper.locator(".jp-OutputArea-output", has_text="slept").count() == 1
+    assert page.locator(".tx-chat .tx-bubble").count() == 4  # the waiting question was not drawn twice
 
     jupyter_lab.shutdown_kernels()
     with duckdb.connect(str(db), read_only=True) as conn:
@@ -292,7 +318,8 @@ def check_panels_and_stop(jupyter_lab: JupyterLab, page: Any) -> None:
             "LEFT JOIN parts p ON p.session_id = m.session_id AND p.message_position = m.position AND p.type = 'text' "
             "WHERE m.role = 'assistant' GROUP BY m.position, m.stop_reason ORDER BY m.position"
         ).fetchall()
-    assert [reason for reason, _ in calls] == ["tool_use", "end_turn", "cancelled", "end_turn"]
+    assert [reason for reason, _ in calls] == ["tool_use", "end_turn", "cancelled", "cancelled", "end_turn"]
     partial = calls[2][1]
     assert partial.startswith("word0 ") and "word299" not in partial
-    assert calls[3][1] == "Asked from a cell, shown while it ran."
+    assert calls[3][1].startswith("Asked from a cell, more0") and "more299" not in calls[3][1]
+    assert calls[4][1] == "Answered once the kernel was free."

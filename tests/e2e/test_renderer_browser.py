@@ -149,10 +149,10 @@ def test_parallel_tool_results_match_by_id(page: Any, mount_flow: Any) -> None:
             {"type": "tool_call", "id": "b", "name": "second", "args": {}},
         ],
     )
-    assert page.evaluate("() => [...document.querySelectorAll('.tx-tool')].map(t => t.dataset.status)") == [
-        "running",
-        "running",
-    ]
+    status = "() => [...document.querySelectorAll('.tx-tool')].map(t => t.dataset.status)"
+    assert page.evaluate(status) == ["queued", "queued"]  # asked for, not started
+    feed(page, [{"type": "tool_start", "id": "b", "name": "second"}])
+    assert page.evaluate(status) == ["queued", "running"]
     feed(
         page,
         [
@@ -171,7 +171,37 @@ def test_parallel_tool_results_match_by_id(page: Any, mount_flow: Any) -> None:
         " t.querySelector('.tx-tool-status').textContent])"
     )
     assert statuses == [["a", "done", "done"], ["b", "error", "error"]]
-    assert "not allowed" in page.locator(".tx-tool").nth(1).locator(".tx-tool-result pre").text_content()
+    # the error's message is plain text in the header, not only in the collapsed JSON
+    assert (
+        page.locator(".tx-tool").nth(1).locator(".tx-tool-head .tx-tool-error").inner_text() == "not allowed"
+    )
+    assert page.locator(".tx-tool").nth(0).locator(".tx-tool-summary").inner_text() == "n"
+
+
+def test_tool_header_reads_like_the_call_with_a_one_line_summary(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    start = "0x3373c6f1ab0e4d5e6a7b8c9d0e1f2a3b4c5d3eb2"
+    feed(page, [
+        {"type": "tool_call", "id": "t", "name": "trace_funds", "args": {"start": start, "max_hops": 4}},
+        {"type": "tool_start", "id": "t", "name": "trace_funds"},
+        {"type": "tool_result", "id": "t", "name": "trace_funds", "status": "ok", "duration_ms": 1234,
+         "result": {"nodes": [{}] * 10, "endpoints": [{}] * 3, "tainted_usd": 6_300_000}},
+        {"type": "tool_call", "id": "f1", "name": "list_flags", "args": {"severity": "critical"}},
+        {"type": "tool_call", "id": "f2", "name": "list_flags", "args": {"severity": "high", "limit": 5}},
+    ])  # fmt: skip
+    heads = page.locator(".tx-tool .tx-tool-call").all_inner_texts()
+    assert heads == [
+        "trace_funds(start=0x3373…3eb2, max_hops=4)",
+        'list_flags(severity="critical")',
+        'list_flags(severity="high", limit=5)',
+    ]
+    first = page.locator(".tx-tool").first
+    assert first.locator(".tx-tool-summary").inner_text() == "10 addresses · 3 endpoints · $6.3M"
+    assert first.locator(".tx-tool-duration").inner_text() == "1.2 s"
+    assert (
+        start in first.locator(".tx-tool-args pre").text_content()
+    )  # the full arguments stay one click away
 
 
 @pytest.mark.parametrize(("status", "label"), [("error", "not run"), ("cancelled", "stopped")])
@@ -209,21 +239,21 @@ def test_effects_notice(page: Any, mount_flow: Any) -> None:
     assert "c1" in page.locator(".tx-effects").inner_text()
 
 
-def test_meter_hidden_until_a_bucket_passes_80_percent(page: Any, mount_flow: Any) -> None:
+def test_meter_shows_when_a_budget_is_set_and_warns_past_80_percent(page: Any, mount_flow: Any) -> None:
     mount_flow(page)
-    page.evaluate(
-        "() => window.flow.setMeter({per_minute_tokens: 0.5, monthly_usd: 0.8, per_hour_tokens: null})"
-    )
+    page.evaluate("() => window.flow.setMeter({})")  # no budget
     assert page.locator(".tx-meter").is_hidden()
-    page.evaluate("() => window.flow.setMeter({per_minute_tokens: 0.5, monthly_usd: 0.93})")
+    page.evaluate(
+        "() => window.flow.setMeter({per_minute_tokens: 0.5, monthly_usd: 0.93, per_hour_tokens: null})"
+    )
     assert page.locator(".tx-meter").is_visible()
     items = page.evaluate(
-        "() => [...document.querySelectorAll('.tx-meter-item')].map(i => [i.dataset.bucket, i.innerText])"
+        "() => [...document.querySelectorAll('.tx-meter-item')].map(i => [i.dataset.bucket, i.innerText,"
+        " i.classList.contains('tx-high')])"
     )
-    assert len(items) == 1
-    assert items[0][0] == "monthly_usd"
-    assert "93%" in items[0][1]
-    page.evaluate("() => window.flow.setMeter({monthly_usd: 0.1})")
+    assert [(b, high) for b, _, high in items] == [("per_minute_tokens", False), ("monthly_usd", True)]
+    assert "50%" in items[0][1] and "93%" in items[1][1]
+    page.evaluate("() => window.flow.setMeter({})")
     assert page.locator(".tx-meter").is_hidden()
 
 
@@ -363,13 +393,21 @@ PANEL_JS = """async ([base, data]) => {
   link.href = base + '/panels.css';
   document.head.appendChild(link);
   await new Promise((resolve) => { link.onload = resolve; link.onerror = resolve; });
+  if (!window.TahrixCytoscape) {  // the graph library, as a plain script (ChatWidget joins it instead)
+    const script = document.createElement('script');
+    script.src = base + '/graph.bundle.js';
+    document.head.appendChild(script);
+    await new Promise((resolve) => { script.onload = resolve; script.onerror = resolve; });
+  }
   const mod = await import(base + '/panels.js');
   const handlers = {};
+  window.panelSent = [];
   window.panelModel = {
     data,
     get(k) { return this.data[k]; },
     on(ev, f) { (handlers[ev] ||= []).push(f); },
     off() {},
+    send(msg) { window.panelSent.push(msg); },
     set(k, v) { this.data[k] = v; (handlers['change:' + k] || []).forEach(f => f()); },
   };
   mod.default.render({ model: window.panelModel, el: document.getElementById('root') });
@@ -453,24 +491,47 @@ GRAPH = {
 }
 
 
+CY = "document.querySelector('.txp-graph').__cy"
+
+
 def test_flow_graph_is_layered_from_the_source(page: Any, widgets_url: str) -> None:
-    mount_panel(page, widgets_url, {"kind": "graph", "graph": GRAPH, "title": "", "error": ""})
-    xs = page.evaluate(
-        """() => Object.fromEntries([...document.querySelectorAll('.txp-node')].map(g =>
-             [g.dataset.id, g.transform.baseVal[0].matrix.e]))"""
+    mount_panel(
+        page, widgets_url, {"kind": "graph", "graph": GRAPH, "title": "", "error": "", "can_trace": True}
     )
-    assert xs["eth:0xthief"] < xs["eth:0xhop"] < xs["eth:0xmix"] == xs["eth:0xcex"] < xs["eth:0xloop"]
-    assert page.locator(".txp-edge").count() == 5  # the edge to an unknown node is not drawn
+    page.wait_for_function(f"() => {CY} && {CY}.nodes().length === 5")
+    xs = page.evaluate(f"() => Object.fromEntries({CY}.nodes().map(n => [n.id(), n.position('x')]))")
+    assert xs["eth:0xthief"] < xs["eth:0xhop"] < xs["eth:0xmix"]
+    assert xs["eth:0xhop"] < xs["eth:0xcex"] < xs["eth:0xloop"]
+    assert page.evaluate(f"() => {CY}.edges().length") == 5  # the edge to an unknown node is not drawn
     assert page.locator(".txp-count").inner_text() == "5 addresses · 5 flows"
-    tips = page.locator(".txp-edge title").all_text_contents()
-    assert any("600000 USDC" in t and "$600,000" in t for t in tips)
-    widths = page.evaluate(
-        "() => [...document.querySelectorAll('.txp-edge')].map(p => +p.getAttribute('stroke-width'))"
-    )
+    labels = page.evaluate(f"() => {CY}.edges().map(e => e.data('display'))")
+    assert "$600,000" in labels and "$1,000,000" in labels
+    widths = page.evaluate(f"() => {CY}.edges().map(e => e.data('width'))")
     assert widths[0] == max(widths)
-    assert "Exploiter" in page.locator(".txp-node").first.text_content()
+    nodes = page.evaluate(f"() => Object.fromEntries({CY}.nodes().map(n => [n.id(), n.data('display')]))")
+    assert nodes["eth:0xthief"] == "Exploiter\n0xthief"  # label, then the short address
+    assert nodes["eth:0xhop"] == "unlabelled\n0xhop"
+    # pan and zoom are on; a click on a node shows its details and offers to trace onward
+    assert page.evaluate(f"() => {CY}.userZoomingEnabled() && {CY}.userPanningEnabled()")
+    box = page.locator(".txp-graph").bounding_box()
+    pos = page.evaluate(f"() => {CY}.getElementById('eth:0xcex').renderedPosition()")
+    page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+    page.locator(".txp-details-title", has_text="Exchange deposit").wait_for()
+    assert "exchange" in page.locator(".txp-details dl").inner_text()
+    page.locator(".txp-trace").click()
+    assert page.evaluate("() => window.panelSent") == [{"type": "trace", "node": "eth:0xcex"}]
     page.evaluate("() => window.panelModel.set('graph', {nodes: [], edges: []})")
     assert page.locator(".txp-empty").inner_text() == "No traced flows yet."
+    assert page.console_errors == []
+
+
+def test_flag_severities_have_distinct_colours(page: Any, widgets_url: str) -> None:
+    rows = [{**FLAG_ROWS[0], "flag_id": s, "severity": s} for s in ("critical", "high", "medium", "low")]
+    mount_panel(page, widgets_url, {"kind": "flags", "rows": rows, "title": "", "error": ""})
+    colours = page.evaluate(
+        "() => [...document.querySelectorAll('td.txp-severity')].map(td => getComputedStyle(td).color)"
+    )
+    assert len(set(colours)) == 4
 
 
 def test_panels_treat_case_data_as_text(page: Any, widgets_url: str) -> None:
@@ -480,6 +541,11 @@ def test_panels_treat_case_data_as_text(page: Any, widgets_url: str) -> None:
              "edges": [{"source": XSS[1], "target": "b", "usd": 1, "tx_hash": XSS[1], "asset": XSS[0], "amount": 1}]}  # fmt: skip
     page.evaluate(PANEL_JS.replace("getElementById('root')", "body.appendChild(document.createElement('div'))"),
                   [widgets_url, {"kind": "graph", "graph": graph, "title": "", "error": ""}])  # fmt: skip
+    page.wait_for_function(f"() => {CY} && {CY}.nodes().length === 2")
+    box = page.locator(".txp-graph").bounding_box()
+    pos = page.evaluate(f"() => {CY}.nodes()[0].renderedPosition()")
+    page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])  # the details box shows the label as text
+    page.locator(".txp-details-title").wait_for()
     page.wait_for_timeout(300)
     assert page.evaluate("() => window.__xss") is None
     handlers = page.evaluate(
@@ -487,7 +553,7 @@ def test_panels_treat_case_data_as_text(page: Any, widgets_url: str) -> None:
         ".filter(a => a.name.startsWith('on')).map(a => a.name))"
     )
     assert handlers == []
-    assert page.locator("script, img, iframe").count() == 0
+    assert page.locator('script:not([src$="/graph.bundle.js"]), img, iframe').count() == 0
     assert XSS[0] in page.locator(".txp-table").inner_text()
 
 
@@ -538,62 +604,70 @@ def tokens(start: int, end: int) -> list[dict[str, Any]]:
 
 def test_chat_glue_draws_every_chunk_once_and_resyncs_gaps(page: Any, widgets_url: str) -> None:
     page.goto(widgets_url + "/blank.html")
-    initial = [{"type": "user", "text": "q"}, *tokens(0, 2)]  # 3 chunks, the run still streaming
-    page.evaluate(CHAT_JS, [widgets_url, {"chunks": initial, "busy": True, "epoch": 0, "meter": {},
+    snapshot = [{"type": "user", "text": "q"}, {"type": "content", "text": "t0 t1 "}]  # covers 3 chunks
+    page.evaluate(CHAT_JS, [widgets_url, {"chunks": snapshot, "seq": 3, "busy": True, "meter": {},
                                           "follow_up_mode": "keep"}])  # fmt: skip
     # a view that opens mid-run asks for what it may have missed
-    assert page.evaluate("() => window.sentToKernel") == [{"type": "resync", "since": 3, "epoch": 0}]
+    assert page.evaluate("() => window.sentToKernel") == [{"type": "resync", "since": 3}]
     send = "(m) => window.model.message(m)"
-    page.evaluate(send, {"type": "chunks", "epoch": 0, "start": 3, "chunks": tokens(2, 3)})
+    page.evaluate(send, {"type": "chunks", "from": 3, "to": 4, "chunks": tokens(2, 3)})
     page.evaluate(
-        send, {"type": "chunks", "epoch": 0, "start": 1, "chunks": tokens(0, 3)}
-    )  # overlap: skipped
-    page.evaluate(send, {"type": "chunks", "epoch": 0, "start": 6, "chunks": tokens(5, 6)})  # gap
-    page.evaluate(send, {"type": "chunks", "epoch": 0, "start": 7, "chunks": tokens(6, 7)})  # same gap
-    page.evaluate(send, {"type": "chunks", "epoch": 9, "start": 4, "chunks": tokens(90, 91)})  # other epoch
-    assert page.evaluate("() => window.sentToKernel.slice(1)") == [{"type": "resync", "since": 4, "epoch": 0}]
-    page.evaluate(send, {"type": "chunks", "epoch": 0, "start": 4, "chunks": tokens(3, 7)})  # the reply
+        send, {"type": "chunks", "from": 1, "to": 4, "chunks": tokens(0, 3)}
+    )  # already drawn: skipped
+    page.evaluate(send, {"type": "chunks", "from": 6, "to": 7, "chunks": tokens(5, 6)})  # gap
+    page.evaluate(send, {"type": "chunks", "from": 7, "to": 9, "chunks": tokens(6, 7)})  # same gap
+    assert page.evaluate("() => window.sentToKernel.slice(1)") == [{"type": "resync", "since": 4}]
+    page.evaluate(
+        send, {"type": "chunks", "from": 4, "to": 9, "chunks": [{"type": "content", "text": "t3 t4 t5 t6 "}]}
+    )
     text = "() => document.querySelector('.tx-content').textContent.trim()"
     assert page.evaluate(text) == "t0 t1 t2 t3 t4 t5 t6"
-    # the trait catching up draws nothing twice
-    page.evaluate("(c) => window.model.update({chunks: c})", [{"type": "user", "text": "q"}, *tokens(0, 7)])
-    assert page.evaluate(text) == "t0 t1 t2 t3 t4 t5 t6"
-    # end of run: done, then the kernel merges the tokens under a new epoch
     page.evaluate(
-        send,
-        {"type": "chunks", "epoch": 0, "start": 8, "chunks": [{"type": "done", "stop_reason": "end_turn"}]},
+        send, {"type": "chunks", "from": 9, "to": 10, "chunks": [{"type": "done", "stop_reason": "end_turn"}]}
     )
+    # the run ends: the snapshot arrives with the seq this view has drawn, so it keeps its DOM
     page.evaluate("() => { window.block = document.querySelector('.tx-content'); }")
-    page.evaluate(send, {"type": "merged", "from_epoch": 0, "epoch": 1, "raw_length": 9})
     merged = [{"type": "user", "text": "q"}, {"type": "content", "text": "t0 t1 t2 t3 t4 t5 t6 "},
               {"type": "done", "stop_reason": "end_turn"}]  # fmt: skip
-    page.evaluate("(c) => window.model.update({epoch: 1, chunks: c, busy: false})", merged)
-    assert page.evaluate("() => window.block.isConnected")  # adopted: no redraw
-    # a live chunk of the new epoch continues from the merged list
+    page.evaluate("(c) => window.model.update({chunks: c, seq: 10, busy: false})", merged)
+    assert page.evaluate("() => window.block.isConnected")
     page.evaluate(
-        send, {"type": "chunks", "epoch": 1, "start": 3, "chunks": [{"type": "user", "text": "next"}]}
+        send, {"type": "chunks", "from": 10, "to": 11, "chunks": [{"type": "user", "text": "next"}]}
     )
     assert page.locator(".tx-bubble").all_inner_texts() == ["q", "next"]
-    # an epoch change the view cannot adopt redraws from the trait, same content
-    page.evaluate("(c) => window.model.update({epoch: 2, chunks: c})", merged)
+    # a snapshot this view is not at redraws from it, same content
+    page.evaluate("(c) => window.model.update({chunks: c, seq: 10})", merged)
     assert not page.evaluate("() => window.block.isConnected")
     assert page.evaluate(text) == "t0 t1 t2 t3 t4 t5 t6"
     assert page.locator(".tx-bubble").all_inner_texts() == ["q"]
+    # a resync answered with the whole snapshot (the view was older than the run) redraws too
+    page.evaluate(
+        send, {"type": "snapshot", "seq": 12, "chunks": [*merged, {"type": "user", "text": "again"}]}
+    )
+    assert page.locator(".tx-bubble").all_inner_texts() == ["q", "again"]
     assert page.console_errors == []
 
 
 def test_chat_glue_text_box_and_stop_talk_to_the_kernel(page: Any, widgets_url: str) -> None:
     page.goto(widgets_url + "/blank.html")
-    page.evaluate(CHAT_JS, [widgets_url, {"chunks": [], "busy": False, "epoch": 0, "meter": {},
+    page.evaluate(CHAT_JS, [widgets_url, {"chunks": [], "seq": 0, "busy": False, "meter": {},
                                           "follow_up_mode": "replace"}])  # fmt: skip
     page.locator(".tx-text").click()
     page.keyboard.type("Where did the funds go?")
     page.locator(".tx-send").click()
+    # the question shows at once, waiting for a kernel that may be busy in another cell
+    assert page.locator(".tx-bubble").inner_text() == "Where did the funds go?"
+    assert page.locator(".tx-waiting").inner_text() == "Waiting for the kernel…"
+    assert page.locator(".tx-stop").is_visible()
+    sent = page.evaluate("() => window.sentToKernel[1]")
+    assert sent["type"] == "send" and sent["text"] == "Where did the funds go?" and sent["nonce"]
+    # the kernel takes it: its user chunk names the nonce and is not drawn twice
+    page.evaluate("(m) => window.model.message(m)", {"type": "chunks", "from": 0, "to": 1,
+                  "chunks": [{"type": "user", "text": "Where did the funds go?", "nonce": sent["nonce"]}]})  # fmt: skip
     page.evaluate("() => window.model.update({busy: true})")
+    assert page.locator(".tx-bubble").count() == 1
+    assert page.locator(".tx-waiting").count() == 0
     page.locator(".tx-stop").click()
-    assert page.evaluate("() => window.sentToKernel.slice(1)") == [
-        {"type": "send", "text": "Where did the funds go?"},
-        {"type": "stop"},
-    ]
+    assert page.evaluate("() => window.sentToKernel.slice(2)") == [{"type": "stop"}]
     page.evaluate("() => window.model.update({meter: {per_hour_tokens: 0.95}})")
     assert "95%" in page.locator(".tx-meter").inner_text()

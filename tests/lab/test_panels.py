@@ -150,3 +150,43 @@ def test_refresh_on_can_be_widened() -> None:
     assert narrow.last_effect is None
     narrow._on_effect({"type": "notes_changed"})
     assert narrow.last_effect == {"type": "notes_changed"}
+
+
+def test_trace_onward_merges_what_the_tracer_finds_and_a_failure_is_shown() -> None:
+    asked: list[dict[str, Any]] = []
+
+    def trace_from(node: dict[str, Any]) -> dict[str, Any]:
+        asked.append(node)
+        if node["id"] == "eth:0xb":
+            raise ValueError("no transfers after this address")
+        return {
+            "nodes": [
+                {"id": "eth:0xc", "label": "dropped duplicate"},
+                {"id": "eth:0xd", "label": "Cash-out"},
+            ],
+            "edges": [
+                {"source": "eth:0xc", "target": "eth:0xd", "usd": 90.0, "first_time": "2024-03-13T03:28:00Z"}
+            ],
+        }
+
+    panel = FlowGraphPanel(Source(GRAPH), trace_from=trace_from)
+    assert panel.can_trace is True
+    assert FlowGraphPanel(Source(GRAPH)).can_trace is False
+    panel._on_front_end(panel, {"type": "trace", "node": "eth:0xc"}, [])
+    assert asked[0]["label"] == "Exchange"
+    assert [n["id"] for n in panel.graph["nodes"]] == ["eth:0xa", "eth:0xb", "eth:0xc", "eth:0xd"]
+    assert panel.graph["nodes"][2]["label"] == "Exchange"  # what was shown first wins
+    assert panel.note == "Traced onward from Exchange: 1 new addresses."
+    assert panel.graph["edges"][-1] == {"source": "eth:0xc", "target": "eth:0xd", "usd": 90.0,
+                                        "first_time": "2024-03-13T03:28:00Z"}  # fmt: skip
+    panel._on_front_end(panel, {"type": "trace", "node": "eth:0xb"}, [])
+    assert panel.error == "Could not trace onward: no transfers after this address"
+    assert len(panel.graph["nodes"]) == 4  # the graph stays as it was
+    panel._on_front_end(panel, {"type": "trace", "node": "eth:0xnone"}, [])
+    assert "no node 'eth:0xnone'" in panel.error
+
+
+def test_the_graph_panel_ships_its_library_and_the_flags_panel_does_not() -> None:
+    assert "TahrixCytoscape" in FlowGraphPanel._esm and "dagre" in FlowGraphPanel._esm
+    assert "TahrixCytoscape=" not in FlagsPanel._esm
+    assert len(FlagsPanel._esm) < 50_000

@@ -64,13 +64,17 @@ class Recorder:
         elif data.get("method") == "update":
             self.states.append(data.get("state", {}))
 
-    def streamed(self) -> list[dict[str, Any]]:
+    def streamed(self, since: int = 0) -> list[dict[str, Any]]:
+        """The live chunks, checked to arrive in order with no gap and no overlap."""
         out: list[dict[str, Any]] = []
+        seen = since
         for msg in self.custom:
             if msg.get("type") == "chunks":
-                assert msg["start"] == len(out), "live chunks must arrive in order with no gap"
-                out.extend(msg["chunks"])
-        return out
+                assert msg["from"] == seen, "live chunks must arrive in order with no gap"
+                assert msg["to"] > msg["from"]
+                seen = msg["to"]
+                out.extend({k: v for k, v in c.items() if k != "nonce"} for c in msg["chunks"])
+        return compact(out)
 
 
 def make(store: TranscriptStore, tools: ToolRegistry, **kw: Any) -> ChatWidget:
@@ -88,59 +92,91 @@ def test_ask_streams_chunks_in_loop_order_and_returns_the_answer(
     assert answer == "It is an exchange."
     types = [c["type"] for c in w.chunks]
     assert types == [
-        "user", "reasoning", "content", "tool_call", "usage", "tool_result", "effects",
+        "user", "reasoning", "content", "tool_call", "usage", "tool_start", "tool_result", "effects",
         "follow_up", "reasoning", "content", "usage", "done",
     ]  # fmt: skip
-    assert w.chunks[5]["result"] == {"label": "exchange"}
+    assert w.chunks[6]["result"] == {"label": "exchange"}
     assert w.chunks[-3] == {"type": "content", "text": "It is an exchange."}
     assert w.chunks == w.history()
-    # every chunk went out live, once, in order (one per token); when the run
-    # ended the trait got the merged list under a new epoch, then busy flipped
-    streamed = rec.streamed()
-    assert [c["type"] for c in streamed].count("content") == 3
-    assert compact(streamed) == w.chunks
-    assert {m["epoch"] for m in rec.custom if m["type"] == "chunks"} == {0}
-    assert rec.custom[-1] == {"type": "merged", "from_epoch": 0, "epoch": 1, "raw_length": len(streamed)}
-    assert w.epoch == 1
-    assert rec.states[-2] == {"epoch": 1, "chunks": w.chunks}
+    # every chunk went out live, once, in order; the snapshot trait was sent
+    # once, when the run ended (with its seq), then busy flipped
+    assert rec.streamed() == w.chunks
+    assert w.seq == 14  # 3 content tokens became one block
+    snapshots = [st for st in rec.states if "chunks" in st]
+    assert snapshots == [{"chunks": w.chunks, "seq": 14}]
     assert rec.states[-1] == {"busy": False}
     assert w.busy is False
-    # the transcript is in DuckDB
     roles = [m.role for m in chat_store.load_messages(w.session_id)]
     assert roles == ["user", "assistant", "tool", "assistant"]
 
 
-def test_trait_is_not_resent_per_token(chat_store: TranscriptStore, tools: ToolRegistry) -> None:
-    backend = FakeBackend([[text(f"t{i} ") for i in range(300)]])
-    w = make(chat_store, tools, backend=backend)
+def test_traffic_is_linear_tokens_are_batched_and_the_snapshot_is_sent_once(
+    chat_store: TranscriptStore, tools: ToolRegistry
+) -> None:
+    def paced(messages: Any, specs: Any) -> Iterator[Any]:
+        for i in range(300):
+            if i % 50 == 0:
+                threading.Event().wait(0.06)  # a pause longer than a flush interval
+            yield text(f"t{i} ")
+
+    w = make(chat_store, tools, backend=FakeBackend([paced]))
     rec = Recorder(w)
     w.ask("long answer", timeout=30)
-    list_syncs = [s for s in rec.states if "chunks" in s]
-    assert len(rec.streamed()) == 1 + 300 + 2
+    assert rec.streamed() == w.chunks
     assert [c["type"] for c in w.chunks] == ["user", "content", "usage", "done"]
-    assert len(list_syncs) < 20
+    assert w.chunks[1]["text"] == "".join(f"t{i} " for i in range(300))
+    live = [m for m in rec.custom if m["type"] == "chunks"]
+    assert 3 <= len(live) < 40  # batched: not one message per token, but still live
+    assert sum(len(m["chunks"]) for m in live) < 60
+    assert len([st for st in rec.states if "chunks" in st]) == 1
 
 
 def test_resync_resends_what_a_late_view_missed(chat_store: TranscriptStore, tools: ToolRegistry) -> None:
-    w = make(chat_store, tools)
-    w.ask("q", timeout=30)
+    started, gate = threading.Event(), threading.Event()
+
+    def slow(messages: Any, specs: Any) -> Iterator[Any]:
+        yield text("first ")
+        yield text("second")
+        started.set()
+        gate.wait(10)
+        yield text(" third")
+
+    w = make(chat_store, tools, backend=FakeBackend([slow]))
+    w.send("q")
+    assert started.wait(10)
     rec = Recorder(w)
-    w._on_front_end(w, {"type": "resync", "since": 3}, [])
-    assert rec.custom == [{"type": "chunks", "epoch": 1, "start": 3, "chunks": w.chunks[3:]}]
-    w._on_front_end(w, {"type": "resync", "since": len(w.chunks)}, [])
+    w._on_front_end(w, {"type": "resync", "since": 0}, [])  # mid-run, from the start of this run
+    assert rec.custom[-1] == {
+        "type": "chunks", "from": 0, "to": 3,
+        "chunks": [{"type": "user", "text": "q"}, {"type": "content", "text": "first second"}],
+    }  # fmt: skip
+    sent = len(rec.custom)  # what was pending went out first, so live messages go on from `to`
+    w._on_front_end(w, {"type": "resync", "since": 3}, [])  # nothing missing
     w._on_front_end(w, {"type": "resync", "since": "x"}, [])
-    w._on_front_end(w, {"type": "resync", "since": 1, "epoch": 0}, [])  # a stale view reloads instead
-    assert len(rec.custom) == 1
+    assert len(rec.custom) == sent
+    gate.set()
+    assert w.wait(30)
+    rest = [m for m in rec.custom[sent:] if m["type"] == "chunks"]
+    assert rest[0]["from"] == 3
+    assert compact([c for m in rest for c in m["chunks"]])[0] == {"type": "content", "text": " third"}
+    # after the run, an older view gets the whole compact snapshot
+    rec.custom.clear()
+    w._on_front_end(w, {"type": "resync", "since": 1}, [])
+    assert rec.custom == [{"type": "snapshot", "seq": w.seq, "chunks": w.chunks}]
 
 
 def test_front_end_send_and_stop_messages(chat_store: TranscriptStore, tools: ToolRegistry) -> None:
     w = make(chat_store, tools)
-    w._on_front_end(w, {"type": "send", "text": "  from the text box  "}, [])
+    rec = Recorder(w)
+    w._on_front_end(w, {"type": "send", "text": "  from the text box  ", "nonce": "n1"}, [])
     assert w.wait(30)
     assert w.chunks[0] == {"type": "user", "text": "from the text box"}
     assert w.chunks[-1]["type"] == "done"
-    w._on_front_end(w, {"type": "send", "text": "   "}, [])  # ignored calmly
+    # the live copy names the front end's nonce, so the view that showed it does not draw it twice
+    assert rec.custom[0]["chunks"][0] == {"type": "user", "text": "from the text box", "nonce": "n1"}
+    w._on_front_end(w, {"type": "send", "text": "   ", "nonce": "n2"}, [])  # refused calmly
     assert not w.running
+    assert rec.custom[-1]["type"] == "refused" and rec.custom[-1]["nonce"] == "n2"
 
 
 def test_stop_ends_the_run_and_keeps_the_partial_answer(
@@ -196,14 +232,10 @@ def test_from_session_renders_history_like_a_live_run_and_continues(
     again = ChatWidget.from_session(
         first.session_id, store=chat_store, backend=backend, model="fake-model", registry=tools
     )
-    live: list[str] = []
-    for c in first.chunks:  # history keeps blocks, not tokens: one content chunk per text part
-        if c["type"] not in ("effects", "follow_up", "done") and not (
-            live and live[-1] == c["type"] == "content"
-        ):
-            live.append(c["type"])
-    assert [c["type"] for c in again.chunks] == live
-    assert again.chunks[-2] == {"type": "content", "text": "It is an exchange."}
+    # the stored transcript maps back to exactly the chunks the live run sent:
+    # follow-up boundary, tool start, duration, effects and the turn's end included
+    assert again.chunks == first.chunks
+    assert again.chunks[-3] == {"type": "content", "text": "It is an exchange."}
     assert again.chunks[0] == {"type": "user", "text": "What is 0xabc?"}
     assert again.ask("And now?", timeout=30) == "Still an exchange."
     assert [m.role for m in chat_store.load_messages(first.session_id)][-2:] == ["user", "assistant"]

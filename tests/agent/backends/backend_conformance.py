@@ -121,7 +121,7 @@ def assert_tool_round_trip(harness: Harness, store: TranscriptStore) -> list[Any
     ]
     events, messages = run(harness, store, turns)
     assert kinds(events) == [
-        "token", "tool_use", "usage", "tool_result", "follow_up", "token", "usage", "done",
+        "token", "tool_use", "usage", "tool_start", "tool_result", "follow_up", "token", "usage", "done",
     ]  # fmt: skip
     tool_use = next(p for k, p in events if k == "tool_use")
     assert (tool_use["id"], tool_use["name"], tool_use["input"]) == (
