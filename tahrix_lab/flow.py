@@ -12,7 +12,8 @@ front end, and ``widgets/flow.js`` draws them. Vocabulary:
     {"type": "tool_result", "id", "name", "result", "status", "duration_ms"?}
     {"type": "follow_up", "text": "Synthesizing results..."}
     {"type": "effects", "effects": [...]}
-    {"type": "usage", "model", "backend", "usage": {...}, "cost_usd", "latency_ms", "ttft_ms", "stop_reason"}
+    {"type": "usage", "model", "backend", "usage": {...}, "cost_usd", "uncached_cost_usd", "latency_ms", "ttft_ms",
+     "stop_reason"}
     {"type": "error", "message", "kind"}
     {"type": "done", "stop_reason"}
 """
@@ -123,12 +124,13 @@ def history_chunks(
     messages: Iterable[Message],
     turn_ends: Iterable[dict[str, Any]] = (),
     *,
-    price: Callable[[Message], float | None] | None = None,
+    price: Callable[[Message], tuple[float | None, float | None]] | None = None,
 ) -> list[Chunk]:
     """A stored transcript as the chunks its live run sent (tokens merged).
 
     ``turn_ends`` (``TranscriptStore.load_turn_ends``) say how each turn ended
-    (done, stopped, an error); ``price`` gives an assistant message's cost.
+    (done, stopped, an error); ``price`` gives an assistant message's ``(cost, uncached cost)``
+    (``Pricer.price_message``).
     Follow-up boundaries are implied: a model call that follows tool results
     in the same turn is a follow-up.
     """
@@ -157,7 +159,9 @@ def history_chunks(
     return compact(out)
 
 
-def _assistant_chunks(m: Message, price: Callable[[Message], float | None] | None) -> list[Chunk]:
+def _assistant_chunks(
+    m: Message, price: Callable[[Message], tuple[float | None, float | None]] | None
+) -> list[Chunk]:
     out: list[Chunk] = []
     for p in m.parts:
         if p.type == "text":
@@ -181,9 +185,10 @@ def _assistant_chunks(m: Message, price: Callable[[Message], float | None] | Non
             out.append(call)
     if m.stop_reason in _PARTIAL:
         return out  # a call cut short (stopped, failed) reports no usage live
+    cost, uncached = price(m) if price is not None else (None, None)
     out.append({"type": "usage", "model": m.model_id, "backend": m.backend,
                 "usage": m.usage.to_dict() if m.usage else None,
-                "cost_usd": price(m) if price is not None else None,
+                "cost_usd": cost, "uncached_cost_usd": uncached,
                 "latency_ms": m.latency_ms, "ttft_ms": m.ttft_ms, "stop_reason": m.stop_reason})  # fmt: skip
     return out
 

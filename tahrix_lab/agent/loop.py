@@ -567,13 +567,7 @@ class _Run:
 
     def _usage_payload(self, message: Message) -> dict[str, Any]:
         usage = message.usage or Usage()
-        cost = self.pricer.price(message.model_id, usage, backend=message.backend, at=message.created_at)
-        uncached = cost
-        if usage.cache_read_tokens or usage.cache_write_tokens:
-            plain = Usage(usage.input_tokens, usage.output_tokens, reasoning_tokens=usage.reasoning_tokens)
-            uncached = self.pricer.price(
-                message.model_id, plain, backend=message.backend, at=message.created_at
-            )
+        cost, uncached = self.pricer.price_message(message)
         return {
             "backend": message.backend,
             "model": message.model_id,

@@ -17,7 +17,7 @@ from typing import Any
 from genai_prices import Usage as PriceUsage
 from genai_prices import calc_price
 
-from tahrix_lab.agent.transcript import Usage
+from tahrix_lab.agent.transcript import Message, Usage
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,17 @@ class Pricer:
             return ((usage.input_tokens or 0) * per_in + (usage.output_tokens or 0) * per_out) / 1e6
         calc = price_calculation(model, usage, backend=backend, at=at)
         return None if calc is None else float(calc)
+
+    def price_message(self, message: Message) -> tuple[float | None, float | None]:
+        """``(cost, uncached)`` of one assistant message: its USD as sent, and the
+        same tokens with nothing read from or written to a cache (what caching saved)."""
+        usage = message.usage or Usage()
+        at = message.created_at
+        cost = self.price(message.model_id, usage, backend=message.backend, at=at)
+        if not (usage.cache_read_tokens or usage.cache_write_tokens):
+            return cost, cost
+        plain = Usage(usage.input_tokens, usage.output_tokens, reasoning_tokens=usage.reasoning_tokens)
+        return cost, self.price(message.model_id, plain, backend=message.backend, at=at)
 
 
 def price_calculation(

@@ -45,7 +45,7 @@ from tahrix_lab.agent.loop import ask as ask_loop
 from tahrix_lab.agent.pricing import DEFAULT_PRICER
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
-from tahrix_lab.agent.transcript import Message, Session, Usage
+from tahrix_lab.agent.transcript import Session
 from tahrix_lab.flow import Chunk, compact, history_chunks, mergeable, to_chunk
 from tahrix_lab.lab.kernel_wait import route_stop, wait_for_thread
 from tahrix_lab.resources import widget_file
@@ -359,11 +359,10 @@ class ChatWidget(anywidget.AnyWidget):
     def _stored_history(self) -> list[Chunk]:
         pricer = self.run_kwargs.get("pricer") or (self.budget.pricer if self.budget else DEFAULT_PRICER)
 
-        def price(m: Message) -> float | None:
-            return pricer.price(m.model_id, m.usage or Usage(), backend=m.backend, at=m.created_at)
-
         sid = self.session.id
-        return history_chunks(self.store.load_messages(sid), self.store.load_turn_ends(sid), price=price)
+        return history_chunks(
+            self.store.load_messages(sid), self.store.load_turn_ends(sid), price=pricer.price_message
+        )
 
     def _meter(self) -> dict[str, float]:
         if self.budget is None:
