@@ -1,66 +1,602 @@
-"""DuckDB plumbing for every component that keeps data in the one database file.
+"""DuckDB plumbing for every component that keeps data in the one workspace file.
 
-- ``connect`` turns "the file is held by another process" into a clear error;
-- ``Cursors`` gives each thread its own cursor (DuckDB connections are not
-  shared across threads, and tools run in worker threads), each set to UTC
-  (a setting is per cursor, not per database), and short write transactions
-  under one lock — never a transaction held across a stream.
+DuckDB lets one process at a time open a file for writing, so no process keeps
+the file (docs/workspace.md). Each process runs one in-memory DuckDB instance
+and ATTACHes the file only for the span of a burst — a *lease* — then DETACHes
+it (which checkpoints, so the next process opens a file without a WAL to
+replay). A file held by another process is retried with exponential backoff
+and full jitter until ``wait`` seconds have passed, then ``StoreLockedError``
+names the file and the holder.
+
+- ``Database.open(path)`` gives the process's one ``Database`` for a file: the
+  transcript store, the case database and the budget share it, so they share
+  one lease count and one write lock.
+- ``db.lease()`` holds the file for a block; leases nest and are shared by the
+  threads of the process; the file is let go ``linger`` seconds after the last
+  one ends (a burst of statements costs one attach).
+- ``db.local_cursor()`` is this thread's cursor (DuckDB connections are not
+  shared across threads), in UTC; ``db.cursor()`` a new one. A statement run
+  outside a lease takes one for itself, held until its result is fetched.
+- ``db.write()`` is one short transaction under the write lock — never a
+  transaction held across a stream.
+
+``":memory:"`` (tests) or a ``connection`` handed in keeps one connection open
+for good: there is no file to share.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import random
 import threading
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar, cast
 
 import duckdb
 
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
 
+ALIAS = "tahrix_ws"  # the catalog name of the attached workspace file
+DEFAULT_WAIT_S = 30.0  # how long a held file is retried before StoreLockedError
+DEFAULT_LINGER_S = 0.02  # how long an idle attachment is kept for the next statement
+_TXN_BEGIN = ("BEGIN", "START")
+_TXN_END = ("COMMIT", "END", "ROLLBACK", "ABORT")
+_STALE_RESULT_S = 0.5  # an unfetched result outside any lease is buffered after this
+# Statements whose result is a query's rows; any other's (a row count) is read at once.
+_QUERIES = frozenset(
+    {
+        "SELECT",
+        "WITH",
+        "FROM",
+        "VALUES",
+        "TABLE",
+        "SHOW",
+        "DESCRIBE",
+        "SUMMARIZE",
+        "EXPLAIN",
+        "PRAGMA",
+        "CALL",
+        "(",
+    }
+)
 
-def connect(path: str) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB file (or ``":memory:"``), naming the file when another process holds it."""
-    if path != ":memory:":
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+def _env_float(name: str, default: float) -> float:
     try:
-        conn = duckdb.connect(path)
-    except duckdb.IOException as exc:
-        if "lock" in str(exc).lower():
-            raise StoreLockedError(path, str(exc)) from None
-        raise ConfigurationError(f"Could not open the database {path!r}: {exc}") from None
-    conn.execute("SET TimeZone = 'UTC'")
-    return conn
+        return float(os.environ.get(name, "") or default)
+    except ValueError:
+        raise ConfigurationError(f"${name} must be a number of seconds.") from None
 
 
-class Cursors:
-    """Per-thread cursors on one connection, and a lock for writes."""
+@dataclass
+class LockStats:
+    """How this process fared getting the file: attaches, and the waits on a held lock."""
+
+    attaches: int = 0
+    waits: int = 0
+    wait_s_total: float = 0.0
+    wait_s_max: float = 0.0
+    attach_s_total: float = 0.0
+    detach_s_total: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in self.__dict__.items()}
+
+
+class Database:
+    """One workspace file, attached only while a lease is held (see the module docstring)."""
+
+    _registry: ClassVar[dict[str, Database]] = {}
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
-        self, conn: duckdb.DuckDBPyConnection, write_lock: AbstractContextManager[bool] | None = None
+        self,
+        path: str = ":memory:",
+        *,
+        connection: duckdb.DuckDBPyConnection | None = None,
+        wait: float | None = None,
+        linger: float | None = None,
     ) -> None:
-        self.connection = conn
-        self.write_lock = write_lock if write_lock is not None else threading.Lock()
+        self.path = path
+        self.shared = connection is None and path != ":memory:"  # False: one connection kept open
+        self.wait = wait if wait is not None else _env_float("TAHRIX_DB_WAIT", DEFAULT_WAIT_S)
+        self.linger = linger if linger is not None else _env_float("TAHRIX_DB_LINGER", DEFAULT_LINGER_S)
+        self.stats = LockStats()
+        self._base = connection if connection is not None else duckdb.connect(":memory:")
+        if connection is None:
+            self._base.execute("SET TimeZone = 'UTC'")
+        self._mutex = threading.Condition(threading.Lock())
+        self._attach_lock = threading.Lock()
+        self._attached = not self.shared
+        self._leases = 0
+        self._depth: dict[int, int] = {}  # leases per thread
+        self._thread_cursors: dict[int, list[Cursor]] = {}  # cursors a thread ran statements on
+        self._idle_since = 0.0
+        self._closer: threading.Thread | None = None
+        self._closed = False
+        self._handles = 1
         self._local = threading.local()
+        self.write_lock = _LeaseLock(self)
+        if self.shared:
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+    # -- one per file per process ------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Database:
+        """This process's ``Database`` for ``path`` (a new one for ``":memory:"``); close() when done."""
+        path = str(path)
+        if path == ":memory:":
+            return cls(path)
+        key = os.path.realpath(os.path.expanduser(path))
+        with cls._registry_lock:
+            db = cls._registry.get(key)
+            if db is not None and not db._closed:
+                db._handles += 1
+                return db
+            db = cls._registry[key] = cls(path)
+            return db
+
+    def acquire(self) -> Database:
+        """Another handle on this database (each handle is closed once)."""
+        with self._registry_lock:
+            self._handles += 1
+        return self
+
+    def close(self) -> None:
+        """Drop a handle; the last one lets the file go and closes the instance."""
+        with self._registry_lock:
+            self._handles -= 1
+            if self._handles > 0 or self._closed:
+                return
+            self._closed = True
+            for key, db in list(self._registry.items()):
+                if db is self:
+                    del self._registry[key]
+        if self.shared:
+            with self._attach_lock, self._mutex:
+                self._leases = 0
+                self._mutex.notify_all()
+            self._detach()
+        self._base.close()
+
+    # -- leases --------------------------------------------------------------------------
+    @contextmanager
+    def lease(self) -> Iterator[Database]:
+        """Hold the file for the block (nested and shared by threads)."""
+        self._enter()
+        try:
+            yield self
+        finally:
+            self._exit()
+
+    def holds_lease(self, beyond: int = 0) -> bool:
+        """Whether this thread holds more than ``beyond`` leases."""
+        return self._depth.get(threading.get_ident(), 0) > beyond
+
+    def _enter(self) -> None:
+        if not self.shared:
+            return
+        me = threading.get_ident()
+        with self._mutex:
+            if self._closed:
+                raise ConfigurationError(f"The database {self.path!r} was closed.")
+            self._leases += 1
+            self._depth[me] = self._depth.get(me, 0) + 1
+            if self._attached:
+                return
+        try:
+            with self._attach_lock:
+                with self._mutex:
+                    if self._attached:
+                        return
+                self._attach()
+                with self._mutex:
+                    self._attached = True
+        except BaseException:
+            self._exit(drain=False)
+            raise
+
+    def _exit(self, *, drain: bool = True, thread: int | None = None) -> None:
+        if not self.shared:
+            return
+        me = thread if thread is not None else threading.get_ident()
+        with self._mutex:
+            depth = self._depth.get(me, 1) - 1
+            if depth > 0:
+                self._depth[me] = depth
+                cursors: list[Cursor] = []
+            else:
+                self._depth.pop(me, None)
+                cursors = self._thread_cursors.pop(me, []) if drain else []
+        for cur in cursors:  # an unfetched result keeps DuckDB's file open: buffer what is left
+            cur._drain()
+        with self._mutex:
+            self._leases -= 1
+            if self._leases == 0:
+                self._idle_since = time.monotonic()
+                self._mutex.notify_all()
+        if self._leases == 0 and self.linger <= 0:
+            self._detach_if_idle()
+        elif self._closer is None:
+            self._start_closer()
+
+    def _ran_on(self, cur: Cursor) -> None:
+        me = threading.get_ident()
+        with self._mutex:
+            found = self._thread_cursors.setdefault(me, [])
+            if cur not in found:
+                found.append(cur)
+
+    def _attach(self) -> None:
+        started = time.monotonic()
+        deadline = started + self.wait
+        delay, waited = 0.002, False
+        literal = "'" + self.path.replace("'", "''") + "'"
+        while True:
+            try:
+                self._base.execute(f"ATTACH {literal} AS {ALIAS}")
+                break
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower():
+                    raise ConfigurationError(f"Could not open the database {self.path!r}: {exc}") from None
+                now = time.monotonic()
+                if now >= deadline:
+                    self._record_wait(now - started)
+                    raise StoreLockedError(self.path, str(exc)) from None
+                waited = True
+                time.sleep(min(delay, deadline - now) * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, 0.05)
+            except duckdb.Error as exc:
+                raise ConfigurationError(f"Could not open the database {self.path!r}: {exc}") from None
+        now = time.monotonic()
+        self.stats.attaches += 1
+        self.stats.attach_s_total += now - started
+        if waited:
+            self._record_wait(now - started)
+
+    def _record_wait(self, seconds: float) -> None:
+        self.stats.waits += 1
+        self.stats.wait_s_total += seconds
+        self.stats.wait_s_max = max(self.stats.wait_s_max, seconds)
+
+    def _detach(self) -> None:
+        with self._mutex:
+            if not self._attached:
+                return
+            self._attached = False
+        started = time.monotonic()
+        with suppress(duckdb.Error):  # DuckDB's WAL keeps what was committed in any case
+            self._base.execute(f"DETACH {ALIAS}")
+        self.stats.detach_s_total += time.monotonic() - started
+
+    def _detach_if_idle(self) -> None:
+        with self._attach_lock:
+            with self._mutex:
+                if self._leases or not self._attached:
+                    return
+            self._detach()
+
+    def _start_closer(self) -> None:
+        with self._mutex:
+            if self._closer is not None:
+                return
+            self._closer = threading.Thread(target=self._close_idle, name="tahrix-db-linger", daemon=True)
+        self._closer.start()
+
+    def _close_idle(self) -> None:
+        """Let the file go once no lease has been held for ``linger`` seconds."""
+        while True:
+            with self._mutex:
+                if self._closed:
+                    return
+                if self._leases or not self._attached:
+                    self._mutex.wait(timeout=_STALE_RESULT_S)
+                    due = False
+                else:
+                    left = self._idle_since + self.linger - time.monotonic()
+                    due = left <= 0
+                    if not due:
+                        self._mutex.wait(timeout=left)
+                stale = [c for cs in self._thread_cursors.values() for c in cs if c._stale()]
+            for cur in stale:
+                cur._release_stale()
+            if due:
+                self._detach_if_idle()
+
+    # -- cursors and writes ------------------------------------------------------------
+    def _raw_cursor(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB cursor on this database, in UTC (call inside a lease when shared)."""
+        raw = self._base.cursor()
+        if self.shared:
+            raw.execute(f"USE {ALIAS}")
+        raw.execute("SET TimeZone = 'UTC'")
+        return raw
+
+    # A ``Cursor`` stands in for a DuckDB cursor (the methods the project uses), so it is
+    # typed as one: the code that takes a cursor needs no change.
+    def local_cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor."""
+        return cast(duckdb.DuckDBPyConnection, self._local_cursor())
+
+    def _local_cursor(self) -> Cursor:
+        cur: Cursor | None = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self._local.cursor = Cursor(self)
+        return cur
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """This thread's cursor, in UTC."""
-        cur: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
-        if cur is None:
-            cur = self.connection.cursor()
-            cur.execute("SET TimeZone = 'UTC'")
-            self._local.cursor = cur
-        return cur
+        """A new cursor (close it when done), like ``DuckDBPyConnection.cursor``."""
+        return cast(duckdb.DuckDBPyConnection, Cursor(self))
+
+    def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        return self.local_cursor().execute(sql, params)
 
     @contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """One short transaction under the write lock."""
+        """One short transaction under the write lock (inside another one: part of it)."""
         with self.write_lock:
-            cur = self.cursor()
+            cur = self._local_cursor()
+            if cur._in_txn:
+                yield cast(duckdb.DuckDBPyConnection, cur)
+                return
             cur.execute("BEGIN")
             try:
-                yield cur
+                yield cast(duckdb.DuckDBPyConnection, cur)
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
             cur.execute("COMMIT")
+
+
+class _LeaseLock:
+    """The process's write lock; holding it holds a lease, so the file stays attached."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._lock = threading.RLock()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._lock.acquire(blocking, timeout):
+            return False
+        try:
+            self._db._enter()
+        except BaseException:
+            self._lock.release()
+            raise
+        return True
+
+    def release(self) -> None:
+        try:
+            self._db._exit()
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class Cursor:
+    """A DuckDB cursor that holds the file while a statement runs and its result is read.
+
+    Inside a lease it is the DuckDB cursor. Outside one, a statement takes a lease of
+    its own, kept until its result is fetched (``fetchone``/``fetchmany`` buffer the rest),
+    so a one-line ``db.cursor().execute(...).fetchall()`` holds the file only that long.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._raw: duckdb.DuckDBPyConnection | None = None
+        self._busy = threading.Lock()
+        self._auto_owner: int | None = None  # thread whose statement holds a lease until fetched
+        self._auto_since = 0.0
+        self._txn_owner: int | None = None  # thread whose open transaction holds a lease
+        self._in_txn = False
+        self._pending = False  # the DuckDB cursor holds an unread result
+        self._buffer: list[tuple[Any, ...]] | None = None
+        self._description: Any = None
+
+    # -- statements ----------------------------------------------------------------------
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Cursor:
+        db = self._db
+        word = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        if not db.shared:
+            self._raw_or_new().execute(sql, params)
+            if word in _TXN_BEGIN or word in _TXN_END:
+                self._in_txn = word in _TXN_BEGIN
+            return self
+        self._finish_auto()
+        db._enter()
+        entered = True
+        try:
+            with self._busy:
+                raw = self._raw_or_new()
+                self._buffer = None
+                raw.execute(sql, params)
+                self._description = raw.description
+                self._pending = self._description is not None
+                db._ran_on(self)
+            if word in _TXN_BEGIN and self._txn_owner is None:
+                self._txn_owner, entered = threading.get_ident(), False  # held until COMMIT/ROLLBACK
+                self._in_txn = True
+            elif word in _TXN_END and self._txn_owner is not None:
+                db._exit(thread=self._txn_owner)
+                self._txn_owner, self._in_txn = None, False
+            if entered and self._pending and not db.holds_lease(beyond=1):
+                if word in _QUERIES:  # held until its rows are read
+                    self._auto_owner, self._auto_since = threading.get_ident(), time.monotonic()
+                    entered = False
+                else:
+                    self._drain()
+        finally:
+            if entered:
+                db._exit()
+        return self
+
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Cursor:
+        with self._db.lease(), self._busy:
+            self._raw_or_new().executemany(sql, params)
+            self._pending = False
+        return self
+
+    def register(self, name: str, obj: object) -> Cursor:
+        """Make a DataFrame queryable by name on this cursor (as DuckDB's ``register``)."""
+        with self._db.lease(), self._busy:
+            self._raw_or_new().register(name, obj)
+        return self
+
+    def unregister(self, name: str) -> Cursor:
+        with self._db.lease(), self._busy:
+            self._raw_or_new().unregister(name)
+        return self
+
+    def begin(self) -> Cursor:
+        return self.execute("BEGIN")
+
+    def commit(self) -> Cursor:
+        return self.execute("COMMIT")
+
+    def rollback(self) -> Cursor:
+        return self.execute("ROLLBACK")
+
+    # -- results -------------------------------------------------------------------------
+    @property
+    def description(self) -> Any:
+        return self._description if self._db.shared else self._raw_or_new().description
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._whole(lambda raw: raw.fetchall(), lambda rows: rows)
+        return rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        rows = self._part(1)
+        return rows[0] if rows else None
+
+    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
+        return self._part(size)
+
+    def df(self) -> Any:
+        return self._whole(lambda raw: raw.df(), self._frame)
+
+    fetchdf = df
+    fetch_df = df
+
+    def fetch_arrow_table(self) -> Any:
+        return self._whole(lambda raw: raw.fetch_arrow_table(), self._arrow)
+
+    arrow = fetch_arrow_table
+
+    def fetchnumpy(self) -> Any:
+        return self._whole(lambda raw: raw.fetchnumpy(), lambda rows: self._frame(rows).to_dict("series"))
+
+    def interrupt(self) -> None:
+        if self._raw is not None:
+            self._raw.interrupt()
+
+    def close(self) -> None:
+        self._finish_auto()
+        with self._busy:
+            if self._raw is not None:
+                self._raw.close()
+                self._raw = None
+            self._pending = False
+        if self._txn_owner is not None:
+            self._db._exit(thread=self._txn_owner)
+            self._txn_owner = None
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _raw_or_new(self) -> duckdb.DuckDBPyConnection:
+        if self._raw is None:
+            self._raw = self._db._raw_cursor()
+        return self._raw
+
+    def _whole(self, fetch: Any, from_buffer: Any) -> Any:
+        if not self._db.shared:
+            return fetch(self._raw_or_new())
+        with self._busy:
+            if self._buffer is not None:
+                rows, self._buffer = self._buffer, []
+                out = from_buffer(rows)
+            elif self._raw is None:
+                raise duckdb.InvalidInputException("No open result set")
+            else:
+                out = fetch(self._raw)
+                self._pending = False
+        self._finish_auto()
+        return out
+
+    def _part(self, size: int) -> list[tuple[Any, ...]]:
+        if not self._db.shared:
+            return self._raw_or_new().fetchmany(size)
+        with self._busy:
+            if self._buffer is None and self._auto_owner is not None and self._raw is not None:
+                self._buffer = self._raw.fetchall()  # read it all now and let the file go
+                self._pending = False
+            if self._buffer is not None:
+                out, self._buffer = self._buffer[:size], self._buffer[size:]
+            elif self._raw is None:
+                raise duckdb.InvalidInputException("No open result set")
+            else:
+                out = self._raw.fetchmany(size)
+        self._finish_auto()
+        return out
+
+    def _frame(self, rows: list[tuple[Any, ...]]) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame.from_records(rows, columns=[d[0] for d in self._description or ()])
+
+    def _arrow(self, rows: list[tuple[Any, ...]]) -> Any:
+        import pyarrow as pa
+
+        return pa.Table.from_pandas(self._frame(rows), preserve_index=False)
+
+    def _drain(self) -> None:
+        """Read what is left of the result into memory (the owning thread's lease is ending)."""
+        with self._busy:
+            if self._pending and self._raw is not None and self._buffer is None:
+                self._buffer = self._raw.fetchall()
+            self._pending = False
+
+    def _finish_auto(self) -> None:
+        owner = self._auto_owner
+        if owner is None:
+            return
+        with self._busy:
+            if self._auto_owner is None:
+                return
+            if self._pending and self._raw is not None and self._buffer is None:
+                self._buffer = self._raw.fetchall()
+            self._pending = False
+            self._auto_owner = None
+        self._db._exit(thread=owner)
+
+    def _stale(self) -> bool:
+        return self._auto_owner is not None and time.monotonic() - self._auto_since > _STALE_RESULT_S
+
+    def _release_stale(self) -> None:
+        if self._busy.acquire(blocking=False):  # never while its thread is using it
+            self._busy.release()
+            self._finish_auto()
+
+
+def connect(path: str) -> Database:
+    """The process's ``Database`` for ``path`` (kept for callers of the old name)."""
+    return Database.open(path)
+
+
+@atexit.register
+def _close_all() -> None:
+    """Checkpoint and let every workspace file go when the process ends."""
+    for db in list(Database._registry.values()):
+        db._handles = 1
+        db.close()
