@@ -39,6 +39,11 @@ from typing import Any, ClassVar, cast
 
 import duckdb
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: no turnstile, the backoff alone
+    fcntl = None  # type: ignore[assignment]
+
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
 
 ALIAS = "tahrix_ws"  # the catalog name of the attached workspace file
@@ -46,6 +51,8 @@ DEFAULT_WAIT_S = 30.0  # how long a held file is retried before StoreLockedError
 DEFAULT_LINGER_S = 0.02  # how long an idle attachment is kept for the next statement
 _TXN_BEGIN = ("BEGIN", "START")
 _TXN_END = ("COMMIT", "END", "ROLLBACK", "ABORT")
+_POLL_CAP_S = 0.01  # a waiting process tries the file at least this often
+_YIELD_S = 0.5  # a process that just let the file go leaves it to waiting ones this long at most
 _STALE_RESULT_S = 0.5  # an unfetched result outside any lease is buffered after this
 # Statements whose result is a query's rows; any other's (a row count) is read at once.
 _QUERIES = frozenset(
@@ -83,6 +90,8 @@ class LockStats:
     wait_s_max: float = 0.0
     attach_s_total: float = 0.0
     detach_s_total: float = 0.0
+    hold_s_total: float = 0.0  # attached, from attach to detach
+    hold_s_max: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in self.__dict__.items()}
@@ -122,6 +131,8 @@ class Database:
         self._handles = 1
         self._local = threading.local()
         self.write_lock = _LeaseLock(self)
+        self._detached_at = self._attached_at = 0.0
+        self._turnstile = _Turnstile(path + ".waiters") if self.shared else None
         if self.shared:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
@@ -194,6 +205,7 @@ class Database:
                 with self._mutex:
                     if self._attached:
                         return
+                self._step_aside()
                 self._attach()
                 with self._mutex:
                     self._attached = True
@@ -220,7 +232,7 @@ class Database:
             if self._leases == 0:
                 self._idle_since = time.monotonic()
                 self._mutex.notify_all()
-        if self._leases == 0 and self.linger <= 0:
+        if self._leases == 0 and (self.linger <= 0 or self._others_waiting()):
             self._detach_if_idle()
         elif self._closer is None:
             self._start_closer()
@@ -232,7 +244,23 @@ class Database:
             if cur not in found:
                 found.append(cur)
 
+    def _others_waiting(self) -> bool:
+        return self._turnstile is not None and self._turnstile.others_waiting()
+
+    def _step_aside(self) -> None:
+        """Fairness: just after letting the file go, leave it to the processes waiting for it."""
+        until = self._detached_at + _YIELD_S
+        while time.monotonic() < until and self._others_waiting():
+            time.sleep(0.005)
+
     def _attach(self) -> None:
+        try:
+            self._attach_retrying()
+        finally:
+            if self._turnstile is not None:
+                self._turnstile.leave()
+
+    def _attach_retrying(self) -> None:
         started = time.monotonic()
         deadline = started + self.wait
         delay, waited = 0.002, False
@@ -248,12 +276,14 @@ class Database:
                 if now >= deadline:
                     self._record_wait(now - started)
                     raise StoreLockedError(self.path, str(exc)) from None
+                if not waited and self._turnstile is not None:
+                    self._turnstile.join()  # holders see us and let the file go sooner
                 waited = True
-                time.sleep(min(delay, deadline - now) * random.uniform(0.5, 1.0))
-                delay = min(delay * 2, 0.05)
+                time.sleep(min(delay, deadline - now) * random.uniform(0.5, 1.0))  # full jitter
+                delay = min(delay * 2, _POLL_CAP_S)
             except duckdb.Error as exc:
                 raise ConfigurationError(f"Could not open the database {self.path!r}: {exc}") from None
-        now = time.monotonic()
+        now = self._attached_at = time.monotonic()
         self.stats.attaches += 1
         self.stats.attach_s_total += now - started
         if waited:
@@ -272,7 +302,11 @@ class Database:
         started = time.monotonic()
         with suppress(duckdb.Error):  # DuckDB's WAL keeps what was committed in any case
             self._base.execute(f"DETACH {ALIAS}")
-        self.stats.detach_s_total += time.monotonic() - started
+        self._detached_at = time.monotonic()
+        self.stats.detach_s_total += self._detached_at - started
+        held = self._detached_at - self._attached_at
+        self.stats.hold_s_total += held
+        self.stats.hold_s_max = max(self.stats.hold_s_max, held)
 
     def _detach_if_idle(self) -> None:
         with self._attach_lock:
@@ -299,7 +333,7 @@ class Database:
                     due = False
                 else:
                     left = self._idle_since + self.linger - time.monotonic()
-                    due = left <= 0
+                    due = left <= 0 or self._others_waiting()
                     if not due:
                         self._mutex.wait(timeout=left)
                 stale = [c for cs in self._thread_cursors.values() for c in cs if c._stale()]
@@ -353,6 +387,47 @@ class Database:
                 cur.execute("ROLLBACK")
                 raise
             cur.execute("COMMIT")
+
+
+class _Turnstile:
+    """Processes waiting for the file hold a shared ``flock`` on ``<file>.waiters``; a process
+    holding the file that sees one lets it go at once, then steps aside before taking it again
+    (DuckDB's own lock has no queue: without this, a busy process would keep winning)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._probe: int | None = None
+
+    def _open(self) -> int:
+        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def join(self) -> None:
+        if fcntl is None:
+            return
+        with suppress(OSError):
+            if self._fd is None:
+                self._fd = self._open()
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def leave(self) -> None:
+        if fcntl is not None and self._fd is not None:
+            with suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def others_waiting(self) -> bool:
+        if fcntl is None:
+            return False
+        try:
+            if self._probe is None:
+                self._probe = self._open()
+            fcntl.flock(self._probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        fcntl.flock(self._probe, fcntl.LOCK_UN)
+        return False
 
 
 class _LeaseLock:
