@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -110,7 +109,7 @@ def reader(db: str, seconds: float, control: Path) -> dict[str, Any]:
             with store.lease():
                 costs(store, by=("user",))
                 store.list_sessions(limit=50)
-        except Exception as exc:  # noqa: BLE001 - the soak counts every failure
+        except Exception as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
         latencies.append(time.perf_counter() - started)
         time.sleep(max(0.0, 1.0 - (time.perf_counter() - started)))
@@ -151,7 +150,9 @@ def _drive_jobs(base: str, token: str, stop: threading.Event, out: dict[str, Any
                             {"message": "Where did the stolen funds go?", "case_id": CASE})  # fmt: skip
             job, since = created["job_id"], 0
             while True:
-                state = _http("GET", f"{base}/api/v1/agent/chat-stream-job/{job}?since={since}&wait=20", token)
+                state = _http(
+                    "GET", f"{base}/api/v1/agent/chat-stream-job/{job}?since={since}&wait=20", token
+                )
                 since = state["next"]
                 if state["status"] != "streaming":
                     break
@@ -159,7 +160,7 @@ def _drive_jobs(base: str, token: str, stop: threading.Event, out: dict[str, Any
             out["sessions"].append(state["session_id"])
             if state["status"] != "done":
                 out["errors"].append(f"job {job}: {state['status']} {state.get('error')}")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out["errors"].append(f"{type(exc).__name__}: {exc}")
             time.sleep(0.5)
 
@@ -209,7 +210,9 @@ def run(seconds: float, workdir: Path) -> dict[str, Any]:
             break
         except OSError:
             if time.monotonic() > deadline or serve.poll() is not None:
-                raise RuntimeError(f"tahrix serve did not start: {serve.stderr.read() if serve.stderr else ''}")
+                raise RuntimeError(
+                    f"tahrix serve did not start: {serve.stderr.read() if serve.stderr else ''}"
+                ) from None
             time.sleep(0.2)
     procs = [_spawn("kernel", db, seconds, control, f"kernel-{i}") for i in (1, 2)]
     procs.append(_spawn("reader", db, seconds, control, "cli-reader"))
@@ -235,7 +238,9 @@ def run(seconds: float, workdir: Path) -> dict[str, Any]:
     _, serve_err = serve.communicate(timeout=60)
     service["stderr_errors"] = [ln for ln in serve_err.splitlines() if "Traceback" in ln or "ERROR" in ln]
     with Workspace(db) as ws:  # what landed in the file
-        rows = dict(ws.store.cursor().execute("SELECT session_id, count(*) FROM messages GROUP BY 1").fetchall())
+        rows = dict(
+            ws.store.cursor().execute("SELECT session_id, count(*) FROM messages GROUP BY 1").fetchall()
+        )
     return {"seconds": seconds, "reports": reports, "service": service, "rows": rows}
 
 
@@ -263,12 +268,19 @@ def report(result: dict[str, Any]) -> None:
     first, lat = reader["latencies"][0], sorted(reader["latencies"][1:])
     ms = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
     svc = result["service"]
-    print(f"soak: {result['seconds']:.0f} s, 2 kernels + tahrix serve + CLI reader on one file (machine shared)")
+    print(
+        f"soak: {result['seconds']:.0f} s, 2 kernels + tahrix serve + CLI reader on one file (machine shared)"
+    )
     for r in result["reports"]:
         lock = r["lock"]
-        extra = f"{r['investigations']} investigations, {sum(r['appended'].values())} messages" if "appended" in r else f"{r['reads']} reads"
+        extra = (
+            f"{r['investigations']} investigations, {sum(r['appended'].values())} messages"
+            if "appended" in r
+            else f"{r['reads']} reads"
+        )
         print(f"  {r['process']:<11} {extra}; attaches {lock['attaches']:.0f}, lock waits {lock['waits']:.0f} "
               f"(max {lock['wait_s_max'] * 1000:.0f} ms, total {lock['wait_s_total']:.1f} s); "
+              f"longest hold {lock['hold_s_max'] * 1000:.0f} ms; "
               f"peak RSS {r['peak_rss_mb']:.0f} MB; errors {len(r['errors'])}")  # fmt: skip
     print(f"  tahrix serve jobs {svc['jobs']}; peak RSS {svc['peak_rss_mb']:.0f} MB; "
           f"`tahrix costs` runs {svc['cli_runs']}; errors {len(svc['errors']) + len(svc['stderr_errors'])}")  # fmt: skip
@@ -276,8 +288,12 @@ def report(result: dict[str, Any]) -> None:
           f"(target ≤ 2000 ms); the first read (pricing tables built) {first * 1000:.0f} ms; "
           f"longest lock wait {reader['lock']['wait_s_max'] * 1000:.0f} ms")  # fmt: skip
     for k in (r for r in result["reports"] if r["process"].startswith("kernel")):
-        print(f"  {k['process']} budget: ledger ${k['budget_seen_usd']:.6f} vs whole file ${k['budget_truth_usd']:.6f}")
-    for e in ([e for r in result["reports"] for e in r["errors"]] + svc["errors"] + svc["stderr_errors"])[:10]:
+        print(
+            f"  {k['process']} budget: ledger ${k['budget_seen_usd']:.6f} vs whole file ${k['budget_truth_usd']:.6f}"
+        )
+    for e in ([e for r in result["reports"] for e in r["errors"]] + svc["errors"] + svc["stderr_errors"])[
+        :10
+    ]:
         print(f"  ERROR {e}")
     for name, ok in checks(result).items():
         print(f"  {'met' if ok else 'NOT MET'}: {name}")

@@ -53,6 +53,7 @@ _TXN_BEGIN = ("BEGIN", "START")
 _TXN_END = ("COMMIT", "END", "ROLLBACK", "ABORT")
 _POLL_CAP_S = 0.01  # a waiting process tries the file at least this often
 _YIELD_S = 0.5  # a process that just let the file go leaves it to waiting ones this long at most
+_MAX_HOLD_S = 0.25  # past this, a process with a waiter stops taking new leases on the file
 _STALE_RESULT_S = 0.5  # an unfetched result outside any lease is buffered after this
 # Statements whose result is a query's rows; any other's (a row count) is read at once.
 _QUERIES = frozenset(
@@ -132,6 +133,7 @@ class Database:
         self._local = threading.local()
         self.write_lock = _LeaseLock(self)
         self._detached_at = self._attached_at = 0.0
+        self._draining = False  # past MAX_HOLD with a waiter: no new leases until detached
         self._turnstile = _Turnstile(path + ".waiters") if self.shared else None
         if self.shared:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -196,6 +198,19 @@ class Database:
         with self._mutex:
             if self._closed:
                 raise ConfigurationError(f"The database {self.path!r} was closed.")
+            # Threads taking turns can keep the file without a gap: past MAX_HOLD, with a
+            # process waiting, new leases wait until the file was let go.
+            if (
+                not self._depth.get(me)
+                and self._attached
+                and not self._draining
+                and time.monotonic() - self._attached_at > _MAX_HOLD_S
+                and self._others_waiting()
+            ):
+                self._draining = True
+            until = time.monotonic() + 1.0  # bounded: a lease holder may be waiting on us
+            while self._draining and not self._depth.get(me) and time.monotonic() < until:
+                self._mutex.wait(timeout=0.05)
             self._leases += 1
             self._depth[me] = self._depth.get(me, 0) + 1
             if self._attached:
@@ -232,7 +247,7 @@ class Database:
             if self._leases == 0:
                 self._idle_since = time.monotonic()
                 self._mutex.notify_all()
-        if self._leases == 0 and (self.linger <= 0 or self._others_waiting()):
+        if self._leases == 0 and (self.linger <= 0 or self._draining or self._others_waiting()):
             self._detach_if_idle()
         elif self._closer is None:
             self._start_closer()
@@ -297,12 +312,17 @@ class Database:
     def _detach(self) -> None:
         with self._mutex:
             if not self._attached:
+                self._draining = False
+                self._mutex.notify_all()
                 return
             self._attached = False
         started = time.monotonic()
         with suppress(duckdb.Error):  # DuckDB's WAL keeps what was committed in any case
             self._base.execute(f"DETACH {ALIAS}")
         self._detached_at = time.monotonic()
+        with self._mutex:
+            self._draining = False
+            self._mutex.notify_all()
         self.stats.detach_s_total += self._detached_at - started
         held = self._detached_at - self._attached_at
         self.stats.hold_s_total += held
@@ -437,21 +457,24 @@ class _LeaseLock:
         self._db = db
         self._lock = threading.RLock()
 
+    # The lease first, then the lock: a thread waiting for the lock holds a lease, so a
+    # thread waiting for a lease (the file being let go) never holds the lock.
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if not self._lock.acquire(blocking, timeout):
-            return False
+        self._db._enter()
         try:
-            self._db._enter()
+            got = self._lock.acquire(blocking, timeout)
         except BaseException:
-            self._lock.release()
+            self._db._exit()
             raise
-        return True
+        if not got:
+            self._db._exit()
+        return got
 
     def release(self) -> None:
         try:
-            self._db._exit()
-        finally:
             self._lock.release()
+        finally:
+            self._db._exit()
 
     def __enter__(self) -> bool:
         return self.acquire()
