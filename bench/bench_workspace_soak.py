@@ -106,9 +106,8 @@ def reader(db: str, seconds: float, control: Path) -> dict[str, Any]:
     while time.monotonic() < end:
         started = time.perf_counter()
         try:
-            with store.lease():
-                costs(store, by=("user",))
-                store.list_sessions(limit=50)
+            costs(store, by=("user",))  # as `tahrix costs` does: a lease per statement,
+            store.list_sessions(limit=50)  # so pricing a new model never holds the file
         except Exception as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
         latencies.append(time.perf_counter() - started)

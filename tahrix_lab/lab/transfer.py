@@ -28,6 +28,7 @@ from typing import IO, Any, Literal
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Session
+from tahrix_lab.textsafe import json_safe
 
 FORMAT = "tahrix-session/1"
 OnConflict = Literal["error", "skip"]
@@ -103,7 +104,7 @@ def export_sessions(store: TranscriptStore, out: IO[str], session_ids: Iterable[
         tables = _tables(store)
         for sid in ids:
             line = json.dumps(session_record(store, sid, tables), ensure_ascii=False, allow_nan=False)
-            out.write(line + "\n")
+            out.write(json_safe(line) + "\n")  # C1 controls as \u escapes: safe to print, still lossless
     return len(ids)
 
 
