@@ -57,7 +57,7 @@ def log_path() -> Path:
 
 
 class _OneLine(logging.Formatter):
-    """Without ``-v`` stderr gets one calm line per warning; the traceback goes to the log."""
+    """Without ``-v`` stderr gets one calm line per error; warnings and tracebacks go to the log."""
 
     def __init__(self, log: Path) -> None:
         super().__init__("tahrix: %(message)s")
@@ -82,6 +82,7 @@ def _setup_logging(verbose: bool) -> Path:
         root.addHandler(stderr)
         return log
     stderr.setFormatter(_OneLine(log))
+    stderr.setLevel(logging.ERROR)  # warnings (retries, unknown prices) only in the log
     root.addHandler(stderr)
     try:
         log.parent.mkdir(parents=True, exist_ok=True)
