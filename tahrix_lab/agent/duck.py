@@ -309,13 +309,15 @@ class Database:
         self.stats.wait_s_total += seconds
         self.stats.wait_s_max = max(self.stats.wait_s_max, seconds)
 
-    def _detach(self) -> None:
-        with self._mutex:
-            if not self._attached:
-                self._draining = False
-                self._mutex.notify_all()
-                return
-            self._attached = False
+    def _detach(self, *, checked: bool = False) -> None:
+        """DETACH the file. ``checked``: the caller already marked it detached under the mutex."""
+        if not checked:
+            with self._mutex:
+                if not self._attached:
+                    self._draining = False
+                    self._mutex.notify_all()
+                    return
+                self._attached = False
         started = time.monotonic()
         with suppress(duckdb.Error):  # DuckDB's WAL keeps what was committed in any case
             self._base.execute(f"DETACH {ALIAS}")
@@ -333,7 +335,10 @@ class Database:
             with self._mutex:
                 if self._leases or not self._attached:
                     return
-            self._detach()
+                # In the same critical section as the check: a lease taken from now on
+                # sees the file detached and waits for the attach lock (held here).
+                self._attached = False
+            self._detach(checked=True)
 
     def _start_closer(self) -> None:
         with self._mutex:
