@@ -97,7 +97,7 @@ def kernel(db: str, seconds: float, name: str, control: Path) -> dict[str, Any]:
 def reader(db: str, seconds: float, control: Path) -> dict[str, Any]:
     """The CLI reading costs every second: each read's latency, lock wait included."""
     from tahrix_lab.agent.store import TranscriptStore
-    from tahrix_lab.lab.costs import costs
+    from tahrix_lab.lab.commands import _costs_frame
 
     store = TranscriptStore(db)
     latencies: list[float] = []
@@ -106,8 +106,8 @@ def reader(db: str, seconds: float, control: Path) -> dict[str, Any]:
     while time.monotonic() < end:
         started = time.perf_counter()
         try:
-            costs(store, by=("user",))  # as `tahrix costs` does: a lease per statement,
-            store.list_sessions(limit=50)  # so pricing a new model never holds the file
+            _costs_frame(store, by=("user",))  # what `tahrix costs` does: one burst on the file
+            store.list_sessions(limit=50)
         except Exception as exc:
             errors.append(f"{type(exc).__name__}: {exc}")
         latencies.append(time.perf_counter() - started)

@@ -105,6 +105,18 @@ def _console() -> Any:
     return terminal_console()
 
 
+def _costs_frame(store: TranscriptStore, **kwargs: Any) -> Any:
+    """``costs`` in one burst on the file: genai-prices' data is loaded before the lease,
+    so pricing a model seen for the first time does not hold the file that long."""
+    from genai_prices import data_snapshot
+
+    from tahrix_lab.lab.costs import costs
+
+    data_snapshot.get_snapshot()
+    with store.lease():
+        return costs(store, **kwargs)
+
+
 def _print_json(rows: Sequence[dict[str, Any]]) -> None:
     """JSON Lines on stdout; ASCII only, so no stored control character reaches a terminal."""
     for row in rows:
@@ -155,14 +167,11 @@ def _cost(value: Any) -> str:
 def _sessions(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from tahrix_lab.lab.costs import costs
-
     store = _store()
-    # No lease around both: pricing a new model (genai-prices) must not hold the file.
     sessions = store.list_sessions(user=args.user, purpose=args.purpose, limit=args.limit)
     per = {
         str(r.session): (int(str(r.calls)), r.cost_usd)
-        for r in costs(store, by=("session",)).itertuples(index=False)
+        for r in _costs_frame(store, by=("session",)).itertuples(index=False)
     } if sessions else {}  # fmt: skip
     if args.json:
         _print_json([
@@ -304,10 +313,8 @@ def _diff(args: argparse.Namespace) -> int:
 def _costs(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from tahrix_lab.lab.costs import costs
-
     store = _store()
-    df = costs(store, by=args.by, since=args.since, until=args.until, user=args.user)
+    df = _costs_frame(store, by=args.by, since=args.since, until=args.until, user=args.user)
     if args.json:
         _print_json([{str(k): _plain(v) for k, v in rec.items()} for rec in df.to_dict("records")])
         return 0
