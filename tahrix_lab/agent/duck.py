@@ -545,6 +545,13 @@ class Cursor:
                 db._exit()
         return self
 
+    def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Cursor:
+        """Run ``query`` now (not a lazy DuckDB relation: the file is not kept for later);
+        read the result with ``df()``, ``fetchall()``, ``fetchone()`` …"""
+        return self.execute(query, params)
+
+    query = sql
+
     def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Cursor:
         with self._db.lease(), self._busy:
             self._raw_or_new().executemany(sql, params)
