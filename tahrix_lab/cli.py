@@ -8,11 +8,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from tahrix_lab import __version__
 from tahrix_lab.agent.errors import TahrixError
 from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.textsafe import safe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,14 +50,58 @@ def case_integration(transcripts: TranscriptStore) -> Any:
     return with_mcp_tools(CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection)))
 
 
+def log_path() -> Path:
+    """Where details (tracebacks, raw provider errors) go without ``-v``: ``$TAHRIX_LOG``,
+    else ``$XDG_STATE_HOME/tahrix/tahrix.log`` (``~/.local/state/tahrix/tahrix.log``)."""
+    if os.environ.get("TAHRIX_LOG"):
+        return Path(os.environ["TAHRIX_LOG"])
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "tahrix" / "tahrix.log"
+
+
+class _OneLine(logging.Formatter):
+    """Without ``-v`` stderr gets one calm line per error; warnings and tracebacks go to the log."""
+
+    def __init__(self, log: Path) -> None:
+        super().__init__("tahrix: %(message)s")
+        self.log = log
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = safe(record.getMessage().splitlines()[0] if record.getMessage() else "", multiline=False)
+        return f"tahrix: {message[:300]}" + (f" (details in {self.log})" if record.exc_info else "")
+
+
+def _setup_logging(verbose: bool) -> Path:
+    log = log_path()
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "_tahrix", False)]:  # main() run again
+        root.removeHandler(old)
+        old.close()
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr._tahrix = True  # type: ignore[attr-defined]
+    if verbose:
+        stderr.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(stderr)
+        return log
+    stderr.setFormatter(_OneLine(log))
+    stderr.setLevel(logging.ERROR)  # warnings (retries, unknown prices) only in the log
+    root.addHandler(stderr)
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        to_file = logging.FileHandler(log, delay=True, encoding="utf-8")
+    except OSError:
+        return log
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    to_file._tahrix = True  # type: ignore[attr-defined]
+    root.addHandler(to_file)
+    return log
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    log = _setup_logging(args.verbose)
     if args.db:
         os.environ["TAHRIX_DB"] = args.db
     if not getattr(args, "func", None):
@@ -63,10 +110,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except TahrixError as exc:
-        print(f"tahrix: {exc}", file=sys.stderr)
+        print(f"tahrix: {safe(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if args.verbose:
+            raise
+        _log_traceback(log, exc)
+        first = safe(str(exc).splitlines()[0] if str(exc) else "", multiline=False)[:200]
+        print(
+            f"tahrix: something went wrong ({type(exc).__name__}: {first}). "
+            f"The details are in {log}; run with -v to see them here.",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _log_traceback(log: Path, exc: BaseException) -> None:
+    import traceback
+
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a", encoding="utf-8") as fh:
+            fh.write(f"{datetime.now(UTC).isoformat()} {os.getpid()} tahrix {' '.join(sys.argv[1:])}\n")
+            fh.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.flow import Chunk, history_chunks
+from tahrix_lab.textsafe import shown as escape  # stored text: control characters shown escaped
 
 
 def summarise(result: dict[str, Any], limit: int = 160) -> str:
@@ -37,11 +37,20 @@ def format_cost(cost: float | None) -> str:
     return "cost unknown" if cost is None else f"${cost:.4f}"
 
 
+def terminal_console(**kwargs: Any) -> Console:
+    """A rich console; piped (or in a notebook's ``!tahrix``) it never wraps: ids stay whole."""
+    import sys
+
+    if not sys.stdout.isatty():
+        kwargs.setdefault("width", 10_000)
+    return Console(highlight=False, **kwargs)
+
+
 class FlowPrinter:
     """Prints loop events as they arrive; keeps totals for a closing line."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(highlight=False)
+        self.console = console or terminal_console()
         self._mode: str | None = None
         self.total_cost: float | None = 0.0
         self.calls = 0
@@ -88,7 +97,7 @@ class FlowPrinter:
             cost = payload.get("cost_usd")
             self.total_cost = None if cost is None or self.total_cost is None else self.total_cost + cost
             c.print(
-                f"[dim]  {payload.get('model')} · in {usage.get('input_tokens')} / out {usage.get('output_tokens')}"
+                f"[dim]  {escape(payload.get('model'))} · in {usage.get('input_tokens')} / out {usage.get('output_tokens')}"
                 f" tokens · {format_cost(cost)}[/]"
             )
         elif event == "error":

@@ -6,11 +6,14 @@ days. Dollars come from ``genai-prices`` through a ``Pricer``.
 
 ``check`` must stay cheap however long the transcript grows, so the budget
 keeps a ledger in memory: it reads the store once (last 30 days), then the
-store tells it of every new message as it is appended (DuckDB lets one
-process write a file, so every write passes through this process), and it
-keeps running sums in time-ordered deques that drop expired entries from the
-front. A check is memory work only; every ``sync_every`` seconds it also asks
-the database for calls it has not seen (written by another store object).
+store tells it of every message this process appends, and it keeps running
+sums in time-ordered deques that drop expired entries from the front. A check
+is memory work only; every ``sync_every`` seconds (1 s) it also asks the
+database for the calls written since the last one it saw — by another store
+object or another process (notebook kernels, the service, the CLI share the
+file). "Since" is the ``seq`` the messages were written in, not their
+``created_at``: a call another process started earlier but wrote later is
+still seen. A call counted by the listener is never counted again.
 
 A model with no known price is priced as unknown, not as zero: it is logged
 once and counted in ``unknown_cost_calls``; pass ``assume_unknown=(in, out)``
@@ -95,7 +98,7 @@ class Budget:
         pricer: Pricer | None = None,
         assume_unknown: tuple[float, float] | None = None,
         store: TranscriptStore | None = None,
-        sync_every: float = 5.0,
+        sync_every: float = 1.0,
     ) -> None:
         self.per_minute_tokens = per_minute_tokens
         self.per_hour_tokens = per_hour_tokens
@@ -110,11 +113,13 @@ class Budget:
         self._global = _Window(MONTH)
         self._session_users: dict[str, str] = {}
         self._rates: dict[tuple[str | None, str | None], tuple[float, float, float, float] | None] = {}
-        self._watermark: datetime | None = None
+        self._watermark: int | None = None  # the highest message seq read from the store
         self._loaded_from: TranscriptStore | None = None
         self.sync_every = sync_every
         self._synced_at = 0.0
-        self._counted: set[tuple[str, int]] = set()  # calls the listener counted after the watermark
+        self._counted: set[tuple[str, int]] = set()  # calls the listener counted, not yet read back
+        self._read: deque[tuple[str, int]] = deque(maxlen=100_000)  # calls read back lately
+        self._read_set: set[tuple[str, int]] = set()
 
     # -- public -------------------------------------------------------------
     def check(self, user: str, *, store: TranscriptStore | None = None) -> None:
@@ -179,27 +184,45 @@ class Budget:
             return
         if store is not self._loaded_from:
             self._loaded_from = store
-            self._watermark = now - MONTH
+            self._watermark = None
             self._synced_at = 0.0
             store.add_listener(self._on_append)
         if time.monotonic() - self._synced_at < self.sync_every:
             return
         self._synced_at = time.monotonic()
-        cur = store.cursor()
-        rows = cur.execute(
-            "SELECT session_id, position, created_at, model_id, backend, input_tokens, output_tokens, "
-            "cache_read_tokens, cache_write_tokens FROM messages "
-            "WHERE role = 'assistant' AND created_at > ? ORDER BY created_at",
-            [self._watermark],
-        ).fetchall()
-        if not rows:
-            return
-        self._learn_users(cur, {r[0] for r in rows})
-        for sid, position, at, model, backend, inp, out, cr, cw in rows:
-            if (sid, position) not in self._counted:
+        with store.lease():  # one attach for both reads
+            cur = store.cursor()
+            params: list[object]
+            if self._watermark is None:  # first read: the last 30 days
+                where, params = "created_at > ?", [now - MONTH]
+            else:
+                where, params = "seq > ?", [self._watermark]
+            rows = cur.execute(
+                "SELECT session_id, position, created_at, model_id, backend, input_tokens, output_tokens, "
+                "cache_read_tokens, cache_write_tokens, seq FROM messages "
+                f"WHERE role = 'assistant' AND {where} ORDER BY seq",
+                params,
+            ).fetchall()
+            if self._watermark is None:
+                top = cur.execute("SELECT coalesce(max(seq), 0) FROM messages").fetchone()
+                self._watermark = int(top[0]) if top else 0
+            if not rows:
+                return
+            self._learn_users(cur, {r[0] for r in rows})
+        for sid, position, at, model, backend, inp, out, cr, cw, seq in rows:
+            key = (sid, position)
+            if key in self._counted:
+                self._counted.discard(key)
+            else:
                 self._add(self._session_users.get(sid, "?"), at, Usage(inp, out, cr, cw), model, backend)
-        self._watermark = rows[-1][2]
-        self._counted.clear()
+            self._remember_read(key)
+            self._watermark = max(self._watermark or 0, int(seq))
+
+    def _remember_read(self, key: tuple[str, int]) -> None:
+        if len(self._read) == self._read.maxlen:
+            self._read_set.discard(self._read[0])
+        self._read.append(key)
+        self._read_set.add(key)
 
     def _learn_users(self, cur: duckdb.DuckDBPyConnection, session_ids: set[str]) -> None:
         missing = list(session_ids - self._session_users.keys())
@@ -213,9 +236,12 @@ class Budget:
         if message.role != "assistant" or message.position is None:
             return
         with self._lock:
+            key = (session_id, message.position)
+            if key in self._read_set:
+                return  # a sync already read it back from the store
             if session_id not in self._session_users and self._loaded_from is not None:
                 self._learn_users(self._loaded_from.cursor(), {session_id})
-            self._counted.add((session_id, message.position))
+            self._counted.add(key)
             usage = message.usage or Usage()
             self._add(
                 self._session_users.get(session_id, "?"),

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import duckdb
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -19,7 +18,7 @@ class Migration:
     sql: str
 
 
-def applied_migrations(conn: duckdb.DuckDBPyConnection, namespace: str) -> list[str]:
+def applied_migrations(conn: Any, namespace: str) -> list[str]:
     conn.execute(
         "CREATE TABLE IF NOT EXISTS _migrations (namespace VARCHAR NOT NULL, name VARCHAR NOT NULL, "
         "applied_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp, PRIMARY KEY (namespace, name))"
@@ -30,10 +29,10 @@ def applied_migrations(conn: duckdb.DuckDBPyConnection, namespace: str) -> list[
     return [r[0] for r in rows.fetchall()]
 
 
-def apply_migrations(
-    conn: duckdb.DuckDBPyConnection, namespace: str, migrations: Sequence[Migration]
-) -> list[str]:
-    """Apply the migrations not yet recorded; return the names applied now."""
+def apply_migrations(conn: Any, namespace: str, migrations: Sequence[Migration]) -> list[str]:
+    """Apply the migrations not yet recorded; return the names applied now.
+
+    ``conn`` is a ``duck.Database`` or a DuckDB connection (anything with ``cursor()``)."""
     cur = conn.cursor()
     try:
         done = set(applied_migrations(cur, namespace))

@@ -2,8 +2,9 @@
 
 Each persist is its own short autocommit write — never a transaction held
 open across a stream — so a crash mid-answer loses at most the message being
-streamed (and the loop persists partial answers itself). One DuckDB
-connection per store; every thread gets its own cursor on it.
+streamed (and the loop persists partial answers itself). The file is held
+only for each statement or burst (``duck.Database``), so notebook kernels,
+the CLI and the service share it; every thread gets its own cursor.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 import duckdb
 
-from tahrix_lab.agent.duck import Cursors, connect
+from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.migrations import Migration, apply_migrations
 from tahrix_lab.agent.transcript import Message, Part, Session, Usage
@@ -89,6 +91,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        "0003_message_seq",
+        # The order messages were written in, across processes (the file is written by one
+        # process at a time): the budget reads "calls since the last one I saw" by it.
+        """
+        CREATE SEQUENCE message_seq;
+        ALTER TABLE messages ADD COLUMN seq BIGINT DEFAULT nextval('message_seq');
+        """,
+    ),
 )
 
 _MESSAGE_COLUMNS = (
@@ -109,32 +120,46 @@ class TranscriptStore:
     ``path`` defaults to ``$TAHRIX_DB`` or ``tahrix.duckdb`` in the working
     directory; ``":memory:"`` keeps everything in memory (tests). Pass
     ``connection`` to share a connection another component opened (the case
-    database lives in the same file).
+    database lives in the same file): a ``duck.Database``, or a DuckDB connection
+    kept open for good. Stores on one file in one process share its ``Database``.
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
         *,
-        connection: duckdb.DuckDBPyConnection | None = None,
+        connection: Database | duckdb.DuckDBPyConnection | None = None,
     ):
-        self.path = str(path) if path is not None else default_path()
-        self._db = Cursors(connection if connection is not None else connect(self.path))
+        if isinstance(connection, Database):
+            self._db = connection.acquire()
+            self.path = str(path) if path is not None else connection.path
+        elif connection is not None:
+            self.path = str(path) if path is not None else ":memory:"
+            self._db = Database(self.path, connection=connection)
+        else:
+            self.path = str(path) if path is not None else default_path()
+            self._db = Database.open(self.path)
         self._positions: dict[str, int] = {}  # next position per session, under the write lock
         self._listeners: list[Callable[[str, Message], None]] = []
-        apply_migrations(self._db.connection, "transcript", MIGRATIONS)
+        with self._db.lease():
+            apply_migrations(self._db, "transcript", MIGRATIONS)
 
     # -- plumbing --------------------------------------------------------
     @property
-    def connection(self) -> duckdb.DuckDBPyConnection:
-        return self._db.connection
+    def connection(self) -> Database:
+        """The shared database (``execute``, ``cursor``, ``lease``)."""
+        return self._db
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's cursor (DuckDB connections are not shared across threads)."""
-        return self._db.cursor()
+        return self._db.local_cursor()
+
+    def lease(self) -> AbstractContextManager[Database]:
+        """Hold the file for a burst of statements (one attach, one consistent view)."""
+        return self._db.lease()
 
     def close(self) -> None:
-        self._db.connection.close()
+        self._db.close()
 
     def __enter__(self) -> TranscriptStore:
         return self
@@ -352,10 +377,21 @@ class TranscriptStore:
 
     def import_session(self, session: Session, messages: Sequence[Message]) -> Session:
         """Write a whole session (export/import): positions are kept as given."""
-        self.create_session(session=session)
-        for m in messages:
-            self.append_message(session.id, m)
+        self.import_sessions([(session, messages)])
         return session
+
+    def import_sessions(self, items: Sequence[tuple[Session, Sequence[Message]]]) -> None:
+        """Write whole sessions in one transaction: all of them or, on any error, none."""
+        try:
+            with self._db.write():
+                for session, messages in items:
+                    self.create_session(session=session)
+                    for m in messages:
+                        self.append_message(session.id, m)
+        except BaseException:
+            for session, _ in items:
+                self._positions.pop(session.id, None)
+            raise
 
 
 def _session_from_row(row: tuple[Any, ...]) -> Session:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import uuid
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -19,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from tahrix_lab.agent.duck import Cursors
+from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.migrations import apply_migrations
 from tahrix_lab.case.schema import MIGRATIONS, SEVERITIES
 
@@ -70,23 +69,24 @@ def utcnow_naive() -> datetime:
 class CaseDB:
     """The case tables. ``conn`` is shared (e.g. with ``TranscriptStore``)."""
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection) -> None:
-        self._conn = conn
-        self._cursors = Cursors(conn, threading.RLock())
-        self.write_lock = self._cursors.write_lock
-        apply_migrations(conn, "case", MIGRATIONS)
+    def __init__(self, conn: Database | duckdb.DuckDBPyConnection) -> None:
+        # The workspace's Database: the file is held per statement or burst (agent/duck.py).
+        self._conn = conn if isinstance(conn, Database) else Database(connection=conn)
+        self.write_lock = self._conn.write_lock
+        with self._conn.lease():
+            apply_migrations(self._conn, "case", MIGRATIONS)
 
     @property
-    def connection(self) -> duckdb.DuckDBPyConnection:
+    def connection(self) -> Database:
         return self._conn
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """This thread's cursor."""
-        return self._cursors.cursor()
+        return self._conn.local_cursor()
 
     def write(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         """One short transaction under the write lock."""
-        return self._cursors.write()
+        return self._conn.write()
 
     def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         cur = self.cursor().execute(sql, params if isinstance(params, dict) else list(params))

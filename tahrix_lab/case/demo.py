@@ -240,9 +240,9 @@ def run_demo(
     grant: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Load the sample case, run one investigation and print it; returns what happened."""
-    from tahrix_lab.terminal import print_flow
+    from tahrix_lab.terminal import print_flow, terminal_console
 
-    console = console or Console(highlight=False)
+    console = console or terminal_console()  # piped, ids are not wrapped
     ws = workspace or Workspace()
     case_id = ws.load_sample_case()
     scripted = backend is None

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from tahrix_lab.agent.duck import connect
+from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.loop import ask as _ask
 from tahrix_lab.agent.store import TranscriptStore, default_path
@@ -41,21 +42,36 @@ def sample_case_dir() -> Path:
 
 
 class Workspace:
-    """The transcript store (``ws.store``) and the case database (``ws.cases``) on one connection."""
+    """The transcript store (``ws.store``) and the case database (``ws.cases``) on one file.
+
+    The file is held only for each statement or burst, so other processes (notebook
+    kernels, the CLI, ``tahrix serve``) work on it at the same time (docs/workspace.md).
+    ``connection`` shares another component's ``Database`` (or keeps a DuckDB connection).
+    """
 
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
         *,
-        connection: duckdb.DuckDBPyConnection | None = None,
+        connection: Database | duckdb.DuckDBPyConnection | None = None,
     ):
-        self.path = str(path) if path is not None else default_path()
-        self._conn = connection if connection is not None else connect(self.path)
+        if isinstance(connection, Database):
+            self._conn = connection.acquire()
+        elif connection is not None:
+            self._conn = Database(":memory:" if path is None else str(path), connection=connection)
+        else:
+            self._conn = Database.open(str(path) if path is not None else default_path())
+        self.path = str(path) if path is not None else self._conn.path
         self.store = TranscriptStore(self.path, connection=self._conn)
         self.cases = CaseDB(self._conn)
         register_case_tools()
 
+    def lease(self) -> AbstractContextManager[Database]:
+        """Hold the file for a burst of statements (one attach, one consistent view)."""
+        return self._conn.lease()
+
     def close(self) -> None:
+        self.store.close()
         self._conn.close()
 
     def __enter__(self) -> Workspace:

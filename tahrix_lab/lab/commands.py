@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.textsafe import safe, shown
 
 KERNEL_NAME = "tahrix-lab"
 KERNEL_DISPLAY_NAME = "Tahrix Lab (project venv)"
@@ -28,6 +29,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--user")
     p.add_argument("--purpose")
     p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--json", action="store_true", help="one JSON object per line, for scripts")
     p.set_defaults(func=_sessions)
 
     p = sub.add_parser("show", help="render a stored session's flow in order")
@@ -62,6 +64,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--until", type=_date, help="YYYY-MM-DD (UTC), exclusive")
     p.add_argument("--user")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    p.add_argument("--json", action="store_true", help="one JSON object per line, for scripts")
     p.set_defaults(func=_costs)
 
     p = sub.add_parser("export", help="write sessions as JSON Lines (all when no id is given)")
@@ -97,9 +100,49 @@ def _store() -> TranscriptStore:
 
 
 def _console() -> Any:
-    from rich.console import Console
+    from tahrix_lab.terminal import terminal_console
 
-    return Console(highlight=False)
+    return terminal_console()
+
+
+def _costs_frame(store: TranscriptStore, **kwargs: Any) -> Any:
+    """``costs`` in one burst on the file: genai-prices' data is loaded before the lease,
+    so pricing a model seen for the first time does not hold the file that long."""
+    from genai_prices import data_snapshot
+
+    from tahrix_lab.lab.costs import costs
+
+    data_snapshot.get_snapshot()
+    with store.lease():
+        return costs(store, **kwargs)
+
+
+def _print_json(rows: Sequence[dict[str, Any]]) -> None:
+    """JSON Lines on stdout; ASCII only, so no stored control character reaches a terminal."""
+    for row in rows:
+        print(json.dumps(row, ensure_ascii=True, default=_json_default, allow_nan=False))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "item"):  # numpy scalars from DataFrames
+        return value.item()
+    return str(value)
+
+
+def _plain(value: Any) -> Any:
+    """A DataFrame cell as JSON: NaN and NaT are unknown (null), never 0."""
+    if value is None:
+        return None
+    try:
+        if value != value:  # NaN
+            return None
+    except (TypeError, ValueError):
+        pass
+    if hasattr(value, "to_pydatetime"):
+        return value.to_pydatetime().isoformat()
+    return value.item() if hasattr(value, "item") else value
 
 
 def resolve_id(store: TranscriptStore, given: str) -> str:
@@ -122,58 +165,66 @@ def _cost(value: Any) -> str:
 
 
 def _sessions(args: argparse.Namespace) -> int:
-    from rich.markup import escape
     from rich.table import Table
-
-    from tahrix_lab.lab.costs import costs
 
     store = _store()
     sessions = store.list_sessions(user=args.user, purpose=args.purpose, limit=args.limit)
-    if not sessions:
-        print(f"No sessions in {store.path}.")
-        return 0
     per = {
         str(r.session): (int(str(r.calls)), r.cost_usd)
-        for r in costs(store, by=("session",)).itertuples(index=False)
-    }
-    table = Table(title=f"Sessions in {store.path}")
+        for r in _costs_frame(store, by=("session",)).itertuples(index=False)
+    } if sessions else {}  # fmt: skip
+    if args.json:
+        _print_json([
+            {"id": s.id, "created_at": s.created_at.isoformat(), "user": s.user, "purpose": s.purpose,
+             "title": s.title, "status": s.status, "calls": per.get(s.id, (0, None))[0],
+             "cost_usd": _plain(per.get(s.id, (0, None))[1]), "replay_of": s.replay_of}
+            for s in sessions
+        ])  # fmt: skip
+        return 0
+    if not sessions:
+        print(f"No sessions in {safe(store.path)}.")
+        return 0
+    table = Table(title=f"Sessions in {shown(store.path)}")
     table.add_column("id", no_wrap=True)
     for col in ("created (UTC)", "user", "purpose", "title", "calls", "cost", "replay of"):
         table.add_column(col, overflow="fold")
     for s in sessions:
         calls, cost = per.get(s.id, (0, None))
         table.add_row(
-            s.id,
+            shown(s.id, multiline=False),
             s.created_at.strftime("%Y-%m-%d %H:%M"),
-            escape(s.user),
-            escape(s.purpose),
-            escape(s.title or ""),
+            shown(s.user, multiline=False),
+            shown(s.purpose, multiline=False),
+            shown(s.title or "", multiline=False),
             str(calls),
             _cost(cost) if calls else "–",
-            (s.replay_of or "")[:8],
+            shown((s.replay_of or "")[:8], multiline=False),
         )
     _console().print(table)
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from tahrix_lab.agent.pricing import DEFAULT_PRICER
     from tahrix_lab.terminal import FlowPrinter, format_cost, message_events
 
     store = _store()
-    sid = resolve_id(store, args.id)
-    session = store.get_session(sid)
-    messages = store.load_messages(sid)
+    with store.lease():
+        sid = resolve_id(store, args.id)
+        session = store.get_session(sid)
+        messages = store.load_messages(sid)
     console = _console()
+
+    def line(value: Any) -> str:
+        return shown(value, multiline=False)
+
     console.print(
-        f"[bold]{escape(session.title or session.id)}[/] · {escape(session.user)} · {escape(session.purpose)} · "
+        f"[bold]{line(session.title or session.id)}[/] · {line(session.user)} · {line(session.purpose)} · "
         f"{session.created_at:%Y-%m-%d %H:%M} UTC"
-        + (f" · replay of {session.replay_of}" if session.replay_of else "")
+        + (f" · replay of {line(session.replay_of)}" if session.replay_of else "")
     )
     if session.system_prompt:
-        console.print(f"[dim]system: {escape(session.system_prompt[:300])}[/]")
+        console.print(f"[dim]system: {shown(session.system_prompt[:300])}[/]")
     calls = iter([m for m in messages if m.role == "assistant"])
     printer = FlowPrinter(console)
     total: float | None = 0.0
@@ -199,8 +250,8 @@ def _replay(args: argparse.Namespace) -> int:
         for sid in ids:
             est = estimate_replay_cost(sid, args.model, store=store, backend=args.backend)
             console.print(
-                f"{sid}: {est.calls} calls, {est.input_tokens} in / {est.output_tokens} out tokens → "
-                f"{_cost(est.cost_usd)} on {args.model} (originally {_cost(est.original_cost_usd)})"
+                f"{shown(sid)}: {est.calls} calls, {est.input_tokens} in / {est.output_tokens} out tokens → "
+                f"{_cost(est.cost_usd)} on {shown(args.model)} (originally {_cost(est.original_cost_usd)})"
             )
         return 0
     backend = get_backend(args.backend)
@@ -215,7 +266,7 @@ def _replay(args: argparse.Namespace) -> int:
             **_case_tools(store, ids[0], tools),
         )  # fmt: skip
         console.print()
-        console.print(result.summary())
+        console.print(shown(result.summary()))
         return 0 if result.ok else 1
     from rich.progress import track
 
@@ -224,7 +275,7 @@ def _replay(args: argparse.Namespace) -> int:
             sid, backend=backend, model=args.model, tools=tools, store=store, **_case_tools(store, sid, tools)
         )
         failed += not result.ok
-        console.print(result.summary())
+        console.print(shown(result.summary()))
     return 1 if failed else 0
 
 
@@ -246,8 +297,6 @@ def _case_tools(store: TranscriptStore, session_id: str, tools: str) -> dict[str
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from tahrix_lab.lab.diff import diff
 
     store = _store()
@@ -257,30 +306,32 @@ def _diff(args: argparse.Namespace) -> int:
     if args.tools:
         for turn, c in d.tool_changes():
             fields = f" ({', '.join(c.changed)})" if c.changed else ""
-            console.print(f"turn {turn}: {c.op} {escape(c.name)}{escape(fields)}")
+            console.print(f"turn {turn}: {c.op} {shown(c.name)}{shown(fields)}")
     return 0
 
 
 def _costs(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from tahrix_lab.lab.costs import costs
-
     store = _store()
-    df = costs(store, by=args.by, since=args.since, until=args.until, user=args.user)
+    df = _costs_frame(store, by=args.by, since=args.since, until=args.until, user=args.user)
+    if args.json:
+        _print_json([{str(k): _plain(v) for k, v in rec.items()} for rec in df.to_dict("records")])
+        return 0
     if args.csv:
-        df.to_csv(sys.stdout, index=False)
+        text = df.map(lambda v: safe(v, multiline=False) if isinstance(v, str) else v)
+        text.to_csv(sys.stdout, index=False)
         return 0
     if df.empty:
         print("No model calls in this range.")
         return 0
-    table = Table(title=f"Costs by {args.by}")
-    shown = df.drop(columns=["uncached_cost_usd"])  # cost_usd + saved_usd; the CSV keeps it
-    for col in shown.columns:
-        table.add_column(str(col), justify="right" if shown[col].dtype.kind in "iuf" else "left")
-    for rec in shown.itertuples(index=False):
+    table = Table(title=f"Costs by {shown(args.by)}")
+    frame = df.drop(columns=["uncached_cost_usd"])  # cost_usd + saved_usd; the CSV keeps it
+    for col in frame.columns:
+        table.add_column(str(col), justify="right" if frame[col].dtype.kind in "iuf" else "left")
+    for rec in frame.itertuples(index=False):
         cells = []
-        for col, value in zip(shown.columns, rec, strict=True):
+        for col, value in zip(frame.columns, rec, strict=True):
             if col in ("cost_usd", "saved_usd"):
                 cells.append(_cost(value))
             elif isinstance(value, datetime):
@@ -288,7 +339,7 @@ def _costs(args: argparse.Namespace) -> int:
                     value.strftime("%Y-%m-%d %H:%M") if value.hour or value.minute else f"{value:%Y-%m-%d}"
                 )
             else:
-                cells.append("" if value is None else str(value))
+                cells.append("" if value is None else shown(value, multiline=False))
         table.add_row(*cells)
     total = df["cost_usd"].sum(min_count=1)
     saved = df["saved_usd"].sum(min_count=1)
@@ -324,19 +375,26 @@ def _import(args: argparse.Namespace) -> int:
     store = _store()
     on_conflict: Literal["error", "skip"] = "skip" if args.skip_existing else "error"
     if args.file == "-":
-        report = import_sessions(store, sys.stdin, on_conflict)
+        report = import_sessions(store, sys.stdin, on_conflict, source="stdin")
     else:
         try:
             fh = open(args.file, encoding="utf-8")  # noqa: SIM115 - closed below
         except OSError as exc:
             raise ConfigurationError(f"Cannot read {args.file!r}: {exc.strerror}.") from None
         with fh:
-            report = import_sessions(store, fh, on_conflict)
+            report = import_sessions(store, fh, on_conflict, source=repr(args.file))
     print(
-        f"Imported {len(report.imported)} sessions into {store.path}"
+        f"Imported {len(report.imported)} sessions into {safe(store.path)}"
+        + (f" with {report.case_rows} case rows (links, grants, audit entries)" if report.case_rows else "")
         + (f"; skipped {len(report.skipped)} already there" if report.skipped else "")
         + "."
     )
+    if report.missing_cases:
+        print(
+            f"Note: the case(s) {', '.join(safe(c) for c in report.missing_cases)} are not loaded in this "
+            "workspace; the sessions keep their link and appear once the case is loaded.",
+            file=sys.stderr,
+        )
     return 0
 
 

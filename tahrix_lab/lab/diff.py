@@ -236,8 +236,9 @@ class TranscriptDiff:
 
     def to_rich(self) -> Any:
         """A rich Table: one row per turn, A → B for each figure, totals last."""
-        from rich.markup import escape
         from rich.table import Table
+
+        from tahrix_lab.textsafe import shown as escape  # stored text: control characters escaped
 
         table = Table(title=f"A {self.a_id}  vs  B {self.b_id}", show_lines=False)
         for col in (
@@ -257,7 +258,7 @@ class TranscriptDiff:
             user = t.user_text
             table.add_row(
                 str(t.index),
-                escape(user[:60]),
+                escape(user[:60], multiline=False),
                 _fmt_ratio(t.similarity),
                 f"{c['same']}/{c['added']}/{c['removed']}/{c['args_changed']}",
                 f"{_get(t.a, 'stop_reason')} → {_get(t.b, 'stop_reason')}",

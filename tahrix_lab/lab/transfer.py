@@ -1,10 +1,19 @@
-"""Export and import sessions as JSON Lines, losslessly.
+"""Export and import sessions as JSON Lines, losslessly and all-or-nothing.
 
 One line per session: ``{"format": "tahrix-session/1", "session": {...},
-"messages": [...]}`` using the transcript's own ``to_dict`` forms, so every
-field (usage, stop reasons, tool inputs and results, reasoning signatures,
-media references, timings, timestamps to the microsecond) survives a round
-trip: an exported and re-imported session diffs as identical.
+"messages": [...], "case": {...}}`` using the transcript's own ``to_dict``
+forms, so every field (usage, stop reasons, tool inputs and results, reasoning
+signatures, media references, timings, timestamps to the microsecond)
+survives a round trip: an exported and re-imported session diffs as
+identical. ``case`` (when the case package linked the session) carries the
+session's rows of the case tables — its case link and grant
+(``case_sessions``), its audit entries (``audit_log``) and what it has seen
+(``case_session_seen``) — so a session moved between workspaces keeps its
+case, its costs by case and its history.
+
+Import reads and checks every record first; one bad record (one line naming
+its line number and the field) and nothing is written. Then everything is
+written in one transaction.
 """
 
 from __future__ import annotations
@@ -12,79 +21,318 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
 from typing import IO, Any, Literal
 
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Session
+from tahrix_lab.textsafe import json_safe
 
 FORMAT = "tahrix-session/1"
 OnConflict = Literal["error", "skip"]
+# The case package's per-session tables, read and written by name so this module needs
+# no import of the case package (a workspace without it exports none).
+CASE_TABLES = ("case_sessions", "audit_log", "case_session_seen")
+_MAX_ERRORS = 20
 
 
-def session_record(store: TranscriptStore, session_id: str) -> dict[str, Any]:
+def _tables(store: TranscriptStore) -> dict[str, dict[str, str]]:
+    """The case tables present in the store: table → column → DuckDB type."""
+    rows = (
+        store.cursor()
+        .execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_name IN ? AND table_schema = current_schema() ORDER BY table_name, ordinal_position",
+            [list(CASE_TABLES)],
+        )
+        .fetchall()
+    )
+    out: dict[str, dict[str, str]] = {}
+    for table, column, kind in rows:
+        out.setdefault(table, {})[column] = kind
+    return out
+
+
+def _plain(value: Any, kind: str) -> Any:
+    if value is None:
+        return None
+    if kind == "JSON" and isinstance(value, str):
+        return json.loads(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def _case_rows(store: TranscriptStore, session_id: str, tables: dict[str, dict[str, str]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for table, columns in tables.items():
+        cur = store.cursor().execute(f"SELECT * FROM {table} WHERE session_id = ?", [session_id])
+        names = [d[0] for d in cur.description]
+        rows = [
+            {n: _plain(v, columns.get(n, "")) for n, v in zip(names, r, strict=True)} for r in cur.fetchall()
+        ]
+        if rows:
+            found[table] = rows
+    return found
+
+
+def session_record(
+    store: TranscriptStore, session_id: str, tables: dict[str, dict[str, str]] | None = None
+) -> dict[str, Any]:
     session = store.get_session(session_id)
-    return {
+    record: dict[str, Any] = {
         "format": FORMAT,
         "session": session.to_dict(),
         "messages": [m.to_dict() for m in store.load_messages(session_id)],
     }
+    case = _case_rows(store, session_id, _tables(store) if tables is None else tables)
+    if case:
+        record["case"] = case
+    return record
 
 
 def export_sessions(store: TranscriptStore, out: IO[str], session_ids: Iterable[str] | None = None) -> int:
     """Write sessions (all of them, oldest first, when ``session_ids`` is None); returns the count."""
-    ids = list(session_ids) if session_ids is not None else [s.id for s in reversed(store.list_sessions())]
-    for sid in ids:
-        out.write(json.dumps(session_record(store, sid), ensure_ascii=False, allow_nan=False) + "\n")
+    with store.lease():  # one consistent view of the file
+        ids = (
+            list(session_ids) if session_ids is not None else [s.id for s in reversed(store.list_sessions())]
+        )
+        tables = _tables(store)
+        for sid in ids:
+            line = json.dumps(session_record(store, sid, tables), ensure_ascii=False, allow_nan=False)
+            out.write(json_safe(line) + "\n")  # C1 controls as \u escapes: safe to print, still lossless
     return len(ids)
 
 
-def read_records(lines: Iterable[str]) -> Iterator[tuple[Session, list[Message]]]:
-    """Parse JSON Lines into sessions, with a clear error naming the bad line."""
-    for number, line in enumerate(lines, start=1):
+# -- reading -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    line: int
+    session: Session
+    messages: list[Message]
+    case: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+class ImportRefused(ConfigurationError):
+    """Nothing was imported; ``problems`` holds one ``line N: field: what`` per bad record."""
+
+    def __init__(self, source: str, problems: list[str], total: int) -> None:
+        shown = problems[:_MAX_ERRORS]
+        more = f"\n  … and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
+        super().__init__(
+            f"Nothing was imported from {source}: {len(problems)} bad record(s) of {total}.\n  "
+            + "\n  ".join(shown)
+            + more
+        )
+        self.problems = problems
+
+
+def _lines(lines: Iterable[str]) -> Iterator[tuple[int, str | None]]:
+    """Numbered lines; ``None`` for a line that is not text (a binary file)."""
+    it = iter(lines)
+    number = 0
+    while True:
+        number += 1
+        try:
+            line = next(it)
+        except StopIteration:
+            return
+        except UnicodeDecodeError:
+            yield number, None
+            return  # the rest of the stream cannot be read as text either
+        yield number, (None if "\x00" in line else line)
+
+
+def _check(number: int, record: Any) -> tuple[Record | None, str | None]:
+    """A record, or the one problem with it (``line N: field: what``)."""
+
+    def bad(where: str, what: str) -> tuple[None, str]:
+        return None, f"line {number}: {where}: {what}"
+
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        return bad("format", f'not a Tahrix session record (expected "format": "{FORMAT}")')
+    s = record.get("session")
+    if not isinstance(s, dict):
+        return bad("session", "missing, or not an object")
+    if not isinstance(s.get("id"), str) or not s["id"]:
+        return bad("session.id", "missing, or not a string")
+    messages = record.get("messages", [])
+    if not isinstance(messages, list):
+        return bad("messages", f"must be a list, not {type(messages).__name__}")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            return bad(f"messages[{i}]", "not an object")
+        if m.get("role") not in ("user", "assistant", "tool", "system"):
+            return bad(f"messages[{i}].role", f"{m.get('role')!r} is not user, assistant, tool or system")
+        parts = m.get("parts", [])
+        if not isinstance(parts, list):
+            return bad(f"messages[{i}].parts", f"must be a list, not {type(parts).__name__}")
+        for j, p in enumerate(parts):
+            if not isinstance(p, dict) or not isinstance(p.get("type"), str):
+                return bad(f"messages[{i}].parts[{j}]", 'not an object with a "type"')
+        if "usage" in m and m["usage"] is not None and not isinstance(m["usage"], dict):
+            return bad(f"messages[{i}].usage", "not an object")
+    case = record.get("case", {})
+    if not isinstance(case, dict) or any(
+        t not in CASE_TABLES or not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows)
+        for t, rows in case.items()
+    ):
+        return bad("case", f"must map {', '.join(CASE_TABLES)} to lists of rows")
+    try:
+        session = Session.from_dict(s)
+    except (KeyError, TypeError, ValueError) as exc:
+        return bad("session", f"malformed ({exc})")
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        try:
+            msg = Message.from_dict(m)
+        except (KeyError, TypeError, ValueError) as exc:
+            return bad(f"messages[{i}]", f"malformed ({exc})")
+        msg.session_id = session.id
+        out.append(msg)
+    return Record(number, session, out, case), None
+
+
+def read_records(lines: Iterable[str], *, source: str = "the input") -> list[Record]:
+    """Every record, checked; ``ImportRefused`` lists every bad one, an empty input says so."""
+    records: list[Record] = []
+    problems: list[str] = []
+    total = 0
+    for number, line in _lines(lines):
+        if line is None:
+            problems.append(f"line {number}: not text — {source} looks like a binary file, not JSON Lines")
+            total += 1
+            break
         if not line.strip():
             continue
+        total += 1
         try:
-            record = json.loads(line)
+            raw = json.loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
-            raise ConfigurationError(f"Line {number} is not valid JSON: {exc.msg}.") from None
-        if not isinstance(record, dict) or record.get("format") != FORMAT:
-            raise ConfigurationError(
-                f'Line {number} is not a Tahrix session record (expected "format": "{FORMAT}").'
-            )
-        try:
-            session = Session.from_dict(record["session"])
-            messages = [Message.from_dict(m) for m in record.get("messages", [])]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigurationError(f"Line {number} has a malformed session record: {exc!r}.") from None
-        yield session, messages
+            problems.append(f"line {number}: column {exc.pos + 1}: not valid JSON ({exc.msg})")
+            continue
+        record, problem = _check(number, raw)
+        if problem:
+            problems.append(problem)
+        elif record is not None:
+            records.append(record)
+    if problems:
+        raise ImportRefused(source, problems, total)
+    if not records:
+        raise ConfigurationError(f"{source} is empty: there are no sessions in it to import.")
+    return records
+
+
+# -- writing -------------------------------------------------------------------------------------
 
 
 @dataclass
 class ImportReport:
     imported: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    case_rows: int = 0  # rows of the case tables (links, grants, audit entries) written
+    missing_cases: list[str] = field(default_factory=list)  # linked cases not loaded here
 
 
 def import_sessions(
-    store: TranscriptStore, lines: Iterable[str], on_conflict: OnConflict = "error"
+    store: TranscriptStore,
+    lines: Iterable[str],
+    on_conflict: OnConflict = "error",
+    *,
+    source: str = "the input",
 ) -> ImportReport:
-    """Import sessions; a session id already in the store is an error, or skipped with ``on_conflict="skip"``."""
+    """Import sessions, all or nothing. A session id already in the store (or twice in the
+    input) is an error, or skipped with ``on_conflict="skip"``."""
+    records = read_records(lines, source=source)
     report = ImportReport()
-    for session, messages in read_records(lines):
-        exists = store.cursor().execute("SELECT count(*) FROM sessions WHERE id = ?", [session.id]).fetchone()
-        if exists and exists[0]:
-            if on_conflict == "skip":
-                report.skipped.append(session.id)
+    with store.connection.write() as cur:  # one transaction: every check sees what is written
+        tables = _tables(store)
+        known = {
+            r[0]
+            for r in cur.execute(
+                "SELECT id FROM sessions WHERE id IN ?", [[r.session.id for r in records]]
+            ).fetchall()
+        }
+        problems: list[str] = []
+        todo: list[Record] = []
+        for r in records:
+            if r.session.id in known:
+                if on_conflict == "skip":
+                    report.skipped.append(r.session.id)
+                    continue
+                problems.append(
+                    f"line {r.line}: session.id: {r.session.id} is already in {store.path!r} "
+                    "(use --skip-existing to leave it as it is)"
+                )
                 continue
-            raise ConfigurationError(
-                f"Session {session.id} is already in {store.path!r}; use --skip-existing to leave it as it is."
+            missing = [t for t in r.case if t not in tables]
+            if missing:
+                problems.append(f"line {r.line}: case: this workspace has no {', '.join(missing)} table")
+                continue
+            known.add(r.session.id)
+            todo.append(r)
+        if problems:
+            raise ImportRefused(source, problems, len(records))
+        for r in todo:
+            for table, rows in r.case.items():
+                columns = tables[table]
+                for row in rows:
+                    names = [n for n in row if n in columns]
+                    values = [
+                        json.dumps(row[n]) if columns[n] == "JSON" and row[n] is not None else row[n]
+                        for n in names
+                    ]
+                    cur.execute(
+                        f"INSERT INTO {table} ({', '.join(_ident(n) for n in names)}) "
+                        f"VALUES ({', '.join(['?'] * len(names))})",
+                        values,
+                    )
+                    report.case_rows += 1
+        store.import_sessions([(r.session, r.messages) for r in todo])  # after the case rows: a
+        report.imported = [r.session.id for r in todo]  # failure there leaves no cached positions
+        if "case_sessions" in tables and _has_table(cur, "cases"):
+            linked = sorted(
+                {
+                    row["case_id"]
+                    for r in todo
+                    for row in r.case.get("case_sessions", [])
+                    if row.get("case_id")
+                }
             )
-        for m in messages:
-            m.session_id = session.id
-        store.import_session(session, messages)
-        report.imported.append(session.id)
+            if linked:
+                have = {
+                    c[0]
+                    for c in cur.execute("SELECT case_id FROM cases WHERE case_id IN ?", [linked]).fetchall()
+                }
+                report.missing_cases = [c for c in linked if c not in have]
     return report
 
 
-__all__ = ["FORMAT", "ImportReport", "export_sessions", "import_sessions", "read_records", "session_record"]
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _has_table(cur: Any, name: str) -> bool:
+    row = cur.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ? AND table_schema = current_schema()",
+        [name],
+    ).fetchone()
+    return bool(row and row[0])
+
+
+__all__ = [
+    "FORMAT",
+    "ImportRefused",
+    "ImportReport",
+    "Record",
+    "export_sessions",
+    "import_sessions",
+    "read_records",
+    "session_record",
+]

@@ -174,7 +174,11 @@ def test_ten_threads_write_into_one_file_with_no_row_lost_or_misordered(tmp_path
         assert mine == [f"shared:{s.user}:{i}" for i in range(30)]
 
 
-def test_a_file_held_by_another_process_gives_a_clear_error(tmp_path: Path) -> None:
+def test_a_file_held_by_another_process_gives_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process that keeps the file (here a bare DuckDB connection) is waited for, then named.
+    monkeypatch.setenv("TAHRIX_DB_WAIT", "1")
     path = tmp_path / "held.duckdb"
     holder = subprocess.Popen(
         [

@@ -142,10 +142,10 @@ def test_two_processes_share_jobs(tmp_path: Path, redis_srv: Any, files: dict[st
         files["script"],
     ]
     a = Serve(*common, "--role", "all", db=Path(files["db"]), cwd=tmp_path).wait_listening()
-    # A second `--role all` on the same database finds it taken and serves the API only.
+    # A second `--role all` on the same database shares the file (docs/workspace.md): it runs jobs too.
     b = Serve(*common, "--role", "all", db=Path(files["db"]), cwd=tmp_path).wait_listening()
     try:
-        assert "serving the API only" in "".join(b.stdout)
+        assert "serving the API only" not in "".join(b.stdout)
         with httpx.Client(timeout=30) as client:
             # created through B, polled through A
             first = client.post(f"{b.url}{JOB}", json={"message": "one"}, headers=ALICE).json()
