@@ -134,3 +134,30 @@ def test_leases_let_the_file_go_between_bursts(tmp_path: Path) -> None:
         store.append_message(s.id, Message.user("hi"))
         assert subprocess.run(probe, capture_output=True).returncode != 0  # held for the burst
     store.close()
+
+
+def test_probing_for_waiters_from_many_threads_leaves_no_lock_behind(tmp_path: Path) -> None:
+    """Regression: two threads opening the probe at once leaked one exclusively locked
+    fd, and every process that then waited for the file hung on the turnstile."""
+    import threading
+
+    from tahrix_lab.agent.duck import _Turnstile
+
+    path = str(tmp_path / "x.duckdb.waiters")
+    for _ in range(20):
+        turnstile = _Turnstile(path)
+        go = threading.Barrier(8)
+
+        def probe(t: _Turnstile = turnstile, barrier: threading.Barrier = go) -> None:
+            barrier.wait()
+            for _ in range(50):
+                t.others_waiting()
+
+        threads = [threading.Thread(target=probe) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        other = [sys.executable, "-c",
+                 f"import fcntl, os; fcntl.flock(os.open({path!r}, os.O_RDWR), fcntl.LOCK_SH | fcntl.LOCK_NB)"]  # fmt: skip
+        assert subprocess.run(other, capture_output=True).returncode == 0  # nobody holds it exclusively

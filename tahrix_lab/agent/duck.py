@@ -404,6 +404,9 @@ class _Turnstile:
         self.path = path
         self._fd: int | None = None
         self._probe: int | None = None
+        # The probe's exclusive lock must be released on the fd it was taken on: two
+        # threads opening it at once once leaked one locked fd, and every waiter hung.
+        self._guard = threading.Lock()
 
     def _open(self) -> int:
         return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -412,9 +415,11 @@ class _Turnstile:
         if fcntl is None:
             return
         with suppress(OSError):
-            if self._fd is None:
-                self._fd = self._open()
-            fcntl.flock(self._fd, fcntl.LOCK_SH)
+            with self._guard:
+                if self._fd is None:
+                    self._fd = self._open()
+                fd = self._fd
+            fcntl.flock(fd, fcntl.LOCK_SH)
 
     def leave(self) -> None:
         if fcntl is not None and self._fd is not None:
@@ -424,16 +429,17 @@ class _Turnstile:
     def others_waiting(self) -> bool:
         if fcntl is None:
             return False
-        try:
-            if self._probe is None:
-                self._probe = self._open()
-            fcntl.flock(self._probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        except OSError:
+        with self._guard:  # one probe at a time, taken and released on the same fd
+            try:
+                if self._probe is None:
+                    self._probe = self._open()
+                fcntl.flock(self._probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
+            fcntl.flock(self._probe, fcntl.LOCK_UN)
             return False
-        fcntl.flock(self._probe, fcntl.LOCK_UN)
-        return False
 
 
 class _LeaseLock:
