@@ -11,7 +11,7 @@ from tahrix_lab.case.schema import MIGRATIONS
 
 
 def test_public_surface() -> None:
-    exported = {n for n in dir(case) if not n.startswith("_")} - {"annotations", "commands", "context", "db", "demo",
+    exported = {n for n in dir(case) if not n.startswith("_")} - {"annotations", "chains", "commands", "context", "db", "demo", "known_tokens", "taxonomy",
         "detectors", "generator", "loaders", "prompts", "schema", "service", "sqlguard", "tools", "tracing", "workspace"}  # fmt: skip
     assert exported == set(case.__all__)
     for name in case.__all__:

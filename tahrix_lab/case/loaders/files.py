@@ -1,0 +1,178 @@
+"""Recognise export files by their header and load them: one file, several, or a folder.
+
+``load_path`` takes what an analyst has: a case folder (``case.json``), a
+folder of exports (ethereum-etl outputs load as one set, Etherscan exports one
+by one, all in one transaction), or one file. A file no loader knows is
+refused with what it looks like and the formats that are accepted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from tahrix_lab.case.chains import resolve_chain
+from tahrix_lab.case.db import CaseDB
+from tahrix_lab.case.loaders.csvfile import header_key, read_header, stage_csv
+from tahrix_lab.case.loaders.etherscan import export_kind, stage_etherscan
+from tahrix_lab.case.loaders.etl import EtlSet, etl_kind
+from tahrix_lab.case.loaders.folder import load_case_folder
+from tahrix_lab.case.loaders.report import FileReport, LoadError, LoadReport
+from tahrix_lab.case.loaders.run import Job, run_load
+from tahrix_lab.case.schema import FOLDER_TABLES
+
+ACCEPTED = (
+    "Etherscan-family exports (Etherscan, BscScan, PolygonScan, Arbiscan, Optimism, Basescan, Snowtrace): "
+    "normal, internal, ERC-20, ERC-721, ERC-1155 and token-page CSVs; "
+    "ethereum-etl / BigQuery CSVs: transactions, blocks, token_transfers, traces, receipts, logs, tokens, contracts; "
+    "a case folder (case.json plus transfers.csv …)"
+)
+
+
+def recognise(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """``(family, kind)``: ``("etherscan", "erc20")``, ``("etl", "traces")``…, or a ``LoadError``."""
+    file = Path(path)
+    if file.suffix.lower() == ".parquet":
+        raise LoadError(
+            file, f"Parquet is read only inside a case folder. Accepted files: {ACCEPTED}", line=1
+        )
+    header = read_header(file)
+    keys = {header_key(h) for h in header}
+    if kind := export_kind(keys):
+        return "etherscan", kind
+    if kind := etl_kind(keys):
+        return "etl", kind
+    raise LoadError(file, f"{_looks_like(header, keys)}; no loader knows it. Accepted: {ACCEPTED}", line=1)
+
+
+def _looks_like(header: list[str], keys: set[str]) -> str:
+    shown = ", ".join(header[:8]) + (", …" if len(header) > 8 else "")
+    for table in FOLDER_TABLES:
+        if {"transferid", "assetkey"} <= keys or ({"labelid", "category"} <= keys and table == "labels"):
+            return f"it looks like a case-folder table ({shown}): load its folder, with case.json"
+    if keys & {"txhash", "transactionhash"}:
+        return f"it looks like an explorer export, but not one of the known layouts (columns: {shown})"
+    if len(header) == 1 and (header[0].startswith("{") or header[0].startswith("[")):
+        return "it looks like JSON, not CSV"
+    return f"its columns are {shown}"
+
+
+def _etherscan_job(path: Path, chain: str | None, token: str | None, n: int) -> Job:
+    fr = FileReport(str(path), "etherscan")
+
+    def stage(cur, fr: FileReport) -> None:  # type: ignore[no-untyped-def]
+        st = stage_csv(cur, path, f"_es_file{n}")
+        fr.rows_read = st.rows
+        stage_etherscan(cur, st, fr, chain=chain, token=token)
+        cur.execute(f"DROP TABLE {st.table}")
+
+    return Job(fr, stage)
+
+
+def load_files(
+    db: CaseDB,
+    case_id: str,
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    chain: str | None = None,
+    token: str | None = None,
+) -> LoadReport:
+    """Several export files into one case, in one transaction (ethereum-etl files as one set)."""
+    files = [Path(p) for p in paths]
+    if chain is not None:
+        chain = resolve_chain(chain)
+    jobs: list[Job] = []
+    etl: dict[str, Path] = {}
+    for i, f in enumerate(files):
+        family, kind = recognise(f)
+        if family == "etherscan":
+            jobs.append(_etherscan_job(f, chain, token, i))
+        elif kind in etl:
+            raise LoadError(
+                f,
+                f"a second ethereum-etl {kind} file in one set (the other: {etl[kind]}): load them one at a time",
+            )
+        else:
+            etl[kind] = f
+    if not etl:
+        return run_load(db, case_id, jobs)
+    s = EtlSet(etl, chain or "ethereum", case_id.strip())
+
+    def prelude(cur) -> None:  # type: ignore[no-untyped-def]
+        s.prelude(cur)
+
+    try:
+        return run_load(db, case_id, [*s.jobs(), *jobs], prelude=prelude)
+    finally:
+        with db.write_lock:
+            s.drop(db.cursor())
+
+
+def load_file(
+    db: CaseDB,
+    case_id: str,
+    path: str | os.PathLike[str],
+    *,
+    chain: str | None = None,
+    token: str | None = None,
+) -> LoadReport:
+    """One export file, recognised by its header."""
+    return load_files(db, case_id, [path], chain=chain, token=token)
+
+
+def load_path(
+    db: CaseDB,
+    path: str | os.PathLike[str],
+    *,
+    case_id: str | None = None,
+    chain: str | None = None,
+    token: str | None = None,
+) -> LoadReport:
+    """A case folder, a folder of exports, or one export file."""
+    p = Path(path)
+    if p.is_dir() and (p / "case.json").exists():
+        return load_case_folder(db, p)
+    if not p.exists():
+        raise LoadError(p, "no such file or folder")
+    if not case_id:
+        raise LoadError(p, "loading exports needs a case id (the case they belong to)")
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix.lower() == ".csv")
+        if not files:
+            raise LoadError(p, f"no case.json and no CSV files in this folder. Accepted: {ACCEPTED}")
+        return load_files(db, case_id, files, chain=chain, token=token)
+    return load_file(db, case_id, p, chain=chain, token=token)
+
+
+def load_etherscan_csv(
+    db: CaseDB,
+    case_id: str,
+    path: str | os.PathLike[str],
+    *,
+    chain: str | None = None,
+    token: str | None = None,
+) -> LoadReport:
+    """An Etherscan-family export (normal, internal, ERC-20/721/1155 or token page)."""
+    family, kind = recognise(path)
+    if family != "etherscan":
+        raise LoadError(
+            path,
+            f"this is an ethereum-etl {kind} file, not an Etherscan export: use load_etl_csv or load_file",
+            line=1,
+        )
+    return load_files(db, case_id, [path], chain=chain, token=token)
+
+
+def load_etl_csv(
+    db: CaseDB, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum"
+) -> LoadReport:
+    """One ethereum-etl / BigQuery CSV; its block times may come from the case's transactions."""
+    family, kind = recognise(path)
+    if family != "etl":
+        raise LoadError(
+            path,
+            f"this is an Etherscan {kind} export, not an ethereum-etl file: use load_etherscan_csv or load_file",
+            line=1,
+        )
+    return load_files(db, case_id, [path], chain=chain)

@@ -1,0 +1,253 @@
+"""The shared core: identify movements by content, merge them into the case, report.
+
+A source loader stages its rows in three temp tables (``_mv`` movements,
+``_tx`` transactions, ``_as`` assets; columns below) and calls ``merge_all``.
+
+Identity: a movement's ``transfer_id`` is ``<chain>:<tx>:<kind>:<position>``
+where the source gives a position (log index, trace address); otherwise a
+canonical key ``<chain>:<tx>:<kind>:k<hash of from|to|asset|token id|amount>.<n>``
+where ``n`` numbers identical movements within the transaction. Besides its
+id, a movement also matches an existing one with the same chain, tx, kind,
+from, to, asset, token id, amount and occurrence (so an Etherscan row without
+a log index meets the ethereum-etl row of the same transfer; the id then
+becomes the positional one). Matched rows merge: a field the case lacks is
+filled, a field both have with different values is a conflict (kept as it
+was, reported with both values). Everything is set-based SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+
+from tahrix_lab.case.loaders.report import Conflict, FileReport
+from tahrix_lab.case.loaders.sqlparts import fetch_value, q
+
+MV_COLUMNS = {
+    "transfer_id": "VARCHAR", "chain": "VARCHAR", "tx_hash": "VARCHAR", "block_time": "TIMESTAMP",
+    "kind": "VARCHAR", "log_index": "INTEGER", "trace_address": "VARCHAR", "from_address": "VARCHAR",
+    "to_address": "VARCHAR", "asset_key": "VARCHAR", "token_id": "VARCHAR", "amount_raw": "VARCHAR",
+    "amount": "DECIMAL(38,18)", "usd_value": "DOUBLE", "status": "BOOLEAN", "_line": "BIGINT",
+}  # fmt: skip
+TX_COLUMNS = {
+    "chain": "VARCHAR", "tx_hash": "VARCHAR", "block_number": "BIGINT", "block_time": "TIMESTAMP",
+    "tx_index": "INTEGER", "from_address": "VARCHAR", "to_address": "VARCHAR", "nonce": "BIGINT",
+    "value_raw": "VARCHAR", "value": "DECIMAL(38,18)", "fee_raw": "VARCHAR", "fee": "DECIMAL(38,18)",
+    "fee_usd": "DOUBLE", "status": "BOOLEAN", "method_selector": "VARCHAR", "method_name": "VARCHAR",
+    "source": "VARCHAR", "_line": "BIGINT",
+}  # fmt: skip
+AS_COLUMNS = {
+    "asset_key": "VARCHAR", "chain": "VARCHAR", "token_address": "VARCHAR", "symbol": "VARCHAR",
+    "name": "VARCHAR", "decimals": "INTEGER", "standard": "VARCHAR", "canonical_asset": "VARCHAR",
+}  # fmt: skip
+
+# fields compared on a match (conflict) and filled where the case lacks them
+MV_MERGE = ("block_time", "log_index", "trace_address", "amount_raw", "amount", "usd_value", "status")
+TX_MERGE = ("block_number", "block_time", "tx_index", "from_address", "to_address", "nonce", "value_raw",
+            "value", "fee_raw", "fee", "fee_usd", "status", "method_selector", "method_name")  # fmt: skip
+AS_MERGE = ("token_address", "symbol", "name", "decimals", "standard", "canonical_asset")
+AS_CONFLICT = ("decimals", "standard")
+_KEY = ("chain", "tx_hash", "kind", "from_address", "to_address", "asset_key", "token_id")
+# a canonical id gives way to the positional one of the same movement
+_UPGRADE = (
+    "({p}e_log_index IS NULL AND {p}e_trace_address IS NULL "
+    "AND ({p}n_log_index IS NOT NULL OR {p}n_trace_address IS NOT NULL))"
+)
+_MAX_CONFLICTS = 500  # kept per file in the report; all are counted
+
+
+def create_stages(cur: duckdb.DuckDBPyConnection) -> None:
+    for name, cols in (("_mv", MV_COLUMNS), ("_tx", TX_COLUMNS), ("_as", AS_COLUMNS)):
+        cur.execute(
+            f"CREATE OR REPLACE TEMP TABLE {name} ({', '.join(f'{q(c)} {t}' for c, t in cols.items())})"
+        )
+
+
+def drop_stages(cur: duckdb.DuckDBPyConnection) -> None:
+    for name in ("_mv", "_tx", "_as", "_mv_k", "_mv_n", "_mv_p", "_tx_n", "_tx_p", "_as_n"):
+        cur.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _differs(a: str, b: str, field: str) -> str:
+    if field in ("usd_value", "fee_usd"):  # explorers round USD to the cent
+        return f"abs({a} - {b}) > 0.005 + 1e-6 * abs({a})"
+    return f"{a} <> {b}"
+
+
+def _conflicts(
+    cur: duckdb.DuckDBPyConnection, pair: str, key: str, fields: tuple[str, ...], table: str, fr: FileReport
+) -> int:
+    """Record fields both sides have with different values; return how many rows conflict."""
+    parts = [
+        f"SELECT _line, {key} AS k, '{f}' AS field, CAST(e_{f} AS VARCHAR) AS old, CAST(n_{f} AS VARCHAR) AS new "
+        f"FROM {pair} WHERE e_{f} IS NOT NULL AND n_{f} IS NOT NULL AND {_differs(f'e_{f}', f'n_{f}', f)}"
+        for f in fields
+    ]
+    rows = cur.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY _line, field").fetchall()
+    room = _MAX_CONFLICTS - len(fr.conflicts)
+    fr.conflicts += [Conflict(table, r[1], r[2], r[3], r[4], r[0]) for r in rows[: max(room, 0)]]
+    return len({r[1] for r in rows})
+
+
+def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
+    amt = "CASE WHEN amount IS NOT NULL THEN CAST(amount AS VARCHAR) ELSE 'raw:' || amount_raw END"
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _mv_k AS
+        SELECT *, row_number() OVER (PARTITION BY {", ".join(_KEY)}, _amt
+                                     ORDER BY log_index NULLS LAST, trace_address NULLS LAST, _line) - 1 AS occurrence
+        FROM (SELECT *, {amt} AS _amt FROM _mv)"""
+    )
+    canonical = (
+        "chain || ':' || tx_hash || ':' || kind || ':k' || left(md5(concat_ws('|', coalesce(from_address, ''), "
+        "coalesce(to_address, ''), asset_key, coalesce(token_id, ''), _amt)), 12) || '.' || occurrence"
+    )
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _mv_n AS
+        SELECT DISTINCT ON (transfer_id) * FROM (
+          SELECT * REPLACE (coalesce(transfer_id, {canonical}) AS transfer_id) FROM _mv_k) ORDER BY transfer_id, _line"""
+    )
+    total = int(fetch_value(cur, "SELECT count(*) FROM _mv") or 0)
+    fr.skip(
+        "the same movement again in this file",
+        total - int(fetch_value(cur, "SELECT count(*) FROM _mv_n") or 0),
+    )
+    e_cols = ", ".join(f"e.{c} AS e_{c}" for c in MV_MERGE)
+    n_cols = ", ".join(f"n.{c} AS n_{c}" for c in MV_MERGE)
+    same_key = " AND ".join(f"e.{c} IS NOT DISTINCT FROM n.{c}" for c in _KEY)
+    e_amt = "CASE WHEN e.amount IS NOT NULL THEN CAST(e.amount AS VARCHAR) ELSE 'raw:' || e.amount_raw END"
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _mv_p AS
+        WITH by_id AS (
+          SELECT n._line, n.transfer_id AS new_id, e.transfer_id AS old_id, {e_cols}, {n_cols}
+          FROM _mv_n n JOIN transfers e ON e.case_id = $case AND e.transfer_id = n.transfer_id),
+        by_key AS (
+          SELECT n._line, n.transfer_id AS new_id, e.transfer_id AS old_id, {e_cols}, {n_cols}
+          FROM (SELECT * FROM _mv_n ANTI JOIN by_id ON by_id.new_id = _mv_n.transfer_id) n
+          JOIN (SELECT * FROM transfers WHERE case_id = $case AND occurrence IS NOT NULL
+                AND tx_hash IN (SELECT tx_hash FROM _mv_n)) e
+            ON {same_key} AND e.occurrence = n.occurrence AND {e_amt} = n._amt
+          WHERE e.transfer_id NOT IN (SELECT old_id FROM by_id)
+            AND (e.log_index IS NULL OR n.log_index IS NULL OR e.log_index = n.log_index)
+            AND (e.trace_address IS NULL OR n.trace_address IS NULL OR e.trace_address = n.trace_address))
+        SELECT * FROM by_id UNION ALL SELECT * FROM by_key""",
+        {"case": case_id},
+    )
+    fr.merged += int(fetch_value(cur, "SELECT count(*) FROM _mv_p") or 0)
+    fr.conflicting += _conflicts(cur, "_mv_p", "old_id", MV_MERGE, "transfers", fr)
+    fills = " OR ".join(f"(e_{c} IS NULL AND n_{c} IS NOT NULL)" for c in MV_MERGE)
+    upgrade = _UPGRADE.format(p="")
+    fr.filled += int(
+        fetch_value(cur, f"SELECT count(*) FROM _mv_p WHERE {fills} OR (old_id <> new_id AND {upgrade})") or 0
+    )
+    sets = ", ".join(f"{c} = coalesce(t.{c}, p.n_{c})" for c in MV_MERGE)
+    cur.execute(
+        f"""UPDATE transfers t SET {sets},
+              transfer_id = CASE WHEN p.old_id <> p.new_id AND {_UPGRADE.format(p="p.")}
+                                 THEN p.new_id ELSE t.transfer_id END
+            FROM (SELECT * FROM _mv_p WHERE {fills} OR (old_id <> new_id AND {upgrade})) p
+            WHERE t.case_id = $case AND t.transfer_id = p.old_id""",
+        {"case": case_id},
+    )
+    cols = [c for c in MV_COLUMNS if c != "_line"] + ["occurrence"]
+    before = int(fetch_value(cur, "SELECT count(*) FROM transfers WHERE case_id = ?", [case_id]) or 0)
+    cur.execute(
+        f"""INSERT INTO transfers (case_id, {", ".join(cols)})
+        SELECT $case, {", ".join(cols)} FROM _mv_n ANTI JOIN _mv_p ON _mv_p.new_id = _mv_n.transfer_id""",
+        {"case": case_id},
+    )
+    fr.inserted += (
+        int(fetch_value(cur, "SELECT count(*) FROM transfers WHERE case_id = ?", [case_id]) or 0) - before
+    )
+    row = cur.execute(
+        """SELECT count(*) FILTER (WHERE coalesce(p.e_usd_value, n.usd_value) IS NULL AND n.status IS NOT FALSE),
+                  count(*) FILTER (WHERE coalesce(p.e_amount, n.amount) IS NULL)
+           FROM _mv_n n LEFT JOIN _mv_p p ON p.new_id = n.transfer_id"""
+    ).fetchall()[0]
+    fr.unpriced += int(row[0])
+    fr.unknown_decimals += int(row[1])
+
+
+def merge_transactions(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
+    fields = [c for c in TX_COLUMNS if c not in ("chain", "tx_hash", "_line")]
+    agg = ", ".join(f"any_value({c} ORDER BY _line) AS {c}" for c in fields)
+    cur.execute(
+        f"CREATE OR REPLACE TEMP TABLE _tx_n AS SELECT chain, tx_hash, min(_line) AS _line, {agg} FROM _tx GROUP BY ALL"
+    )
+    e_cols = ", ".join(f"e.{c} AS e_{c}" for c in TX_MERGE)
+    n_cols = ", ".join(f"n.{c} AS n_{c}" for c in TX_MERGE)
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _tx_p AS
+        SELECT n._line, n.chain, n.tx_hash, n.chain || ':' || n.tx_hash AS k, {e_cols}, {n_cols}
+        FROM _tx_n n JOIN transactions e ON e.case_id = $case AND e.chain = n.chain AND e.tx_hash = n.tx_hash""",
+        {"case": case_id},
+    )
+    _conflicts(cur, "_tx_p", "k", TX_MERGE, "transactions", fr)
+    fills = " OR ".join(f"(e_{c} IS NULL AND n_{c} IS NOT NULL)" for c in TX_MERGE)
+    sets = ", ".join(f"{c} = coalesce(t.{c}, p.n_{c})" for c in TX_MERGE)
+    cur.execute(
+        f"""UPDATE transactions t SET {sets} FROM (SELECT * FROM _tx_p WHERE {fills}) p
+            WHERE t.case_id = $case AND t.chain = p.chain AND t.tx_hash = p.tx_hash""",
+        {"case": case_id},
+    )
+    cols = [c for c in TX_COLUMNS if c != "_line"]
+    before = int(fetch_value(cur, "SELECT count(*) FROM transactions WHERE case_id = ?", [case_id]) or 0)
+    cur.execute(
+        f"""INSERT INTO transactions (case_id, {", ".join(cols)})
+        SELECT $case, {", ".join(cols)} FROM _tx_n n ANTI JOIN _tx_p p ON p.chain = n.chain AND p.tx_hash = n.tx_hash""",
+        {"case": case_id},
+    )
+    after = int(fetch_value(cur, "SELECT count(*) FROM transactions WHERE case_id = ?", [case_id]) or 0)
+    fr.tables["transactions"] = fr.tables.get("transactions", 0) + after - before
+
+
+def merge_assets(cur: duckdb.DuckDBPyConnection, fr: FileReport) -> None:
+    cur.execute(
+        "UPDATE _as SET canonical_asset = coalesce(_as.canonical_asset, k.canonical) FROM _known k "
+        "WHERE k.asset_key = _as.asset_key"
+    )
+    agg = ", ".join(f"any_value({c}) AS {c}" for c in AS_COLUMNS if c != "asset_key")
+    cur.execute(f"CREATE OR REPLACE TEMP TABLE _as_n AS SELECT asset_key, {agg} FROM _as GROUP BY asset_key")
+    e_cols = ", ".join(f"e.{c} AS e_{c}" for c in AS_MERGE)
+    n_cols = ", ".join(f"n.{c} AS n_{c}" for c in AS_MERGE)
+    pair = f"(SELECT NULL::BIGINT AS _line, n.asset_key, {e_cols}, {n_cols} FROM _as_n n JOIN assets e USING (asset_key))"
+    _conflicts(cur, pair, "asset_key", AS_CONFLICT, "assets", fr)
+    sets = ", ".join(f"{c} = coalesce(assets.{c}, n.{c})" for c in AS_MERGE)
+    cur.execute(f"UPDATE assets SET {sets} FROM _as_n n WHERE assets.asset_key = n.asset_key")
+    before = int(fetch_value(cur, "SELECT count(*) FROM assets") or 0)
+    cur.execute(
+        f"INSERT INTO assets ({', '.join(AS_COLUMNS)}) SELECT * FROM _as_n ANTI JOIN assets USING (asset_key)"
+    )
+    fr.tables["assets"] = (
+        fr.tables.get("assets", 0) + int(fetch_value(cur, "SELECT count(*) FROM assets") or 0) - before
+    )
+
+
+def merge_all(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
+    merge_assets(cur, fr)
+    merge_transactions(cur, case_id, fr)
+    merge_movements(cur, case_id, fr)
+    store_report(cur, case_id, fr)
+
+
+def store_report(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
+    """Keep the file's report and its conflicts in the case (``load_reports``, ``load_conflicts``)."""
+    summary: dict[str, Any] = fr.row() | {
+        "skipped_by_reason": fr.skipped,
+        "tables": fr.tables,
+        "notes": fr.notes,
+    }
+    cur.execute(
+        "INSERT INTO load_reports (case_id, file, format, report) VALUES (?, ?, ?, ?)",
+        [case_id, fr.file, fr.format, json.dumps(summary)],
+    )
+    if fr.conflicts:
+        cur.execute(
+            """INSERT INTO load_conflicts (case_id, file, line, table_name, key, field, existing, incoming)
+            SELECT $case, $file, unnest($line), unnest($t), unnest($k), unnest($f), unnest($e), unnest($i)""",
+            {"case": case_id, "file": fr.file, "line": [c.line for c in fr.conflicts],
+             "t": [c.table for c in fr.conflicts], "k": [c.key for c in fr.conflicts],
+             "f": [c.field for c in fr.conflicts], "e": [c.existing for c in fr.conflicts],
+             "i": [c.incoming for c in fr.conflicts]},
+        )  # fmt: skip
