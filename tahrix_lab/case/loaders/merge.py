@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 
 from tahrix_lab.case.loaders.report import Conflict, FileReport
-from tahrix_lab.case.loaders.sqlparts import fetch_value, q
+from tahrix_lab.case.loaders.sqlparts import decimal_from_raw, fetch_value, q, raw_from_decimal
 
 MV_COLUMNS = {
     "transfer_id": "VARCHAR", "chain": "VARCHAR", "tx_hash": "VARCHAR", "block_time": "TIMESTAMP",
@@ -162,7 +162,8 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport
     )
     row = cur.execute(
         """SELECT count(*) FILTER (WHERE coalesce(p.e_usd_value, n.usd_value) IS NULL AND n.status IS NOT FALSE),
-                  count(*) FILTER (WHERE coalesce(p.e_amount, n.amount) IS NULL)
+                  count(*) FILTER (WHERE coalesce(p.e_amount, n.amount) IS NULL
+                                     OR coalesce(p.e_amount_raw, n.amount_raw) IS NULL)
            FROM _mv_n n LEFT JOIN _mv_p p ON p.new_id = n.transfer_id"""
     ).fetchall()[0]
     fr.unpriced += int(row[0])
@@ -224,8 +225,42 @@ def merge_assets(cur: duckdb.DuckDBPyConnection, fr: FileReport) -> None:
     )
 
 
+def fill_known_decimals(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
+    """Once a token's decimals are known (this file's assets), complete the movements that lacked them."""
+    amount_text = "rtrim(rtrim(CAST(t.amount AS VARCHAR), '0'), '.')"
+    known = "(SELECT asset_key, decimals FROM assets WHERE decimals IS NOT NULL AND asset_key IN (SELECT asset_key FROM _as))"
+    before = int(
+        fetch_value(
+            cur,
+            "SELECT count(*) FROM transfers WHERE case_id = ? AND (amount IS NULL OR amount_raw IS NULL)",
+            [case_id],
+        )
+        or 0
+    )
+    if not before:
+        return
+    cur.execute(
+        f"""UPDATE transfers t SET amount_raw = coalesce(t.amount_raw, {raw_from_decimal(amount_text, "k.decimals")}),
+                                   amount = coalesce(t.amount, {decimal_from_raw("t.amount_raw", "k.decimals")})
+            FROM {known} k WHERE t.case_id = $case AND t.asset_key = k.asset_key AND t.token_id IS NULL
+              AND (t.amount IS NULL OR t.amount_raw IS NULL)""",
+        {"case": case_id},
+    )
+    after = int(
+        fetch_value(
+            cur,
+            "SELECT count(*) FROM transfers WHERE case_id = ? AND (amount IS NULL OR amount_raw IS NULL)",
+            [case_id],
+        )
+        or 0
+    )
+    if before > after:
+        fr.notes.append(f"{before - after} movements loaded earlier without decimals are now exact")
+
+
 def merge_all(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
     merge_assets(cur, fr)
+    fill_known_decimals(cur, case_id, fr)
     merge_transactions(cur, case_id, fr)
     merge_movements(cur, case_id, fr)
     store_report(cur, case_id, fr)
