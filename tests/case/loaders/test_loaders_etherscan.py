@@ -150,7 +150,7 @@ def test_explorer_variants_and_chain_aliases(
 
 def test_unknown_chain_and_wrong_native_are_clear_errors(db: CaseDB, tmp_path: Path) -> None:
     path = write_csv(tmp_path / "n.csv", normal_header("BNB"), [normal_row(1, a(1), a(2), "1", "0")])
-    with pytest.raises(UserFacingError, match="Unknown chain 'arbitrumm'.*arbitrum"):
+    with pytest.raises(UserFacingError, match=r"Unknown chain 'arbitrumm'.*arbitrum"):
         load_file(db, "C", path, chain="arbitrumm")
     with pytest.raises(LoadError) as err:
         load_file(db, "C", path, chain="ethereum")
