@@ -73,10 +73,16 @@ def _addr(st: Staged, key: str) -> str:
 
 
 def _checks(
-    st: Staged, hash_key: str, ints: tuple[str, ...] = (), raws: tuple[str, ...] = ()
+    st: Staged,
+    hash_key: str,
+    ints: tuple[str, ...] = (),
+    raws: tuple[str, ...] = (),
+    *,
+    hash_optional: bool = False,
 ) -> list[tuple[str, str, str]]:
     h = st.need(hash_key)
-    out = [(st.name(hash_key), f"NOT coalesce(regexp_full_match({text(h)}, '0x[0-9a-fA-F]{{64}}'), FALSE)",
+    missing_ok = f"{text(h)} IS NULL" if hash_optional else "FALSE"  # block rewards have no transaction
+    out = [(st.name(hash_key), f"NOT ({missing_ok} OR coalesce(regexp_full_match({text(h)}, '0x[0-9a-fA-F]{{64}}'), FALSE))",
             "{value} is not a transaction hash")]  # fmt: skip
     for k in ints + raws:
         c = st.col(k)
@@ -96,7 +102,7 @@ class EtlSet:
     def prelude(self, cur: duckdb.DuckDBPyConnection) -> None:
         for kind in ORDER:
             if kind in self.files:
-                self.staged[kind] = stage_csv(cur, self.files[kind], f"_etl_{kind}")
+                self.staged[kind] = stage_csv(cur, self.files[kind], f"_etlf_{kind}")
         cur.execute("CREATE OR REPLACE TEMP TABLE _etl_times (block_number BIGINT, block_time TIMESTAMP)")
         if b := self.staged.get("blocks"):
             first_bad(cur, b, [("timestamp", f"({_ts(b.need('timestamp'))}) IS NULL", "{value} is not a time"),
@@ -307,7 +313,7 @@ class EtlSet:
         cur.execute(
             f"""CREATE OR REPLACE TEMP TABLE _etl_logs AS SELECT _line, lower({text(st.need("transactionhash"))}) AS tx_hash,
                    {_int(st.col("blocknumber"))} AS n, lower({text(st.need("address"))}) AS token,
-                   list_transform({topics}, x -> lower(trim(x))) AS t, {data} AS d, {_int(st.need("logindex"))} AS log_index
+                   list_transform({topics}, lambda x: lower(trim(x))) AS t, {data} AS d, {_int(st.need("logindex"))} AS log_index
                 FROM {st.table}"""
         )
         cur.execute(f"DELETE FROM _etl_logs WHERE len(t) NOT IN (3, 4) OR t[1] <> '{TRANSFER_TOPIC}'")
@@ -330,7 +336,9 @@ class EtlSet:
     def _traces(self, cur: duckdb.DuckDBPyConnection, fr: FileReport) -> None:
         st = self.staged["traces"]
         fr.rows_read = st.rows
-        first_bad(cur, st, _checks(st, "transactionhash", ("blocknumber", "status"), ("value",)))
+        first_bad(
+            cur, st, _checks(st, "transactionhash", ("blocknumber", "status"), ("value",), hash_optional=True)
+        )
         ta = (
             f"nullif(replace({text(st.col('traceaddress'))}, ' ', ''), '')"
             if st.col("traceaddress")
