@@ -160,7 +160,7 @@ class EtlSet:
         for kind in ORDER:
             if kind in self.files:
                 fr = FileReport(str(self.files[kind]), f"ethereum-etl {kind} ({self.chain})")
-                out.append(Job(fr, getattr(self, f"_{kind}")))
+                out.append(Job(fr, getattr(self, f"_{kind}"), batch="etl"))
         return out
 
     def _times_for(self, cur: duckdb.DuckDBPyConnection, st: Staged, table: str) -> None:

@@ -67,7 +67,7 @@ def _etherscan_job(path: Path, chain: str | None, token: str | None, n: int) -> 
         stage_etherscan(cur, st, fr, chain=chain, token=token)
         cur.execute(f"DROP TABLE {st.table}")
 
-    return Job(fr, stage)
+    return Job(fr, stage, batch="etherscan")
 
 
 def load_files(

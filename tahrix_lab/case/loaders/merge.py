@@ -29,18 +29,19 @@ MV_COLUMNS = {
     "transfer_id": "VARCHAR", "chain": "VARCHAR", "tx_hash": "VARCHAR", "block_time": "TIMESTAMP",
     "kind": "VARCHAR", "log_index": "INTEGER", "trace_address": "VARCHAR", "from_address": "VARCHAR",
     "to_address": "VARCHAR", "asset_key": "VARCHAR", "token_id": "VARCHAR", "amount_raw": "VARCHAR",
-    "amount": "DECIMAL(38,18)", "usd_value": "DOUBLE", "status": "BOOLEAN", "_line": "BIGINT",
+    "amount": "DECIMAL(38,18)", "usd_value": "DOUBLE", "status": "BOOLEAN", "_line": "BIGINT", "_file": "INTEGER",
 }  # fmt: skip
 TX_COLUMNS = {
     "chain": "VARCHAR", "tx_hash": "VARCHAR", "block_number": "BIGINT", "block_time": "TIMESTAMP",
     "tx_index": "INTEGER", "from_address": "VARCHAR", "to_address": "VARCHAR", "nonce": "BIGINT",
     "value_raw": "VARCHAR", "value": "DECIMAL(38,18)", "fee_raw": "VARCHAR", "fee": "DECIMAL(38,18)",
     "fee_usd": "DOUBLE", "status": "BOOLEAN", "method_selector": "VARCHAR", "method_name": "VARCHAR",
-    "source": "VARCHAR", "_line": "BIGINT",
+    "source": "VARCHAR", "_line": "BIGINT", "_file": "INTEGER",
 }  # fmt: skip
 AS_COLUMNS = {
     "asset_key": "VARCHAR", "chain": "VARCHAR", "token_address": "VARCHAR", "symbol": "VARCHAR",
     "name": "VARCHAR", "decimals": "INTEGER", "standard": "VARCHAR", "canonical_asset": "VARCHAR",
+    "_file": "INTEGER",
 }  # fmt: skip
 
 # fields compared on a match (conflict) and filled where the case lacks them
@@ -66,7 +67,7 @@ def create_stages(cur: duckdb.DuckDBPyConnection) -> None:
 
 
 def drop_stages(cur: duckdb.DuckDBPyConnection) -> None:
-    for name in ("_mv", "_tx", "_as", "_mv_k", "_mv_n", "_mv_p", "_tx_n", "_tx_p", "_as_n"):
+    for name in ("_mv", "_tx", "_as", "_mv_k", "_mv_n", "_mv_p", "_tx_n", "_tx_p", "_as_n", "_as_l"):
         cur.execute(f"DROP TABLE IF EXISTS {name}")
 
 
@@ -76,43 +77,71 @@ def _differs(a: str, b: str, field: str) -> str:
     return f"{a} <> {b}"
 
 
-def _conflicts(
-    cur: duckdb.DuckDBPyConnection, pair: str, key: str, fields: tuple[str, ...], table: str, fr: FileReport
-) -> int:
-    """Record fields both sides have with different values; return how many rows conflict."""
+def _record(reports: list[FileReport], table: str, rows: list[tuple[Any, ...]]) -> dict[int, int]:
+    """Conflict rows ``(_file, line, key, field, kept, incoming)`` into their files' reports;
+    return per file how many distinct keys conflict."""
+    keys: dict[int, set[str]] = {}
+    for f, line, key, field, old, new in rows:
+        fr = reports[f]
+        if len(fr.conflicts) < _MAX_CONFLICTS:
+            fr.conflicts.append(Conflict(table, key, field, old, new, line))
+        keys.setdefault(f, set()).add(key)
+    return {f: len(k) for f, k in keys.items()}
+
+
+def _conflicts(cur: duckdb.DuckDBPyConnection, pair: str, key: str, fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """Fields both sides of a pair table (``e_…`` kept, ``n_…`` incoming) have with different values."""
     parts = [
-        f"SELECT _line, {key} AS k, '{f}' AS field, CAST(e_{f} AS VARCHAR) AS old, CAST(n_{f} AS VARCHAR) AS new "
+        f"SELECT _file, _line, {key} AS k, '{f}' AS field, CAST(e_{f} AS VARCHAR), CAST(n_{f} AS VARCHAR) "
         f"FROM {pair} WHERE e_{f} IS NOT NULL AND n_{f} IS NOT NULL AND {_differs(f'e_{f}', f'n_{f}', f)}"
         for f in fields
     ]
-    rows = cur.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY _line, field").fetchall()
-    room = _MAX_CONFLICTS - len(fr.conflicts)
-    fr.conflicts += [Conflict(table, r[1], r[2], r[3], r[4], r[0]) for r in rows[: max(room, 0)]]
-    return len({r[1] for r in rows})
+    return [tuple(r) for r in cur.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY 1, 2, 4").fetchall()]
 
 
-def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
-    amt = "CASE WHEN amount IS NOT NULL THEN CAST(amount AS VARCHAR) ELSE 'raw:' || amount_raw END"
+def _batch(cur: duckdb.DuckDBPyConnection, stage: str, keys: tuple[str, ...], fields: list[str], checked: tuple[str, ...], out: str) -> list[tuple[Any, ...]]:
+    """One row per key for a batch of files: each field's smallest value (so a field one file lacks is
+    filled from another, the same whatever the order); fields whose files disagree are conflicts,
+    charged to the latest file."""
+    aggs = ", ".join(f"min({c}) AS {c}" for c in fields)
+    spread = ", ".join(f"max({c}) AS _max_{c}" for c in checked)
     cur.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _mv_k AS
-        SELECT *, row_number() OVER (PARTITION BY {", ".join(_KEY)}, _amt
-                                     ORDER BY log_index NULLS LAST, trace_address NULLS LAST, _line) - 1 AS occurrence
-        FROM (SELECT *, {amt} AS _amt FROM _mv)"""
+        f"""CREATE OR REPLACE TEMP TABLE {out} AS SELECT {", ".join(keys)}, min(_file) AS _file, max(_file) AS _last,
+              arg_min(_line, _file) AS _line, count(*) AS _n, {aggs}, {spread} FROM {stage} GROUP BY {", ".join(keys)}"""
     )
+    key = " || ':' || ".join(f"coalesce(CAST({k} AS VARCHAR), '')" for k in keys)
+    parts = [
+        f"SELECT _last, NULL::BIGINT, {key}, '{c}', CAST({c} AS VARCHAR), CAST(_max_{c} AS VARCHAR) FROM {out} "
+        f"WHERE _n > 1 AND {_differs(c, f'_max_{c}', c)}"
+        for c in checked
+    ]
+    return [tuple(r) for r in cur.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY 1, 3, 4").fetchall()]
+
+
+def _per_file(cur: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> dict[int, tuple[int, ...]]:
+    return {int(r[0]): tuple(int(v or 0) for v in r[1:]) for r in cur.execute(sql, params or {}).fetchall()}
+
+
+def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[FileReport]) -> None:
+    amt = "CASE WHEN amount IS NOT NULL THEN CAST(amount AS VARCHAR) ELSE 'raw:' || amount_raw END"
     canonical = (
         "chain || ':' || tx_hash || ':' || kind || ':k' || left(md5(concat_ws('|', coalesce(from_address, ''), "
         "coalesce(to_address, ''), asset_key, coalesce(token_id, ''), _amt)), 12) || '.' || occurrence"
     )
     cur.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _mv_n AS
-        SELECT DISTINCT ON (transfer_id) * FROM (
-          SELECT * REPLACE (coalesce(transfer_id, {canonical}) AS transfer_id) FROM _mv_k) ORDER BY transfer_id, _line"""
+        f"""CREATE OR REPLACE TEMP TABLE _mv_k AS SELECT * REPLACE (coalesce(transfer_id, {canonical}) AS transfer_id) FROM (
+          SELECT *, row_number() OVER (PARTITION BY _file, {", ".join(_KEY)}, _amt
+                                       ORDER BY log_index NULLS LAST, trace_address NULLS LAST, _line) - 1 AS occurrence
+          FROM (SELECT *, {amt} AS _amt FROM _mv))"""
     )
-    total = int(fetch_value(cur, "SELECT count(*) FROM _mv") or 0)
-    fr.skip(
-        "the same movement again in this file",
-        total - int(fetch_value(cur, "SELECT count(*) FROM _mv_n") or 0),
-    )
+    for f, (total, distinct) in _per_file(
+        cur, "SELECT _file, count(*), count(DISTINCT transfer_id) FROM _mv_k GROUP BY _file"
+    ).items():
+        reports[f].skip("the same movement again in this file", total - distinct)
+    fields = [c for c in MV_COLUMNS if c not in ("transfer_id", "_line", "_file")] + ["occurrence", "_amt"]
+    inner = _batch(cur, "_mv_k", ("transfer_id",), fields, (*MV_MERGE, "from_address", "to_address", "asset_key"), "_mv_n")
+    for f, n in _record(reports, "transfers", inner).items():
+        reports[f].conflicting += n
     e_cols = ", ".join(f"e.{c} AS e_{c}" for c in MV_MERGE)
     n_cols = ", ".join(f"n.{c} AS n_{c}" for c in MV_MERGE)
     same_key = " AND ".join(f"e.{c} IS NOT DISTINCT FROM n.{c}" for c in _KEY)
@@ -120,10 +149,10 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport
     cur.execute(
         f"""CREATE OR REPLACE TEMP TABLE _mv_p AS
         WITH by_id AS (
-          SELECT n._line, n.transfer_id AS new_id, e.transfer_id AS old_id, {e_cols}, {n_cols}
+          SELECT n._file, n._line, n.transfer_id AS new_id, e.transfer_id AS old_id, {e_cols}, {n_cols}
           FROM _mv_n n JOIN transfers e ON e.case_id = $case AND e.transfer_id = n.transfer_id),
         by_key AS (
-          SELECT n._line, n.transfer_id AS new_id, e.transfer_id AS old_id, {e_cols}, {n_cols}
+          SELECT n._file, n._line, n.transfer_id AS new_id, e.transfer_id AS old_id, {e_cols}, {n_cols}
           FROM (SELECT * FROM _mv_n ANTI JOIN by_id ON by_id.new_id = _mv_n.transfer_id) n
           JOIN (SELECT * FROM transfers WHERE case_id = $case AND occurrence IS NOT NULL
                 AND tx_hash IN (SELECT tx_hash FROM _mv_n)) e
@@ -134,13 +163,14 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport
         SELECT * FROM by_id UNION ALL SELECT * FROM by_key""",
         {"case": case_id},
     )
-    fr.merged += int(fetch_value(cur, "SELECT count(*) FROM _mv_p") or 0)
-    fr.conflicting += _conflicts(cur, "_mv_p", "old_id", MV_MERGE, "transfers", fr)
+    for f, n in _record(reports, "transfers", _conflicts(cur, "_mv_p", "old_id", MV_MERGE)).items():
+        reports[f].conflicting += n
     fills = " OR ".join(f"(e_{c} IS NULL AND n_{c} IS NOT NULL)" for c in MV_MERGE)
     upgrade = _UPGRADE.format(p="")
-    fr.filled += int(
-        fetch_value(cur, f"SELECT count(*) FROM _mv_p WHERE {fills} OR (old_id <> new_id AND {upgrade})") or 0
-    )
+    for f, (filled,) in _per_file(
+        cur, f"SELECT _file, count(*) FROM _mv_p WHERE {fills} OR (old_id <> new_id AND {upgrade}) GROUP BY _file"
+    ).items():
+        reports[f].filled += filled
     sets = ", ".join(f"{c} = coalesce(t.{c}, p.n_{c})" for c in MV_MERGE)
     cur.execute(
         f"""UPDATE transfers t SET {sets},
@@ -150,41 +180,44 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport
             WHERE t.case_id = $case AND t.transfer_id = p.old_id""",
         {"case": case_id},
     )
-    cols = [c for c in MV_COLUMNS if c != "_line"] + ["occurrence"]
-    before = int(fetch_value(cur, "SELECT count(*) FROM transfers WHERE case_id = ?", [case_id]) or 0)
+    cols = [c for c in MV_COLUMNS if c not in ("_line", "_file")] + ["occurrence"]
     cur.execute(
         f"""INSERT INTO transfers (case_id, {", ".join(cols)})
         SELECT $case, {", ".join(cols)} FROM _mv_n ANTI JOIN _mv_p ON _mv_p.new_id = _mv_n.transfer_id""",
         {"case": case_id},
     )
-    fr.inserted += (
-        int(fetch_value(cur, "SELECT count(*) FROM transfers WHERE case_id = ?", [case_id]) or 0) - before
+    # per file: new to the case (first file of the batch to hold it), already there, unpriced, unknown decimals
+    counts = _per_file(
+        cur,
+        """SELECT k._file,
+                  count(*) FILTER (WHERE p.new_id IS NULL AND k._file = n._file),
+                  count(*) FILTER (WHERE p.new_id IS NOT NULL OR k._file > n._file),
+                  count(*) FILTER (WHERE coalesce(p.e_usd_value, n.usd_value) IS NULL AND n.status IS NOT FALSE),
+                  count(*) FILTER (WHERE coalesce(p.e_amount, n.amount) IS NULL OR coalesce(p.e_amount_raw, n.amount_raw) IS NULL)
+           FROM (SELECT DISTINCT _file, transfer_id FROM _mv_k) k JOIN _mv_n n USING (transfer_id)
+           LEFT JOIN _mv_p p ON p.new_id = k.transfer_id GROUP BY k._file""",
     )
-    row = cur.execute(
-        """SELECT count(*) FILTER (WHERE coalesce(p.e_usd_value, n.usd_value) IS NULL AND n.status IS NOT FALSE),
-                  count(*) FILTER (WHERE coalesce(p.e_amount, n.amount) IS NULL
-                                     OR coalesce(p.e_amount_raw, n.amount_raw) IS NULL)
-           FROM _mv_n n LEFT JOIN _mv_p p ON p.new_id = n.transfer_id"""
-    ).fetchall()[0]
-    fr.unpriced += int(row[0])
-    fr.unknown_decimals += int(row[1])
+    for f, (ins, merged, unpriced, unknown) in counts.items():
+        fr = reports[f]
+        fr.inserted += ins
+        fr.merged += merged
+        fr.unpriced += unpriced
+        fr.unknown_decimals += unknown
 
 
-def merge_transactions(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
-    fields = [c for c in TX_COLUMNS if c not in ("chain", "tx_hash", "_line")]
-    agg = ", ".join(f"any_value({c} ORDER BY _line) AS {c}" for c in fields)
-    cur.execute(
-        f"CREATE OR REPLACE TEMP TABLE _tx_n AS SELECT chain, tx_hash, min(_line) AS _line, {agg} FROM _tx GROUP BY ALL"
-    )
+def merge_transactions(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[FileReport]) -> None:
+    fields = [c for c in TX_COLUMNS if c not in ("chain", "tx_hash", "_line", "_file")]
+    inner = _batch(cur, "_tx", ("chain", "tx_hash"), fields, TX_MERGE, "_tx_n")
+    _record(reports, "transactions", inner)
     e_cols = ", ".join(f"e.{c} AS e_{c}" for c in TX_MERGE)
     n_cols = ", ".join(f"n.{c} AS n_{c}" for c in TX_MERGE)
     cur.execute(
         f"""CREATE OR REPLACE TEMP TABLE _tx_p AS
-        SELECT n._line, n.chain, n.tx_hash, n.chain || ':' || n.tx_hash AS k, {e_cols}, {n_cols}
+        SELECT n._file, n._line, n.chain, n.tx_hash, n.chain || ':' || n.tx_hash AS k, {e_cols}, {n_cols}
         FROM _tx_n n JOIN transactions e ON e.case_id = $case AND e.chain = n.chain AND e.tx_hash = n.tx_hash""",
         {"case": case_id},
     )
-    _conflicts(cur, "_tx_p", "k", TX_MERGE, "transactions", fr)
+    _record(reports, "transactions", _conflicts(cur, "_tx_p", "k", TX_MERGE))
     fills = " OR ".join(f"(e_{c} IS NULL AND n_{c} IS NOT NULL)" for c in TX_MERGE)
     sets = ", ".join(f"{c} = coalesce(t.{c}, p.n_{c})" for c in TX_MERGE)
     cur.execute(
@@ -192,37 +225,36 @@ def merge_transactions(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileRep
             WHERE t.case_id = $case AND t.chain = p.chain AND t.tx_hash = p.tx_hash""",
         {"case": case_id},
     )
-    cols = [c for c in TX_COLUMNS if c != "_line"]
-    before = int(fetch_value(cur, "SELECT count(*) FROM transactions WHERE case_id = ?", [case_id]) or 0)
+    cols = [c for c in TX_COLUMNS if c not in ("_line", "_file")]
     cur.execute(
         f"""INSERT INTO transactions (case_id, {", ".join(cols)})
         SELECT $case, {", ".join(cols)} FROM _tx_n n ANTI JOIN _tx_p p ON p.chain = n.chain AND p.tx_hash = n.tx_hash""",
         {"case": case_id},
     )
-    after = int(fetch_value(cur, "SELECT count(*) FROM transactions WHERE case_id = ?", [case_id]) or 0)
-    fr.tables["transactions"] = fr.tables.get("transactions", 0) + after - before
+    for f, (n,) in _per_file(
+        cur, "SELECT _file, count(*) FROM _tx_n ANTI JOIN _tx_p USING (chain, tx_hash) GROUP BY _file"
+    ).items():
+        reports[f].tables["transactions"] = reports[f].tables.get("transactions", 0) + n
 
 
-def merge_assets(cur: duckdb.DuckDBPyConnection, fr: FileReport) -> None:
+def merge_assets(cur: duckdb.DuckDBPyConnection, reports: list[FileReport]) -> None:
     cur.execute(
         "UPDATE _as SET canonical_asset = coalesce(_as.canonical_asset, k.canonical) FROM _known k "
         "WHERE k.asset_key = _as.asset_key"
     )
-    agg = ", ".join(f"any_value({c}) AS {c}" for c in AS_COLUMNS if c != "asset_key")
-    cur.execute(f"CREATE OR REPLACE TEMP TABLE _as_n AS SELECT asset_key, {agg} FROM _as GROUP BY asset_key")
+    fields = [c for c in AS_COLUMNS if c not in ("asset_key", "_file")]
+    cur.execute("CREATE OR REPLACE TEMP TABLE _as_l AS SELECT *, 0 AS _line FROM _as")
+    _record(reports, "assets", _batch(cur, "_as_l", ("asset_key",), fields, AS_CONFLICT, "_as_n"))
     e_cols = ", ".join(f"e.{c} AS e_{c}" for c in AS_MERGE)
     n_cols = ", ".join(f"n.{c} AS n_{c}" for c in AS_MERGE)
-    pair = f"(SELECT NULL::BIGINT AS _line, n.asset_key, {e_cols}, {n_cols} FROM _as_n n JOIN assets e USING (asset_key))"
-    _conflicts(cur, pair, "asset_key", AS_CONFLICT, "assets", fr)
+    pair = f"(SELECT n._file, NULL::BIGINT AS _line, n.asset_key, {e_cols}, {n_cols} FROM _as_n n JOIN assets e USING (asset_key))"
+    _record(reports, "assets", _conflicts(cur, pair, "asset_key", AS_CONFLICT))
     sets = ", ".join(f"{c} = coalesce(assets.{c}, n.{c})" for c in AS_MERGE)
     cur.execute(f"UPDATE assets SET {sets} FROM _as_n n WHERE assets.asset_key = n.asset_key")
-    before = int(fetch_value(cur, "SELECT count(*) FROM assets") or 0)
-    cur.execute(
-        f"INSERT INTO assets ({', '.join(AS_COLUMNS)}) SELECT * FROM _as_n ANTI JOIN assets USING (asset_key)"
-    )
-    fr.tables["assets"] = (
-        fr.tables.get("assets", 0) + int(fetch_value(cur, "SELECT count(*) FROM assets") or 0) - before
-    )
+    cols = [c for c in AS_COLUMNS if c != "_file"]
+    for f, (n,) in _per_file(cur, "SELECT _file, count(*) FROM _as_n ANTI JOIN assets USING (asset_key) GROUP BY _file").items():
+        reports[f].tables["assets"] = reports[f].tables.get("assets", 0) + n
+    cur.execute(f"INSERT INTO assets ({', '.join(cols)}) SELECT {', '.join(cols)} FROM _as_n ANTI JOIN assets USING (asset_key)")
 
 
 def fill_known_decimals(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
@@ -258,12 +290,15 @@ def fill_known_decimals(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileRe
         fr.notes.append(f"{before - after} movements loaded earlier without decimals are now exact")
 
 
-def merge_all(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
-    merge_assets(cur, fr)
-    fill_known_decimals(cur, case_id, fr)
-    merge_transactions(cur, case_id, fr)
-    merge_movements(cur, case_id, fr)
-    store_report(cur, case_id, fr)
+def merge_all(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[FileReport]) -> None:
+    """Merge a batch of staged files (``_file`` = index into ``reports``) and store their reports."""
+    merge_assets(cur, reports)
+    fill_known_decimals(cur, case_id, reports[-1])
+    merge_transactions(cur, case_id, reports)
+    merge_movements(cur, case_id, reports)
+    for fr in reports:
+        if fr.rows_read or fr.inserted or fr.merged or fr.skipped or fr.notes or fr.tables:
+            store_report(cur, case_id, fr)
 
 
 def store_report(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:

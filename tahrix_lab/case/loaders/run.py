@@ -25,6 +25,9 @@ Stager = Callable[[duckdb.DuckDBPyConnection, FileReport], None]
 class Job:
     report: FileReport
     stage: Stager
+    # consecutive jobs of one batch are merged together (one pass over the case per batch, not per
+    # file); a batch never mixes sources whose ids differ in kind (positional vs canonical)
+    batch: str = ""
 
 
 def make_decimals(cur: duckdb.DuckDBPyConnection) -> None:
@@ -66,19 +69,28 @@ def run_load(
             make_decimals(cur)
             if prelude is not None:
                 prelude(cur)
+            batches: list[list[Job]] = []
             for job in jobs:
-                current = job.report.file
+                if not batches or batches[-1][0].batch != job.batch or not job.batch:
+                    batches.append([])
+                batches[-1].append(job)
+            for batch in batches:
                 create_stages(cur)
-                job.stage(cur, job.report)
-                job.report.rows_read = job.report.rows_read or 0
-                merge_all(cur, case_id, job.report)
-                report.files.append(job.report)
-                report.add_inserted("transfers", job.report.inserted)
-                for table, n in job.report.tables.items():
-                    report.add_inserted(table, n)
-                report.skipped_duplicates["transfers"] = (
-                    report.skipped_duplicates.get("transfers", 0) + job.report.merged
-                )
+                for i, job in enumerate(batch):
+                    current = job.report.file
+                    job.stage(cur, job.report)
+                    for stage in ("_mv", "_tx", "_as"):
+                        cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [i])
+                current = batch[-1].report.file if len(batch) == 1 else f"{len(batch)} files ({batch[0].report.file} …)"
+                merge_all(cur, case_id, [j.report for j in batch])
+                for job in batch:
+                    report.files.append(job.report)
+                    report.add_inserted("transfers", job.report.inserted)
+                    for table, n in job.report.tables.items():
+                        report.add_inserted(table, n)
+                    report.skipped_duplicates["transfers"] = (
+                        report.skipped_duplicates.get("transfers", 0) + job.report.merged
+                    )
             db.refresh_addresses(cur, case_id)
         except BaseException as exc:
             cur.execute("ROLLBACK")

@@ -30,17 +30,20 @@ def lit(text: str) -> str:
 
 
 def text(expr: str | None) -> str:
-    """A text field: trimmed, empty or ``N/A`` as NULL (unknown, not zero); a missing column is NULL."""
+    """A text field: trimmed, empty as NULL; a missing column is NULL. (``N/A`` in a hash or address
+    column is refused by the checks; in a number it is unknown: see ``number``.)"""
     if expr is None:
         return "NULL"
-    return f"CASE WHEN upper(trim({expr})) IN {UNKNOWN_TEXTS} THEN NULL ELSE nullif(trim({expr}), '') END"
+    return f"nullif(trim({expr}), '')"
 
 
 def number(expr: str | None) -> str:
     """A number as exported: thousands separators, ``$`` and spaces dropped; blank/``N/A`` NULL."""
     if expr is None:
         return "NULL"
-    return f"nullif(regexp_replace({text(expr)}, '[,$\\s]', '', 'g'), '')"
+    t = text(expr)
+    cleaned = f"replace(replace(replace({t}, ',', ''), '$', ''), ' ', '')"
+    return f"CASE WHEN upper({t}) IN {UNKNOWN_TEXTS} THEN NULL ELSE nullif({cleaned}, '') END"
 
 
 def bad_number(expr: str, pattern: str = DECIMAL_RE) -> str:
