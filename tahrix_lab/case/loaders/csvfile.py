@@ -57,6 +57,10 @@ class Staged:
             raise LoadError(self.file, f"the column {keys[0]!r} is missing", line=1, column=keys[0])
         return found
 
+    def drop(self, cur: duckdb.DuckDBPyConnection) -> None:
+        cur.execute(f"DROP VIEW IF EXISTS {self.table}")
+        cur.execute(f"DROP TABLE IF EXISTS {self.table}_raw")
+
     def key_starting(self, prefix: str) -> str | None:
         return next((k for k in self.keys if k.startswith(prefix)), None)
 
@@ -101,12 +105,12 @@ def stage_csv(cur: duckdb.DuckDBPyConnection, file: Path, table: str) -> Staged:
             file, f"the file could not be read: {text.splitlines()[0][:200]}", line=line
         ) from None
     blank = " AND ".join(f"coalesce(c{i}, '') = ''" for i in range(n))
+    # rowids inside a transaction start at a large offset: count lines from the first. A view, not a
+    # copy: every later step reads the staged rows once anyway.
+    base = int(fetch_value(cur, f"SELECT coalesce(min(rowid), 0) FROM {raw}") or 0)
     cur.execute(
-        # rowids inside a transaction start at a large offset: count from the first
-        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT rowid - (SELECT min(rowid) FROM {raw}) + 2 AS _line, * "
-        f"FROM {raw} WHERE NOT ({blank})"
+        f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT rowid - {base} + 2 AS _line, * FROM {raw} WHERE NOT ({blank})"
     )
-    cur.execute(f"DROP TABLE {raw}")
     bad = fetch_one(
         cur,
         f"SELECT min(_line) FILTER (WHERE c{n - 1} IS NULL), min(_line) FILTER (WHERE x0 <> '' OR x1 IS NOT NULL) "

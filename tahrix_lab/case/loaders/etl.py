@@ -384,5 +384,7 @@ class EtlSet:
 
     def drop(self, cur: duckdb.DuckDBPyConnection) -> None:
         for name in ("_etl_times", "_etl_txtimes", "_etl_receipts", "_etl_tokens", "_etl_tx", "_etl_tt", "_etl_tr",
-                     "_etl_logs", *(s.table for s in self.staged.values())):  # fmt: skip
+                     "_etl_logs"):  # fmt: skip
             cur.execute(f"DROP TABLE IF EXISTS {name}")
+        for st in self.staged.values():
+            st.drop(cur)

@@ -65,7 +65,7 @@ def _etherscan_job(path: Path, chain: str | None, token: str | None, n: int) -> 
         st = stage_csv(cur, path, f"_es_file{n}")
         fr.rows_read = st.rows
         stage_etherscan(cur, st, fr, chain=chain, token=token)
-        cur.execute(f"DROP TABLE {st.table}")
+        st.drop(cur)
 
     return Job(fr, stage, batch="etherscan")
 

@@ -130,7 +130,7 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[
     )
     cur.execute(
         f"""CREATE OR REPLACE TEMP TABLE _mv_k AS SELECT * REPLACE (coalesce(transfer_id, {canonical}) AS transfer_id) FROM (
-          SELECT *, row_number() OVER (PARTITION BY _file, {", ".join(_KEY)}, _amt
+          SELECT *, row_number() OVER (PARTITION BY _file, hash({", ".join(_KEY)}, _amt)
                                        ORDER BY log_index NULLS LAST, trace_address NULLS LAST, _line) - 1 AS occurrence
           FROM (SELECT *, {amt} AS _amt FROM _mv))"""
     )
