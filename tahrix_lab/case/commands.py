@@ -30,6 +30,9 @@ def add_commands(sub: Any) -> None:
     )
     load.add_argument("--token", help="the token contract of an Etherscan token-page export")
     load.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    load.add_argument(
+        "--force", action="store_true", help="merge files again even when their content was loaded before"
+    )
     load.set_defaults(func=_load)
     export = cs.add_parser("export", help="write a case back as a case folder")
     export.add_argument("case_id")
@@ -64,11 +67,13 @@ def _load(args: argparse.Namespace) -> int:
         if len(paths) == 1:
             if not (paths[0].is_dir() and (paths[0] / "case.json").exists()) and not args.case_id:
                 raise UserFacingError("Loading exports needs --case-id (the case they belong to).")
-            report = ws.load_path(paths[0], case_id=args.case_id, chain=args.chain, token=args.token)
+            report = ws.load_path(
+                paths[0], case_id=args.case_id, chain=args.chain, token=args.token, force=args.force
+            )
         else:
             if not args.case_id:
                 raise UserFacingError("Loading exports needs --case-id (the case they belong to).")
-            report = ws.load_files(args.case_id, paths, chain=args.chain, token=args.token)
+            report = ws.load_files(args.case_id, paths, chain=args.chain, token=args.token, force=args.force)
         print(json.dumps(report.to_dict(), indent=2) if args.json else report.table())
     return 0
 

@@ -109,7 +109,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE transfers ADD COLUMN token_id VARCHAR;
         ALTER TABLE transfers ADD COLUMN occurrence INTEGER;
         CREATE TABLE load_reports (case_id VARCHAR NOT NULL, file VARCHAR NOT NULL, format VARCHAR NOT NULL,
-          loaded_at TIMESTAMP DEFAULT current_timestamp, report JSON NOT NULL);
+          loaded_at TIMESTAMP DEFAULT current_timestamp, report JSON NOT NULL, sha256 VARCHAR);
         CREATE TABLE load_conflicts (case_id VARCHAR NOT NULL, file VARCHAR NOT NULL, line BIGINT,
           table_name VARCHAR NOT NULL, key VARCHAR NOT NULL, field VARCHAR NOT NULL, existing VARCHAR,
           incoming VARCHAR, loaded_at TIMESTAMP DEFAULT current_timestamp);

@@ -112,9 +112,10 @@ class Workspace:
         *,
         chain: str | None = None,
         token: str | None = None,
+        force: bool = False,
     ) -> loaders.LoadReport:
         """Several export files in one transaction (ethereum-etl files as one set)."""
-        return loaders.load_files(self.cases, case_id, paths, chain=chain, token=token)
+        return loaders.load_files(self.cases, case_id, paths, chain=chain, token=token, force=force)
 
     def load_path(
         self,
@@ -123,9 +124,10 @@ class Workspace:
         case_id: str | None = None,
         chain: str | None = None,
         token: str | None = None,
+        force: bool = False,
     ) -> loaders.LoadReport:
         """A case folder, a folder of exports or one export file."""
-        return loaders.load_path(self.cases, path, case_id=case_id, chain=chain, token=token)
+        return loaders.load_path(self.cases, path, case_id=case_id, chain=chain, token=token, force=force)
 
     def load_reports(self, case_id: str) -> list[dict[str, Any]]:
         """The stored per-file reports of every load into the case, oldest first."""

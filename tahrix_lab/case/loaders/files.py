@@ -8,6 +8,8 @@ refused with what it looks like and the formats that are accepted.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,8 +60,33 @@ def _looks_like(header: list[str], keys: set[str]) -> str:
     return f"its columns are {shown}"
 
 
-def _etherscan_job(path: Path, chain: str | None, token: str | None, n: int) -> Job:
-    fr = FileReport(str(path), "etherscan")
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _unchanged(db: CaseDB, case_id: str, path: Path, sha: str) -> FileReport | None:
+    """An Etherscan export with the same bytes as one already loaded into the case adds nothing:
+    its rows were identified and merged then. Say so instead of reading it again."""
+    rows = db.rows(
+        "SELECT file, report FROM load_reports WHERE case_id = ? AND sha256 = ? ORDER BY loaded_at DESC LIMIT 1",
+        [case_id.strip(), sha],
+    )
+    if not rows:
+        return None
+    before = json.loads(rows[0]["report"])
+    fr = FileReport(str(path), "unchanged: " + str(before.get("format", "")), sha256=sha)
+    fr.skip("already loaded into this case with the same content (SHA-256); use force=True to merge again",
+            int(before.get("rows read", 0)))  # fmt: skip
+    fr.notes.append(f"same bytes as {rows[0]['file']}")
+    return fr
+
+
+def _etherscan_job(path: Path, chain: str | None, token: str | None, n: int, sha: str | None) -> Job:
+    fr = FileReport(str(path), "etherscan", sha256=sha)
 
     def stage(cur, fr: FileReport) -> None:  # type: ignore[no-untyped-def]
         st = stage_csv(cur, path, f"_es_file{n}")
@@ -77,17 +104,27 @@ def load_files(
     *,
     chain: str | None = None,
     token: str | None = None,
+    force: bool = False,
 ) -> LoadReport:
-    """Several export files into one case, in one transaction (ethereum-etl files as one set)."""
+    """Several export files into one case, in one transaction (ethereum-etl files as one set).
+
+    An Etherscan export whose bytes were already loaded into the case is reported as unchanged and
+    not read again, unless ``force``."""
     files = [Path(p) for p in paths]
     if chain is not None:
         chain = resolve_chain(chain)
     jobs: list[Job] = []
+    unchanged: list[FileReport] = []
     etl: dict[str, Path] = {}
     for i, f in enumerate(files):
         family, kind = recognise(f)
         if family == "etherscan":
-            jobs.append(_etherscan_job(f, chain, token, i))
+            sha = _sha256(f)
+            same = None if force else _unchanged(db, case_id, f, sha)
+            if same is not None:
+                unchanged.append(same)
+            else:
+                jobs.append(_etherscan_job(f, chain, token, i, sha))
         elif kind in etl:
             raise LoadError(
                 f,
@@ -96,17 +133,20 @@ def load_files(
         else:
             etl[kind] = f
     if not etl:
-        return run_load(db, case_id, jobs)
-    s = EtlSet(etl, chain or "ethereum", case_id.strip())
+        report = run_load(db, case_id, jobs)
+    else:
+        s = EtlSet(etl, chain or "ethereum", case_id.strip())
 
-    def prelude(cur) -> None:  # type: ignore[no-untyped-def]
-        s.prelude(cur)
+        def prelude(cur) -> None:  # type: ignore[no-untyped-def]
+            s.prelude(cur)
 
-    try:
-        return run_load(db, case_id, [*s.jobs(), *jobs], prelude=prelude)
-    finally:
-        with db.write_lock:
-            s.drop(db.cursor())
+        try:
+            report = run_load(db, case_id, [*s.jobs(), *jobs], prelude=prelude)
+        finally:
+            with db.write_lock:
+                s.drop(db.cursor())
+    report.files += unchanged
+    return report
 
 
 def load_file(
@@ -116,9 +156,10 @@ def load_file(
     *,
     chain: str | None = None,
     token: str | None = None,
+    force: bool = False,
 ) -> LoadReport:
     """One export file, recognised by its header."""
-    return load_files(db, case_id, [path], chain=chain, token=token)
+    return load_files(db, case_id, [path], chain=chain, token=token, force=force)
 
 
 def load_path(
@@ -128,6 +169,7 @@ def load_path(
     case_id: str | None = None,
     chain: str | None = None,
     token: str | None = None,
+    force: bool = False,
 ) -> LoadReport:
     """A case folder, a folder of exports, or one export file."""
     p = Path(path)
@@ -141,8 +183,8 @@ def load_path(
         files = sorted(f for f in p.iterdir() if f.suffix.lower() == ".csv")
         if not files:
             raise LoadError(p, f"no case.json and no CSV files in this folder. Accepted: {ACCEPTED}")
-        return load_files(db, case_id, files, chain=chain, token=token)
-    return load_file(db, case_id, p, chain=chain, token=token)
+        return load_files(db, case_id, files, chain=chain, token=token, force=force)
+    return load_file(db, case_id, p, chain=chain, token=token, force=force)
 
 
 def load_etherscan_csv(

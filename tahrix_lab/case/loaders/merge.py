@@ -89,17 +89,29 @@ def _record(reports: list[FileReport], table: str, rows: list[tuple[Any, ...]]) 
     return {f: len(k) for f, k in keys.items()}
 
 
-def _conflicts(cur: duckdb.DuckDBPyConnection, pair: str, key: str, fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
+def _conflicts(
+    cur: duckdb.DuckDBPyConnection, pair: str, key: str, fields: tuple[str, ...]
+) -> list[tuple[Any, ...]]:
     """Fields both sides of a pair table (``e_…`` kept, ``n_…`` incoming) have with different values."""
     parts = [
         f"SELECT _file, _line, {key} AS k, '{f}' AS field, CAST(e_{f} AS VARCHAR), CAST(n_{f} AS VARCHAR) "
         f"FROM {pair} WHERE e_{f} IS NOT NULL AND n_{f} IS NOT NULL AND {_differs(f'e_{f}', f'n_{f}', f)}"
         for f in fields
     ]
-    return [tuple(r) for r in cur.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY 1, 2, 4").fetchall()]
+    return [
+        tuple(r)
+        for r in cur.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY 1, 2, 4").fetchall()
+    ]
 
 
-def _batch(cur: duckdb.DuckDBPyConnection, stage: str, keys: tuple[str, ...], fields: list[str], checked: tuple[str, ...], out: str) -> list[tuple[Any, ...]]:
+def _batch(
+    cur: duckdb.DuckDBPyConnection,
+    stage: str,
+    keys: tuple[str, ...],
+    fields: list[str],
+    checked: tuple[str, ...],
+    out: str,
+) -> list[tuple[Any, ...]]:
     """One row per key for a batch of files: each field's smallest value (so a field one file lacks is
     filled from another, the same whatever the order); fields whose files disagree are conflicts,
     charged to the latest file."""
@@ -115,7 +127,10 @@ def _batch(cur: duckdb.DuckDBPyConnection, stage: str, keys: tuple[str, ...], fi
         f"WHERE _n > 1 AND {_differs(c, f'_max_{c}', c)}"
         for c in checked
     ]
-    return [tuple(r) for r in cur.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY 1, 3, 4").fetchall()]
+    return [
+        tuple(r)
+        for r in cur.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY 1, 3, 4").fetchall()
+    ]
 
 
 def _per_file(cur: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> dict[int, tuple[int, ...]]:
@@ -139,7 +154,14 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[
     ).items():
         reports[f].skip("the same movement again in this file", total - distinct)
     fields = [c for c in MV_COLUMNS if c not in ("transfer_id", "_line", "_file")] + ["occurrence", "_amt"]
-    inner = _batch(cur, "_mv_k", ("transfer_id",), fields, (*MV_MERGE, "from_address", "to_address", "asset_key"), "_mv_n")
+    inner = _batch(
+        cur,
+        "_mv_k",
+        ("transfer_id",),
+        fields,
+        (*MV_MERGE, "from_address", "to_address", "asset_key"),
+        "_mv_n",
+    )
     for f, n in _record(reports, "transfers", inner).items():
         reports[f].conflicting += n
     e_cols = ", ".join(f"e.{c} AS e_{c}" for c in MV_MERGE)
@@ -168,7 +190,8 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[
     fills = " OR ".join(f"(e_{c} IS NULL AND n_{c} IS NOT NULL)" for c in MV_MERGE)
     upgrade = _UPGRADE.format(p="")
     for f, (filled,) in _per_file(
-        cur, f"SELECT _file, count(*) FROM _mv_p WHERE {fills} OR (old_id <> new_id AND {upgrade}) GROUP BY _file"
+        cur,
+        f"SELECT _file, count(*) FROM _mv_p WHERE {fills} OR (old_id <> new_id AND {upgrade}) GROUP BY _file",
     ).items():
         reports[f].filled += filled
     sets = ", ".join(f"{c} = coalesce(t.{c}, p.n_{c})" for c in MV_MERGE)
@@ -252,9 +275,13 @@ def merge_assets(cur: duckdb.DuckDBPyConnection, reports: list[FileReport]) -> N
     sets = ", ".join(f"{c} = coalesce(assets.{c}, n.{c})" for c in AS_MERGE)
     cur.execute(f"UPDATE assets SET {sets} FROM _as_n n WHERE assets.asset_key = n.asset_key")
     cols = [c for c in AS_COLUMNS if c != "_file"]
-    for f, (n,) in _per_file(cur, "SELECT _file, count(*) FROM _as_n ANTI JOIN assets USING (asset_key) GROUP BY _file").items():
+    for f, (n,) in _per_file(
+        cur, "SELECT _file, count(*) FROM _as_n ANTI JOIN assets USING (asset_key) GROUP BY _file"
+    ).items():
         reports[f].tables["assets"] = reports[f].tables.get("assets", 0) + n
-    cur.execute(f"INSERT INTO assets ({', '.join(cols)}) SELECT {', '.join(cols)} FROM _as_n ANTI JOIN assets USING (asset_key)")
+    cur.execute(
+        f"INSERT INTO assets ({', '.join(cols)}) SELECT {', '.join(cols)} FROM _as_n ANTI JOIN assets USING (asset_key)"
+    )
 
 
 def fill_known_decimals(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:
@@ -309,8 +336,8 @@ def store_report(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -
         "notes": fr.notes,
     }
     cur.execute(
-        "INSERT INTO load_reports (case_id, file, format, report) VALUES (?, ?, ?, ?)",
-        [case_id, fr.file, fr.format, json.dumps(summary)],
+        "INSERT INTO load_reports (case_id, file, format, report, sha256) VALUES (?, ?, ?, ?, ?)",
+        [case_id, fr.file, fr.format, json.dumps(summary), fr.sha256],
     )
     if fr.conflicts:
         cur.execute(

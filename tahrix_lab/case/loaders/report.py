@@ -69,6 +69,7 @@ class FileReport:
     unknown_decimals: int = 0  # this file's token movements whose amount is unknown
     tables: dict[str, int] = field(default_factory=dict)  # other tables: rows inserted
     notes: list[str] = field(default_factory=list)
+    sha256: str | None = None  # of the file's bytes: an unchanged file loaded again is not re-read
 
     def skip(self, reason: str, n: int) -> None:
         if n:

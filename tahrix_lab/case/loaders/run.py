@@ -81,7 +81,11 @@ def run_load(
                     job.stage(cur, job.report)
                     for stage in ("_mv", "_tx", "_as"):
                         cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [i])
-                current = batch[-1].report.file if len(batch) == 1 else f"{len(batch)} files ({batch[0].report.file} …)"
+                current = (
+                    batch[-1].report.file
+                    if len(batch) == 1
+                    else f"{len(batch)} files ({batch[0].report.file} …)"
+                )
                 merge_all(cur, case_id, [j.report for j in batch])
                 for job in batch:
                     report.files.append(job.report)

@@ -229,7 +229,10 @@ def test_interleaved_small_reads_and_loads(tmp_path: Path) -> None:
         ws.load_etherscan_csv("C-1", normal)
         ws.require_case("C-1")
         assert ws.cases.one("SELECT count(*) AS n FROM transfers")["n"] == 6
-        again = ws.load_path(token, case_id="C-1")
+        same = ws.load_path(token, case_id="C-1")  # the same bytes again: recognised, not re-read
+        assert same.files[0].format.startswith("unchanged") and same.files[0].inserted == 0
+        assert sum(same.files[0].skipped.values()) == 5
+        again = ws.load_path(token, case_id="C-1", force=True)
         assert again.files[0].inserted == 0 and again.files[0].merged == 5
         assert [r["report"]["inserted"] for r in ws.load_reports("C-1")] == [5, 1, 0]
 
