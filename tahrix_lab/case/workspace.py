@@ -101,9 +101,10 @@ class Workspace:
         *,
         chain: str | None = None,
         token: str | None = None,
+        force: bool = False,
     ) -> loaders.LoadReport:
         """One export file, recognised by its header. The report shows as a table in a notebook."""
-        return loaders.load_file(self.cases, case_id, path, chain=chain, token=token)
+        return loaders.load_file(self.cases, case_id, path, chain=chain, token=token, force=force)
 
     def load_files(
         self,

@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from tahrix_lab.case.chains import resolve_chain
 from tahrix_lab.case.db import CaseDB
@@ -187,6 +188,19 @@ def load_path(
     return load_file(db, case_id, p, chain=chain, token=token, force=force)
 
 
+def _load_one_family(
+    db: CaseDB, case_id: str, path: str | os.PathLike[str], family: str, **options: Any
+) -> LoadReport:
+    found, kind = recognise(path)
+    if found != family:
+        wanted = {"etherscan": "an Etherscan export", "etl": "an ethereum-etl file"}
+        other = {"etherscan": "load_etherscan_csv", "etl": "load_etl_csv"}[found]
+        raise LoadError(
+            path, f"this is a {found} {kind} file, not {wanted[family]}: use {other} or load_file", line=1
+        )
+    return load_files(db, case_id, [path], **options)
+
+
 def load_etherscan_csv(
     db: CaseDB,
     case_id: str,
@@ -196,25 +210,11 @@ def load_etherscan_csv(
     token: str | None = None,
 ) -> LoadReport:
     """An Etherscan-family export (normal, internal, ERC-20/721/1155 or token page)."""
-    family, kind = recognise(path)
-    if family != "etherscan":
-        raise LoadError(
-            path,
-            f"this is an ethereum-etl {kind} file, not an Etherscan export: use load_etl_csv or load_file",
-            line=1,
-        )
-    return load_files(db, case_id, [path], chain=chain, token=token)
+    return _load_one_family(db, case_id, path, "etherscan", chain=chain, token=token)
 
 
 def load_etl_csv(
     db: CaseDB, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum"
 ) -> LoadReport:
     """One ethereum-etl / BigQuery CSV; its block times may come from the case's transactions."""
-    family, kind = recognise(path)
-    if family != "etl":
-        raise LoadError(
-            path,
-            f"this is an Etherscan {kind} export, not an ethereum-etl file: use load_etherscan_csv or load_file",
-            line=1,
-        )
-    return load_files(db, case_id, [path], chain=chain)
+    return _load_one_family(db, case_id, path, "etl", chain=chain)

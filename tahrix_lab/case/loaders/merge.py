@@ -90,18 +90,27 @@ def _record(reports: list[FileReport], table: str, rows: list[tuple[Any, ...]]) 
 
 
 def _conflicts(
-    cur: duckdb.DuckDBPyConnection, pair: str, key: str, fields: tuple[str, ...]
+    cur: duckdb.DuckDBPyConnection,
+    source: str,
+    key: str,
+    fields: tuple[str, ...],
+    *,
+    cols: tuple[str, str, str, str] = ("_file", "_line", "e_{f}", "n_{f}"),
+    where: str = "TRUE",
 ) -> list[tuple[Any, ...]]:
-    """Fields both sides of a pair table (``e_…`` kept, ``n_…`` incoming) have with different values."""
-    parts = [
-        f"SELECT _file, _line, {key} AS k, '{f}' AS field, CAST(e_{f} AS VARCHAR), CAST(n_{f} AS VARCHAR) "
-        f"FROM {pair} WHERE e_{f} IS NOT NULL AND n_{f} IS NOT NULL AND {_differs(f'e_{f}', f'n_{f}', f)}"
-        for f in fields
-    ]
-    return [
-        tuple(r)
-        for r in cur.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY 1, 2, 4").fetchall()
-    ]
+    """Rows ``(file, line, key, field, kept, incoming)`` where both values of a field are known and differ.
+
+    ``cols`` name the file and line columns and the kept / incoming value of field ``{f}``."""
+    file_col, line_col, old, new = cols
+    parts = []
+    for f in fields:
+        o, n = old.format(f=f), new.format(f=f)
+        parts.append(
+            f"SELECT {file_col}, {line_col}, {key} AS k, '{f}' AS field, CAST({o} AS VARCHAR), CAST({n} AS VARCHAR) "
+            f"FROM {source} WHERE {where} AND {o} IS NOT NULL AND {n} IS NOT NULL AND {_differs(o, n, f)}"
+        )
+    sql = f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY 1, 2, 3, 4"
+    return [tuple(r) for r in cur.execute(sql).fetchall()]
 
 
 def _batch(
@@ -122,15 +131,9 @@ def _batch(
               arg_min(_line, _file) AS _line, count(*) AS _n, {aggs}, {spread} FROM {stage} GROUP BY {", ".join(keys)}"""
     )
     key = " || ':' || ".join(f"coalesce(CAST({k} AS VARCHAR), '')" for k in keys)
-    parts = [
-        f"SELECT _last, NULL::BIGINT, {key}, '{c}', CAST({c} AS VARCHAR), CAST(_max_{c} AS VARCHAR) FROM {out} "
-        f"WHERE _n > 1 AND {_differs(c, f'_max_{c}', c)}"
-        for c in checked
-    ]
-    return [
-        tuple(r)
-        for r in cur.execute(f"SELECT * FROM ({' UNION ALL '.join(parts)}) ORDER BY 1, 3, 4").fetchall()
-    ]
+    return _conflicts(
+        cur, out, key, checked, cols=("_last", "NULL::BIGINT", "{f}", "_max_{f}"), where="_n > 1"
+    )
 
 
 def _per_file(cur: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> dict[int, tuple[int, ...]]:
