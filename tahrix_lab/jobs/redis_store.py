@@ -504,7 +504,8 @@ class RedisJobStore(JobStore):
     async def aclose(self) -> None:
         if self._async is not None and self._async[0] is asyncio.get_running_loop():
             await self._async[3].close()
-            await self._async[1].aclose()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._async[1].aclose(), SOCKET_TIMEOUT_S)
         self._async = None
 
 
@@ -561,10 +562,10 @@ class _Waker:
                 await asyncio.sleep(0.5)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+                    await asyncio.wait_for(pubsub.aclose(), SOCKET_TIMEOUT_S)
 
     async def close(self) -> None:
         if self.task is not None:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
+                await asyncio.wait_for(self.task, SOCKET_TIMEOUT_S)
