@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -51,7 +51,7 @@ class Service:
     """What the API needs: where jobs live, how to start one, who may call."""
 
     store: JobStore
-    submit: Callable[[JobRequest], dict[str, Any]]
+    submit: Callable[[JobRequest], Awaitable[dict[str, Any]]]  # admits at once: no DuckDB, no worker
     tokens: dict[str, str]
     runner: JobRunner | None = None  # set when this process runs jobs itself (SSE needs it)
     max_body_bytes: int = 64 * 1024
@@ -71,7 +71,7 @@ class Service:
     @classmethod
     def local(cls, runner: JobRunner, tokens: dict[str, str], **kwargs: Any) -> Service:
         """Everything in this process: the runner's store, submit straight to the runner."""
-        return cls(store=runner.store, submit=runner.submit, tokens=tokens, runner=runner, **kwargs)
+        return cls(store=runner.store, submit=runner.asubmit, tokens=tokens, runner=runner, **kwargs)
 
 
 # -- request and response models ------------------------------------------------
@@ -299,7 +299,11 @@ def create_app(service: Service) -> FastAPI:
             session_id=body.session_id,
             history=[h.plain() for h in body.history] if body.history else None,
         )
-        result: dict[str, Any] = await in_thread(service.submit, req)
+        try:
+            async with asyncio.timeout(3.0):  # admission is one script: a frozen Redis answers 503
+                result: dict[str, Any] = await service.submit(req)
+        except TimeoutError:
+            raise StoreUnavailable("the job store did not admit the job in time") from None
         return result
 
     async def own_state(job_id: str, user: str, since: int, wait: float) -> dict[str, Any]:

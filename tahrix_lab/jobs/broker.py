@@ -42,10 +42,10 @@ class RedisSubmitter:
         self.model = model
         self.max_running_per_user = max_running_per_user
 
-    def submit(self, req: JobRequest) -> dict[str, Any]:
+    async def asubmit(self, req: JobRequest) -> dict[str, Any]:
         try:
-            waiting = self.store.create(req.job_id, user=req.user, request=req.to_dict(),
-                                        max_running=self.max_running_per_user, enqueue=True)  # fmt: skip
+            waiting = await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(),
+                                               max_running=self.max_running_per_user, enqueue=True)  # fmt: skip
         except CapReached as exc:
             raise JobRejected(429, str(exc)) from None
         meta = {"session_id": req.session_id, "backend": self.backend, "model": self.model,

@@ -208,6 +208,14 @@ class JobStore(ABC):
         has ``max_running`` jobs that have not ended. With ``enqueue`` (a shared store) the
         request is also queued for a worker process; returns that queue's length."""
 
+    async def acreate(
+        self, job_id: str, *, user: str, request: dict[str, Any], queue_position: int = 0,
+        max_running: int | None = None, enqueue: bool = False,
+    ) -> int:  # fmt: skip
+        """``create`` for an event loop (the in-process store answers inline)."""
+        return self.create(job_id, user=user, request=request, queue_position=queue_position,
+                           max_running=max_running, enqueue=enqueue)  # fmt: skip
+
     def take(self, job_id: str, *, user: str, request: dict[str, Any]) -> None:  # noqa: B027
         """A worker of this process runs the job from now on."""
 
@@ -261,9 +269,12 @@ class JobStore(ABC):
     def renew(self, worker_id: str, job_ids: list[str], lease_s: float) -> None:  # noqa: B027
         """The worker still runs these jobs (and is alive)."""
 
-    def claim_lapsed(self, worker_id: str, lease_s: float, message: str) -> list[Lapsed]:
+    def claim_lapsed(
+        self, worker_id: str, lease_s: float, message: str, held: list[str] | None = None
+    ) -> list[Lapsed]:
         """Jobs whose lease lapsed: each is ended with an ``error`` chunk carrying ``message``,
-        or, if it had produced nothing, handed to ``worker_id``."""
+        or, if it had produced nothing, handed to ``worker_id``. The ``held`` jobs (the
+        claimer's own) are renewed first and never claimed."""
         return []
 
     def workers_alive(self) -> int:

@@ -131,7 +131,7 @@ def build(
     role = settings.role
     store: JobStore
     if settings.redis_url:
-        redis_store = RedisJobStore(settings.redis_url, ttl=settings.job_ttl_s)
+        redis_store = RedisJobStore(settings.redis_url, ttl=settings.job_ttl_s, lease_s=settings.lease_s)
         try:
             redis_store.check()
         except StoreUnavailable as exc:
@@ -193,7 +193,7 @@ def build(
         # The process that runs jobs starts its own requests directly; the others send
         # theirs through Redis to it.
         if runner is not None:
-            submit = runner.submit
+            submit = runner.asubmit
         else:
             assert isinstance(store, RedisJobStore)  # without a runner this is an API process
             try:
@@ -201,7 +201,7 @@ def build(
             except ConfigurationError:
                 model = ""  # the worker knows; an API process only admits
             submit = RedisSubmitter(store, backend=settings.backend_name, model=model,
-                                    max_running_per_user=settings.max_running_per_user).submit  # fmt: skip
+                                    max_running_per_user=settings.max_running_per_user).asubmit  # fmt: skip
         service = Service(
             store=store,
             submit=submit,

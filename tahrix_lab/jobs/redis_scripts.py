@@ -36,9 +36,12 @@ end
 """
 
 # KEYS: hash, user set, queue. ARGV: job id, user, request JSON, queue position, ttl, cap (0: none),
-# session id (or ''), enqueue ('1': push the request for a worker).
+# session id (or ''), enqueue ('1': push the request for a worker), lease ms. The job is leased
+# from the start, so it is claimed even if its worker dies before the first renewal.
 # Returns -1 when the cap refuses, else the queue length (or 0).
-CREATE = f"""
+CREATE = (
+    _NOW
+    + f"""
 local cap = tonumber(ARGV[6])
 if cap > 0 then
   local n = 0
@@ -54,9 +57,11 @@ redis.call('HSET', KEYS[1], 'user', ARGV[2], 'request', ARGV[3], 'status', 'stre
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[5]))
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[2], tonumber(ARGV[5]))
+redis.call('ZADD', '{P}leases', now + tonumber(ARGV[9]), ARGV[1])
 if ARGV[8] == '1' then return redis.call('RPUSH', KEYS[3], ARGV[3]) end
 return 0
 """
+)
 
 # KEYS: hash, stream. ARGV: ttl, status ('' keeps it), expected next, content delta,
 # reasoning delta, n chunks, chunk JSON x n, then field/value pairs to set.
@@ -172,15 +177,17 @@ return missing
 # ARGV: lease ms. How many workers renewed within one lease.
 WORKERS = _NOW + f"return redis.call('ZCOUNT', '{P}workers', now - tonumber(ARGV[1]), '+inf')\n"
 
-# ARGV: worker id, lease ms, error chunk JSON, ttl. Claims up to 50 lapsed jobs: one that
-# produced nothing is leased to the claimer (it runs it); any other ends with the error chunk.
-# Returns {job id, 'take'|'end', request, session id} per claimed job.
+# ARGV: worker id, lease ms, error chunk JSON, ttl, then the jobs the claimer holds (their
+# leases are renewed first, so a live worker never claims its own). Claims up to 50 lapsed jobs:
+# one that produced nothing is leased to the claimer (it runs it); any other ends with the
+# error chunk. Returns {job id, 'take'|'end', request, session id} per claimed job.
 CLAIM = (
     _NOW
     + _ENDED
     + f"""
 local out = {{}}
 local woken = {{}}
+for i = 5, #ARGV do redis.call('ZADD', '{P}leases', 'XX', now + tonumber(ARGV[2]), ARGV[i]) end
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', '{P}leases', '-inf', now, 'LIMIT', 0, 50)) do
   redis.call('ZREM', '{P}leases', id)
   local h = '{P}' .. id

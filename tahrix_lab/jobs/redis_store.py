@@ -34,6 +34,7 @@ from typing import Any
 from tahrix_lab.flow import Chunk
 from tahrix_lab.jobs import redis_scripts as lua
 from tahrix_lab.jobs.chunklog import (
+    DEFAULT_LEASE_S,
     DEFAULT_TTL_S,
     KEY_PREFIX,
     TERMINAL,
@@ -124,9 +125,12 @@ class _Mirror:
 class RedisJobStore(JobStore):
     """See the module docstring. ``check()`` pings at start so a wrong URL fails at once."""
 
-    def __init__(self, url: str, *, ttl: float = DEFAULT_TTL_S, grace_s: float = 60.0) -> None:
+    def __init__(
+        self, url: str, *, ttl: float = DEFAULT_TTL_S, grace_s: float = 60.0, lease_s: float = DEFAULT_LEASE_S
+    ) -> None:
         import redis
 
+        self.lease_s = lease_s
         self.url = url
         self.ttl = ttl
         self.grace_s = grace_s
@@ -173,15 +177,34 @@ class RedisJobStore(JobStore):
     ) -> int:  # fmt: skip
         """Admit the job; with ``enqueue`` also push the request for a worker (one step).
         Returns the worker queue's length (0 without ``enqueue``)."""
-        key = job_key(job_id)
-        args = [job_id, user, json.dumps(request), queue_position, self._ttl(), max_running or 0,
-                request.get("session_id") or "", "1" if enqueue else "0"]  # fmt: skip
-        got = int(
-            self._call(self._scripts["CREATE"], keys=[key, f"{KEY_PREFIX}user:{user}", QUEUE_KEY], args=args)
-        )
+        keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
+        got = int(self._call(self._scripts["CREATE"], keys=keys, args=args))
         if got < 0:
             raise CapReached(max_running or 0)
         return got
+
+    async def acreate(
+        self, job_id: str, *, user: str, request: dict[str, Any], queue_position: int = 0,
+        max_running: int | None = None, enqueue: bool = False,
+    ) -> int:  # fmt: skip
+        """``create`` on the event loop (a POST parks no thread)."""
+        client, _read, _waker = self._async_parts()
+        keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
+        try:
+            got = int(await client.eval(lua.CREATE, len(keys), *keys, *args))
+        except self._redis.RedisError as exc:
+            raise self._err(exc) from exc
+        if got < 0:
+            raise CapReached(max_running or 0)
+        return got
+
+    def _create_args(
+        self, job_id: str, user: str, request: dict[str, Any], position: int, cap: int | None, enqueue: bool
+    ) -> tuple[list[str], list[Any]]:
+        keys = [job_key(job_id), f"{KEY_PREFIX}user:{user}", QUEUE_KEY]
+        args = [job_id, user, json.dumps(request), position, self._ttl(), cap or 0,
+                request.get("session_id") or "", "1" if enqueue else "0", int(self.lease_s * 1000)]  # fmt: skip
+        return keys, args
 
     def take(self, job_id: str, *, user: str, request: dict[str, Any]) -> None:
         """This process writes the job from now on (the writer keeps its log)."""
@@ -476,9 +499,12 @@ class RedisJobStore(JobStore):
                 self._cond.notify_all()
                 self._start_writer()
 
-    def claim_lapsed(self, worker_id: str, lease_s: float, message: str) -> list[Lapsed]:
+    def claim_lapsed(
+        self, worker_id: str, lease_s: float, message: str, held: list[str] | None = None
+    ) -> list[Lapsed]:
         chunk = json.dumps({"type": "error", "message": message, "kind": "lease"})
-        got = self._call(self._scripts["CLAIM"], args=[worker_id, int(lease_s * 1000), chunk, self._ttl()])
+        args = [worker_id, int(lease_s * 1000), chunk, self._ttl(), *(held or [])]
+        got = self._call(self._scripts["CLAIM"], args=args)
         out: list[Lapsed] = []
         for job_id, what, request, session_id in got:
             taken = what == "take"

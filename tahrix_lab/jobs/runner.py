@@ -201,16 +201,31 @@ class JobRunner:
     def submit(self, req: JobRequest) -> dict[str, Any]:
         """Admit a job and queue it; returns ``{"job_id", "meta"}`` at once. Raises ``JobRejected``
         (429 at the per-user cap, 503 while shutting down)."""
-        if self._stopping.is_set():
-            raise JobRejected(503, "The job service is shutting down. Please try again in a moment.")
-        with self._cond:
-            free = self.workers - len(self._running)
-            position = max(0, len(self._pending) + 1 - free)
+        position = self._position()
         try:
             self.store.create(req.job_id, user=req.user, request=req.to_dict(), queue_position=position,
                               max_running=self.max_running_per_user)  # fmt: skip
         except CapReached as exc:
             raise JobRejected(429, str(exc)) from None
+        return self._admitted(req, position)
+
+    async def asubmit(self, req: JobRequest) -> dict[str, Any]:
+        """``submit`` for the API's event loop: admission parks no thread."""
+        position = self._position()
+        try:
+            await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(), queue_position=position,
+                                     max_running=self.max_running_per_user)  # fmt: skip
+        except CapReached as exc:
+            raise JobRejected(429, str(exc)) from None
+        return self._admitted(req, position)
+
+    def _position(self) -> int:
+        if self._stopping.is_set():
+            raise JobRejected(503, "The job service is shutting down. Please try again in a moment.")
+        with self._cond:
+            return max(0, len(self._pending) + 1 - (self.workers - len(self._running)))
+
+    def _admitted(self, req: JobRequest, position: int) -> dict[str, Any]:
         self.enqueue(req)
         meta = {"session_id": req.session_id, "backend": self.backend.name, "model": self.model,
                 "queue_position": position}  # fmt: skip
@@ -218,11 +233,12 @@ class JobRunner:
 
     def enqueue(self, req: JobRequest, *, resume_session: str | None = None) -> None:
         """Queue an admitted job for a worker thread (from ``submit``, the Redis intake, a takeover)."""
-        self.store.take(req.job_id, user=req.user, request=req.to_dict())
         with self._cond:
+            if req.job_id in self._running or any(j.job_id == req.job_id for j in self._pending):
+                return  # claimed after its lease lapsed and popped from the queue: run it once
+            self.store.take(req.job_id, user=req.user, request=req.to_dict())
             self._pending.append(_Job(req, resume_session))
             self._cond.notify()
-        self._renew()
 
     def prepare(self, req: JobRequest) -> tuple[Session, Any, int]:
         """The start of a run: session, budget check, the user's message stored. Returns the
@@ -381,7 +397,9 @@ class JobRunner:
             if now >= next_claim:
                 next_claim = now + 1.0
                 try:
-                    lapsed = self.store.claim_lapsed(self.worker_id, self.lease_s, LAPSED_MESSAGE)
+                    lapsed = self.store.claim_lapsed(
+                        self.worker_id, self.lease_s, LAPSED_MESSAGE, self._held()
+                    )
                 except StoreUnavailable:
                     lapsed = []
                 for item in lapsed:
