@@ -28,7 +28,6 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from tahrix_lab.flow import Chunk
@@ -39,40 +38,23 @@ from tahrix_lab.jobs.chunklog import (
     KEY_PREFIX,
     TERMINAL,
     CapReached,
-    EndStatus,
-    Folder,
     JobStore,
     Lapsed,
-    end_status,
-    merge_deltas,
     state,
 )
 from tahrix_lab.jobs.chunklog import StoreUnavailable as StoreUnavailable
+from tahrix_lab.jobs.redis_wake import Waker
+from tahrix_lab.jobs.redis_writer import BatchedWrites, Mirror, job_key
+from tahrix_lab.jobs.redis_writer import redact_url as redact_url
 
 log = logging.getLogger(__name__)
 
 SOCKET_TIMEOUT_S = 2.0  # every command is short: nothing blocks inside Redis
 QUEUE_KEY = f"{KEY_PREFIX}queue"
-WAKE_CHANNEL = f"{KEY_PREFIX}wake"
+
 MAX_CONNECTIONS = 4096
 BUSY_JOBS = 16  # a batch with this many jobs means load: gather for WINDOW_S before the next
 WINDOW_S = 0.02
-
-
-def job_key(job_id: str) -> str:
-    return f"{KEY_PREFIX}{job_id}"
-
-
-def redact_url(url: str) -> str:
-    """The URL without a password, for messages and logs."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        host = parts.hostname or ""
-        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
 
 
 def _client_options() -> dict[str, Any]:
@@ -104,25 +86,7 @@ def _parse(reply: list[Any], since: int) -> dict[str, Any] | None:
     return state(header, chunks, since, int(header.get("next", 0)))
 
 
-@dataclass
-class _Mirror:
-    """The writer's copy of one job it writes."""
-
-    user: str
-    request: dict[str, Any]
-    header: dict[str, str] = field(default_factory=dict)  # session_id, message, history_len
-    folder: Folder = field(default_factory=Folder)
-    chunks: list[Chunk] = field(default_factory=list)  # every chunk, in index order
-    log: list[str] = field(default_factory=list)  # the same as JSON
-    sent: int = 0  # how many of them Redis holds
-    pending: list[Chunk] = field(default_factory=list)
-    end: EndStatus | None = None
-    restore: bool = False
-    cancel: bool = False
-    written: threading.Event = field(default_factory=threading.Event)  # the end landed
-
-
-class RedisJobStore(JobStore):
+class RedisJobStore(BatchedWrites, JobStore):
     """See the module docstring. ``check()`` pings at start so a wrong URL fails at once."""
 
     def __init__(
@@ -139,7 +103,7 @@ class RedisJobStore(JobStore):
         self._scripts = {name: self.client.register_script(getattr(lua, name)) for name in
                          ("CREATE", "APPEND", "RESTORE", "READ", "CANCEL", "POSITION", "SESSION",
                           "RENEW", "WORKERS", "CLAIM")}  # fmt: skip
-        self._mirrors: dict[str, _Mirror] = {}
+        self._mirrors: dict[str, Mirror] = {}
         self._dirty: dict[str, None] = {}  # insertion-ordered set
         self._cond = threading.Condition()
         self._writer_thread: threading.Thread | None = None
@@ -188,10 +152,10 @@ class RedisJobStore(JobStore):
         max_running: int | None = None, enqueue: bool = False,
     ) -> int:  # fmt: skip
         """``create`` on the event loop (a POST parks no thread)."""
-        client, _read, _waker = self._async_parts()
+        self._async_parts()  # the event loop's client and scripts
         keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
         try:
-            got = int(await client.eval(lua.CREATE, len(keys), *keys, *args))
+            got = int(await self._async[4](keys=keys, args=args))
         except self._redis.RedisError as exc:
             raise self._err(exc) from exc
         if got < 0:
@@ -209,7 +173,7 @@ class RedisJobStore(JobStore):
     def take(self, job_id: str, *, user: str, request: dict[str, Any]) -> None:
         """This process writes the job from now on (the writer keeps its log)."""
         with self._cond:
-            self._mirrors.setdefault(job_id, _Mirror(user=user, request=request))
+            self._mirrors.setdefault(job_id, Mirror(user=user, request=request))
 
     def set_session(self, job_id: str, session_id: str, *, message: str, history_len: int) -> None:
         with self._cond:
@@ -237,157 +201,6 @@ class RedisJobStore(JobStore):
             return None
         return {"job_id": job_id, "message": found[1] or "", "history_len": int(found[2] or 0)}
 
-    # -- writing ---------------------------------------------------------------
-    def append(self, job_id: str, chunks: list[Chunk]) -> bool:
-        with self._cond:
-            mirror = self._mirrors.get(job_id)
-            if mirror is None:
-                mirror = self._mirrors[job_id] = _Mirror(user="", request={})
-            mirror.pending.extend(chunks)
-            self._dirty[job_id] = None
-            self._cond.notify_all()
-            self._start_writer()
-            return mirror.cancel
-
-    def finish(self, job_id: str, status: EndStatus, chunks: list[Chunk]) -> None:
-        with self._cond:
-            mirror = self._mirrors.get(job_id)
-            if mirror is None:
-                mirror = self._mirrors[job_id] = _Mirror(user="", request={})
-            mirror.pending.extend(chunks)
-            mirror.end = status
-            self._dirty[job_id] = None
-            self._cond.notify_all()
-            self._start_writer()
-        if not mirror.written.wait(self.grace_s):
-            with self._cond:
-                self._mirrors.pop(job_id, None)
-                self._dirty.pop(job_id, None)
-            raise StoreUnavailable(
-                f"Redis at {redact_url(self.url)} stayed unreachable; the job's end was not written"
-            )
-
-    def flush(self, timeout: float = 10.0) -> None:
-        """Wait until every chunk queued so far is written (tests; a clean shutdown)."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while (self._dirty or self._inflight) and time.monotonic() < deadline:
-                self._cond.wait(0.05)
-
-    def _start_writer(self) -> None:
-        if self._writer_thread is None:
-            self._writer_thread = threading.Thread(
-                target=self._drain, name="tahrix-redis-writer", daemon=True
-            )
-            self._writer_thread.start()
-
-    def _drain(self) -> None:
-        failing = False
-        while True:
-            with self._cond:
-                while not self._dirty and not self._closing:
-                    self._cond.wait()
-                if self._closing and not self._dirty:
-                    return
-                batch = list(self._dirty)
-                self._dirty.clear()
-                ops = [(job_id, self._op(job_id)) for job_id in batch if job_id in self._mirrors]
-                self._inflight = True
-            try:
-                ok = self._send(ops)
-            finally:
-                with self._cond:
-                    self._inflight = False
-                    self._cond.notify_all()
-            if not ok:
-                if not failing:
-                    log.error(
-                        "Redis at %s is unreachable; the runs go on and their chunks wait",
-                        redact_url(self.url),
-                    )
-                failing = True
-                time.sleep(0.5)
-                continue
-            if failing:
-                log.warning("Redis at %s answers again; writing the waiting chunks", redact_url(self.url))
-                failing = False
-            if len(ops) >= BUSY_JOBS:
-                time.sleep(WINDOW_S)  # under load: let the next batch gather
-
-    def _op(self, job_id: str) -> tuple[str, list[str], list[Any]]:
-        """The script call that brings Redis up to date with this job (under the lock)."""
-        m = self._mirrors[job_id]
-        for chunk in merge_deltas(m.pending):
-            m.folder.apply(chunk)
-            m.chunks.append(chunk)
-            m.log.append(json.dumps(chunk, ensure_ascii=False))
-        m.pending = []
-        status = end_status(m.end) if m.end is not None else ""
-        if m.end is not None:
-            m.folder.end(m.end)
-        key = job_key(job_id)
-        folded = m.folder.fields()
-        if m.restore:
-            header = {"user": m.user, "request": json.dumps(m.request), **m.header, **folded}
-            args: list[Any] = [self._ttl(), status or "streaming", len(m.log), *m.log]
-            for k, v in header.items():
-                args += [k, v]
-            return "RESTORE", [key, key + ":chunks"], args
-        unsent = m.chunks[m.sent :]
-        content = "".join(c.get("text") or "" for c in unsent if c.get("type") == "content")
-        reasoning = "".join(c.get("text") or "" for c in unsent if c.get("type") == "reasoning")
-        args = [self._ttl(), status, m.sent, content, reasoning, len(unsent), *m.log[m.sent :]]
-        for k in ("tool_calls", "usage", "stop_reason"):
-            args += [k, folded[k]]
-        return "APPEND", [key, key + ":chunks"], args
-
-    def _send(self, ops: list[tuple[str, tuple[str, list[str], list[Any]]]]) -> bool:
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            for _job_id, (name, keys, args) in ops:
-                self._scripts[name](keys=keys, args=args, client=pipe)
-            pipe.publish(WAKE_CHANNEL, " ".join(job_id for job_id, _ in ops))
-            results = pipe.execute(raise_on_error=False)
-        except self._redis.RedisError as exc:
-            results = [exc] * (len(ops) + 1)
-        ok = True
-        with self._cond:
-            for (job_id, _op), res in zip(ops, results, strict=False):
-                m = self._mirrors.get(job_id)
-                if m is None:
-                    continue
-                if isinstance(res, Exception):
-                    # Unknown whether it landed: the next write checks where the log is.
-                    ok = ok and not isinstance(res, self._redis.ResponseError)
-                    self._dirty[job_id] = None
-                    if isinstance(res, self._redis.ResponseError):
-                        log.error("job %s: Redis refused a write: %s", job_id, res)
-                        m.restore = True
-                    continue
-                code = int(res)
-                if code == -1 and not m.user:  # never taken here (it expired): nothing to restore
-                    m.cancel = True
-                    m.written.set()
-                    self._mirrors.pop(job_id, None)
-                    continue
-                if code in (-1, -2):
-                    m.restore = True  # Redis lost the job (or an answer): write it all again
-                    self._dirty[job_id] = None
-                    continue
-                m.restore = False
-                m.sent = len(m.log)
-                if code == -3:  # a reaper ended it (its lease lapsed): stop the run
-                    m.cancel = True
-                    m.end = m.end or "error"
-                elif code == 1:
-                    m.cancel = True
-                if m.end is not None and not m.pending:
-                    m.written.set()
-                    self._mirrors.pop(job_id, None)
-                elif m.pending:
-                    self._dirty[job_id] = None
-        return ok
-
     # -- reading -----------------------------------------------------------------
     def read(self, job_id: str, since: int = 0, wait: float = 0.0) -> dict[str, Any] | None:
         key = job_key(job_id)
@@ -402,13 +215,14 @@ class RedisJobStore(JobStore):
             block = max(1, int(min(remaining, SOCKET_TIMEOUT_S / 2) * 1000))
             self._call(self.client.xread, {key + ":chunks": f"0-{since}"}, count=1, block=block)
 
-    def _async_parts(self) -> tuple[Any, Any, _Waker]:
+    def _async_parts(self) -> tuple[Any, Any, Waker]:
         import redis.asyncio
 
         loop = asyncio.get_running_loop()
         if self._async is None or self._async[0] is not loop:
             client = _make_client(redis.asyncio, self.url)
-            self._async = (loop, client, client.register_script(lua.READ), _Waker(client, self._redis))
+            self._async = (loop, client, client.register_script(lua.READ), Waker(client),
+                           client.register_script(lua.CREATE))  # fmt: skip
         return self._async[1], self._async[2], self._async[3]
 
     async def aread(
@@ -533,65 +347,3 @@ class RedisJobStore(JobStore):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._async[1].aclose(), SOCKET_TIMEOUT_S)
         self._async = None
-
-
-class _Waker:
-    """One pubsub connection per event loop; resolves the futures of the polls whose job
-    was just written. After a reconnect every poll re-reads (it may have missed a batch)."""
-
-    def __init__(self, client: Any, redis_module: Any) -> None:
-        self.client = client
-        self.redis = redis_module
-        self.waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self.task: asyncio.Task[None] | None = None
-
-    def register(self, job_id: str) -> asyncio.Future[None]:
-        loop = asyncio.get_running_loop()
-        if self.task is None or self.task.done():
-            self.task = loop.create_task(self._listen())
-        fut: asyncio.Future[None] = loop.create_future()
-        self.waiters.setdefault(job_id, set()).add(fut)
-        return fut
-
-    def unregister(self, job_id: str, fut: asyncio.Future[None]) -> None:
-        group = self.waiters.get(job_id)
-        if group is not None:
-            group.discard(fut)
-            if not group:
-                del self.waiters[job_id]
-
-    @property
-    def waiting(self) -> int:
-        return len(self.waiters)
-
-    def _wake(self, job_ids: list[str] | None = None) -> None:
-        for job_id in self.waiters if job_ids is None else job_ids:
-            for fut in self.waiters.get(job_id, ()):
-                if not fut.done():
-                    fut.set_result(None)
-
-    async def _listen(self) -> None:
-        while True:
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(WAKE_CHANNEL)
-                self._wake()  # writes made while nobody listened
-                while True:
-                    msg = await pubsub.get_message(timeout=1.0)
-                    if msg is not None and msg.get("type") == "message":
-                        self._wake(str(msg["data"]).split())
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # Redis down or restarted: listen again shortly
-                log.debug("wake-up channel lost: %s", exc)
-                self._wake()
-                await asyncio.sleep(0.5)
-            finally:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(pubsub.aclose(), SOCKET_TIMEOUT_S)
-
-    async def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(self.task, SOCKET_TIMEOUT_S)

@@ -14,7 +14,8 @@ from tahrix_lab.jobs.chunklog import (
     StoreUnavailable,
 )
 from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.redis_store import RedisJobStore, job_key, redact_url
+from tahrix_lab.jobs.redis_store import RedisJobStore
+from tahrix_lab.jobs.redis_writer import job_key, redact_url
 
 __all__ = ["DEFAULT_TTL_S", "KEY_PREFIX", "TERMINAL", "CapReached", "JobStatus", "JobStore", "Lapsed",
            "MemoryJobStore", "RedisJobStore", "StoreUnavailable", "job_key", "redact_url"]  # fmt: skip

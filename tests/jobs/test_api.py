@@ -307,7 +307,9 @@ def test_a_poller_that_disappears(tmp_path: Path, mode: str | None) -> None:
                     flaky.get(f"{JOB}/{job}", params={"since": 10_000, "wait": 20}, headers=ALICE)
         state, chunks = poll_to_end(client, ALICE, job)
         assert state["status"] == "done"
-        assert "".join(c["text"] for c in chunks if c["type"] == "content").split() == [f"w{i}" for i in range(40)]
+        assert "".join(c["text"] for c in chunks if c["type"] == "content").split() == [
+            f"w{i}" for i in range(40)
+        ]
         assert built.transcripts is not None
         assert built.transcripts.load_messages(state["session_id"])[-1].stop_reason == "end_turn"
 
@@ -315,7 +317,10 @@ def test_a_poller_that_disappears(tmp_path: Path, mode: str | None) -> None:
 def test_many_jobs_cancelled_at_random_points(tmp_path: Path, redis_url: str) -> None:
     script = {"delay": 0.02, "turns": [[{"kind": "text", "text": " ".join(f"t{i}" for i in range(30))}]]}
     rng = random.Random(6)
-    with service(tmp_path, script, redis_url=redis_url, workers=16, max_running_per_user=None) as (client, built):
+    with service(tmp_path, script, redis_url=redis_url, workers=16, max_running_per_user=None) as (
+        client,
+        built,
+    ):
         jobs, cancels = [], []
         for i in range(200):  # each job is cancelled at a random point after it starts (or while queued)
             job = run_job(client, ALICE, {"message": f"q{i}"})
