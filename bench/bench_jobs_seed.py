@@ -32,46 +32,24 @@ import sys
 import time
 from typing import Any
 
-import httpx
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_jobs_concurrency import RawConn, cpu_seconds
-from bench_jobs_latency import JOB, RedisProc, Server, free_port, parse, pct
+from bench_jobs_latency import JOB, ChildServer, RedisProc, Server, free_port, parse, pct
 from seed_reference import serve_seed
 
 RATE = 20.0
 RETRIED: list[int] = []
 
 
-class SeedServer:
+class SeedServer(ChildServer):
     def __init__(self, redis_url: str, count: int, interval: float) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = mp.get_context("spawn").Process(
             target=serve_seed, args=(self.port, redis_url, count, interval)
         )
-
-    def __enter__(self) -> SeedServer:
-        self.proc.start()
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(self.url + "/healthz", timeout=1)
-                return self
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the seed server did not start") from None
-                time.sleep(0.1)
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        self.proc.join(10)
-
-    @property
-    def pid(self) -> int:
-        assert self.proc.pid is not None
-        return self.proc.pid
 
 
 async def long_poller(conn: RawConn, job: str, got: list[tuple[int, float]]) -> None:

@@ -112,14 +112,23 @@ def files(tmp_path: Path) -> dict[str, str]:
     return {"tokens": str(tokens), "script": str(script), "db": str(tmp_path / "tahrix.duckdb")}
 
 
+def serve_all(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> Serve:
+    """One `--role all` process on the test's Redis, listening."""
+    return Serve("--redis-url", redis_srv.url, "--tokens-file", files["tokens"], "--fake-script", files["script"],
+                 db=Path(files["db"]), cwd=tmp_path).wait_listening()  # fmt: skip
+
+
 def poll_to_end(
-    client: httpx.Client, base: str, headers: dict[str, str], job: str, limit: float = 60
-) -> dict[str, Any]:
-    since, chunks = 0, []
+    client: httpx.Client, base: str, headers: dict[str, str], job: str, limit: float = 60, *,
+    since: int = 0, retry: tuple[int, ...] = (503,),
+) -> dict[str, Any]:  # fmt: skip
+    """Long-poll from ``since`` to the end; ``all_chunks`` holds what arrived. Statuses in ``retry``
+    (503; 404 while a restarted Redis has not got the job back yet) are tried again."""
+    chunks: list[dict[str, Any]] = []
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         r = client.get(f"{base}{JOB}/{job}", params={"since": since, "wait": 5}, headers=headers)
-        if r.status_code == 503:
+        if r.status_code in retry:
             time.sleep(0.2)
             continue
         assert r.status_code == 200, r.text
@@ -237,8 +246,7 @@ def test_redis_unreachable_at_start_names_the_url(tmp_path: Path, files: dict[st
 def test_redis_killed_and_restarted_empty_during_a_job(
     tmp_path: Path, redis_srv: Any, files: dict[str, str]
 ) -> None:
-    a = Serve("--redis-url", redis_srv.url, "--tokens-file", files["tokens"], "--fake-script", files["script"],
-              db=Path(files["db"]), cwd=tmp_path).wait_listening()  # fmt: skip
+    a = serve_all(tmp_path, redis_srv, files)
     try:
         with httpx.Client(timeout=30) as client:
             job = client.post(f"{a.url}{JOB}", json={"message": "q"}, headers=ALICE).json()
@@ -261,20 +269,8 @@ def test_redis_killed_and_restarted_empty_during_a_job(
             redis_srv.start()  # same port, empty: the writer writes the job anew, same numbering
             # the very first request after the restart is answered (a dead pooled connection is retried)
             assert client.get(f"{a.url}/readyz").status_code == 200
-            state = None
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                r = client.get(
-                    f"{a.url}{JOB}/{job['job_id']}", params={"since": since, "wait": 5}, headers=ALICE
-                )
-                if r.status_code in (404, 503):  # until the writer has written the job again
-                    time.sleep(0.1)
-                    continue
-                state = r.json()
-                seen += state["chunks"]
-                since = state["next"]
-                if state["status"] != "streaming":
-                    break
+            state = poll_to_end(client, a.url, ALICE, job["job_id"], 30, since=since, retry=(404, 503))
+            seen += state["all_chunks"]
             assert state is not None and state["status"] == "done"  # the end reached the client at its since
             words = "".join(c["text"] for c in seen if c["type"] == "content")
             assert words == " ".join(f"w{i}" for i in range(WORDS))  # nothing lost, nothing twice
@@ -293,8 +289,7 @@ def test_redis_killed_and_restarted_empty_during_a_job(
 def test_redis_frozen_requests_keep_their_deadline(
     tmp_path: Path, redis_srv: Any, files: dict[str, str]
 ) -> None:
-    a = Serve("--redis-url", redis_srv.url, "--tokens-file", files["tokens"], "--fake-script", files["script"],
-              db=Path(files["db"]), cwd=tmp_path).wait_listening()  # fmt: skip
+    a = serve_all(tmp_path, redis_srv, files)
     try:
         with httpx.Client(timeout=30) as client:
             job = client.post(f"{a.url}{JOB}", json={"message": "q"}, headers=ALICE).json()
@@ -310,20 +305,9 @@ def test_redis_frozen_requests_keep_their_deadline(
                 assert client.get(f"{a.url}/readyz", timeout=2.5).status_code == 503
             finally:
                 redis_srv.proc.send_signal(signal.SIGCONT)
-            since, seen = first["next"], list(first["chunks"])
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                r = client.get(
-                    f"{a.url}{JOB}/{job['job_id']}", params={"since": since, "wait": 5}, headers=ALICE
-                )
-                if r.status_code == 503:
-                    time.sleep(0.1)
-                    continue
-                state = r.json()
-                seen += state["chunks"]
-                since = state["next"]
-                if state["status"] != "streaming":
-                    break
+            seen = list(first["chunks"])
+            state = poll_to_end(client, a.url, ALICE, job["job_id"], 30, since=first["next"])
+            seen += state["all_chunks"]
             assert state["status"] == "done"
             assert "".join(c["text"] for c in seen if c["type"] == "content") == " ".join(
                 f"w{i}" for i in range(WORDS)
@@ -397,8 +381,7 @@ def test_worker_killed_mid_answer(tmp_path: Path, redis_srv: Any, files: dict[st
 def test_a_client_written_to_the_seed_contract(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> None:
     """POST {message, case_id, history (role/content)}, poll every 500 ms, render chunks after
     lastChunkIdx, stop on done/error: nothing more."""
-    a = Serve("--redis-url", redis_srv.url, "--tokens-file", files["tokens"], "--fake-script", files["script"],
-              db=Path(files["db"]), cwd=tmp_path).wait_listening()  # fmt: skip
+    a = serve_all(tmp_path, redis_srv, files)
 
     def seed_client(
         client: httpx.Client, body: dict[str, Any], stop_after: int | None = None
