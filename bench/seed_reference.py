@@ -28,7 +28,9 @@ def create_seed_app(redis_url: str, count: int, interval: float) -> FastAPI:
     import redis.asyncio
 
     app = FastAPI()
-    client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True, max_connections=4096)
+    # A bounded pool that queues (the default would open one connection per request in a burst).
+    pool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, decode_responses=True, max_connections=64)
+    client = redis.asyncio.Redis(connection_pool=pool)
     tasks: set[asyncio.Task[None]] = set()
 
     async def run(job_id: str) -> None:

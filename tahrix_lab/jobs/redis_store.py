@@ -53,6 +53,7 @@ SOCKET_TIMEOUT_S = 2.0  # every command is short: nothing blocks inside Redis
 QUEUE_KEY = f"{KEY_PREFIX}queue"
 
 MAX_CONNECTIONS = 4096
+ASYNC_POOL = 64
 BUSY_JOBS = 16  # a batch with this many jobs means load: gather for WINDOW_S before the next
 WINDOW_S = 0.02
 
@@ -73,6 +74,21 @@ def _make_client(module: Any, url: str) -> Any:
     opts = _client_options()
     backoff = opts.pop("_retry")
     return module.Redis.from_url(url, retry=module.retry.Retry(backoff(), 1), **opts)
+
+
+def _make_async_client(url: str) -> Any:
+    """The API's client: a bounded pool that queues for a free connection. Commands are
+    short (waiting polls hold none), so a few dozen serve hundreds of polls, and a burst of
+    POSTs does not open hundreds of connections at once."""
+    import redis.asyncio
+
+    opts = _client_options()
+    backoff = opts.pop("_retry")
+    opts["max_connections"] = ASYNC_POOL
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        url, timeout=SOCKET_TIMEOUT_S, retry=redis.asyncio.retry.Retry(backoff(), 1), **opts
+    )
+    return redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: aclose closes it
 
 
 def _parse(reply: list[Any], since: int) -> dict[str, Any] | None:
@@ -216,11 +232,9 @@ class RedisJobStore(BatchedWrites, JobStore):
             self._call(self.client.xread, {key + ":chunks": f"0-{since}"}, count=1, block=block)
 
     def _async_parts(self) -> tuple[Any, Any, Waker]:
-        import redis.asyncio
-
         loop = asyncio.get_running_loop()
         if self._async is None or self._async[0] is not loop:
-            client = _make_client(redis.asyncio, self.url)
+            client = _make_async_client(self.url)
             self._async = (loop, client, client.register_script(lua.READ), Waker(client),
                            client.register_script(lua.CREATE))  # fmt: skip
         return self._async[1], self._async[2], self._async[3]

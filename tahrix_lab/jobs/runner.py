@@ -52,6 +52,8 @@ from tahrix_lab.jobs.chunklog import (
     in_flight,
 )
 from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
+from tahrix_lab.jobs.request import JobRejected as JobRejected
+from tahrix_lab.jobs.request import JobRequest as JobRequest
 
 log = logging.getLogger(__name__)
 
@@ -63,46 +65,6 @@ INTERNAL_MESSAGE = (
     "Something went wrong on our side while answering. The details are in the log for the operator."
 )
 DEFAULT_MAX_RUNNING = 8
-
-
-@dataclass
-class JobRequest:
-    """One question to answer; ``job_id`` is chosen by whoever accepts the request."""
-
-    user: str
-    message: str
-    case_id: str | None = None
-    session_id: str | None = None
-    history: list[dict[str, Any]] | None = None
-    job_id: str = field(default_factory=new_id)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"user": self.user, "message": self.message, "case_id": self.case_id,
-                "session_id": self.session_id, "history": self.history, "job_id": self.job_id}  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JobRequest:
-        return cls(
-            user=str(data["user"]),
-            message=str(data["message"]),
-            case_id=data.get("case_id"),
-            session_id=data.get("session_id"),
-            history=data.get("history"),
-            job_id=data.get("job_id") or new_id(),
-        )
-
-
-class JobRejected(Exception):
-    """A job that cannot start: ``status`` is the HTTP status, ``message`` is for the user."""
-
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.field = field
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "message": self.message, "field": self.field}
 
 
 @dataclass
