@@ -93,7 +93,12 @@ async def drive(url: str, jobs: int, seed: bool) -> tuple[list[list[tuple[int, f
     async def post(i: int, c: RawConn) -> tuple[int, Any]:
         t0 = time.perf_counter()
         while True:  # a 503 ("try again") is retried, as a client would; the time counts it
-            out = await c.request("POST", JOB, json.dumps({"message": f"job {i}"}).encode())
+            try:
+                out = await c.request("POST", JOB, json.dumps({"message": f"job {i}"}).encode())
+            except (ConnectionError, asyncio.IncompleteReadError):  # reset under overload: again
+                c.close()
+                c.writer = None
+                out = (503, {})
             if out[0] < 500:
                 break
             RETRIED.append(i)

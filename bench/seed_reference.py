@@ -29,7 +29,9 @@ def create_seed_app(redis_url: str, count: int, interval: float) -> FastAPI:
 
     app = FastAPI()
     # A bounded pool that queues (the default would open one connection per request in a burst).
-    pool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, decode_responses=True, max_connections=64)
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        redis_url, decode_responses=True, max_connections=64, timeout=None
+    )
     client = redis.asyncio.Redis(connection_pool=pool)
     tasks: set[asyncio.Task[None]] = set()
 
