@@ -195,11 +195,18 @@ class BatchedWrites:
 
     def _send(self, ops: list[tuple[str, tuple[str, list[str], list[Any]]]]) -> bool:
         try:
+            # EVALSHA straight away: a pipeline of Script objects would first ask SCRIPT EXISTS,
+            # one more round trip per batch. After a Redis restart the scripts are loaded again
+            # and the batch is retried (a script that was not found did not run).
             pipe = self.client.pipeline(transaction=False)
             for _job_id, (name, keys, args) in ops:
-                self._scripts[name](keys=keys, args=args, client=pipe)
+                pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
             pipe.publish(WAKE_CHANNEL, " ".join(job_id for job_id, _ in ops))
             results = pipe.execute(raise_on_error=False)
+            if any(isinstance(r, self._redis.exceptions.NoScriptError) for r in results):
+                for script in self._scripts.values():
+                    self.client.script_load(script.script)
+                results = [self._redis.ConnectionError("scripts reloaded")] * (len(ops) + 1)
         except self._redis.RedisError as exc:
             results = [exc] * (len(ops) + 1)
         ok = True
@@ -210,7 +217,8 @@ class BatchedWrites:
                     continue
                 if isinstance(res, Exception):
                     # Unknown whether it landed: the next write checks where the log is.
-                    ok = ok and not isinstance(res, self._redis.ResponseError)
+                    if not isinstance(res, self._redis.ResponseError):
+                        ok = False  # unreachable: back off before the next try
                     self._dirty[job_id] = None
                     if isinstance(res, self._redis.ResponseError):
                         log.error("job %s: Redis refused a write: %s", job_id, res)
