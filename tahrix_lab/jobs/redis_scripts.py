@@ -162,12 +162,12 @@ return 1
 RENEW = (
     _NOW
     + f"""
-local until = now + tonumber(ARGV[2])
+local deadline = now + tonumber(ARGV[2])
 redis.call('ZADD', '{P}workers', now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', '{P}workers', '-inf', now - 600000)
 local missing = {{}}
 for i = 3, #ARGV do
-  if redis.call('EXISTS', '{P}' .. ARGV[i]) == 1 then redis.call('ZADD', '{P}leases', until, ARGV[i])
+  if redis.call('EXISTS', '{P}' .. ARGV[i]) == 1 then redis.call('ZADD', '{P}leases', deadline, ARGV[i])
   else table.insert(missing, ARGV[i]) end
 end
 return missing

@@ -86,8 +86,7 @@ class BatchedWrites:
         raise NotImplementedError
 
     def _where(self) -> str:
-
-        return self._where()
+        return redact_url(self.url)
 
     # -- writing ---------------------------------------------------------------
     def append(self, job_id: str, chunks: list[Chunk]) -> bool:
