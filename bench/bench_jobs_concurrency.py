@@ -85,7 +85,11 @@ class RawConn:
             if name.lower() == "content-length":
                 length = int(value)
         data = await self.reader.readexactly(length)
-        return int(status_line.split()[1]), json.loads(data)
+        try:
+            body = json.loads(data)
+        except ValueError:  # e.g. a plain-text 500 from an overloaded server
+            body = {"detail": data[:200].decode(errors="replace")}
+        return int(status_line.split()[1]), body
 
     def close(self) -> None:
         if self.writer is not None:

@@ -75,13 +75,48 @@ def serve_child(port: int, redis_url: str | None, db: str, count: int, interval:
         import sys
 
         sys.setswitchinterval(float(os.environ["TAHRIX_BENCH_SWITCH"]))
-    settings = Settings(tokens={TOKEN: "bench"}, db=db, redis_url=redis_url, workers=workers)
+    settings = Settings(tokens={TOKEN: "bench"}, db=db, redis_url=redis_url, workers=workers,
+                        max_running_per_user=None)  # fmt: skip
     built = build(settings, backend=StampBackend(count, interval))
     assert built.service is not None
     uvicorn.run(create_app(built.service), host="127.0.0.1", port=port, log_level="warning", backlog=4096)
 
 
-class Server:
+def wait_healthy(url: str, timeout: float = 60) -> None:
+    """Until ``url``/healthz answers (a server process starting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url + "/healthz", timeout=1)
+            return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the bench server at {url} did not start") from None
+            time.sleep(0.1)
+
+
+class ChildServer:
+    """A server in a spawned process (``proc``), answering at ``url`` once entered."""
+
+    proc: Any
+    url: str
+
+    def __enter__(self) -> Any:
+        self.proc.start()
+        wait_healthy(self.url)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.join(10)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc.pid is not None
+        return int(self.proc.pid)
+
+
+class Server(ChildServer):
     def __init__(self, *, redis_url: str | None, count: int, interval: float, workers: int = 8) -> None:
         self.port = free_port()
         self.tmp = tempfile.TemporaryDirectory()
@@ -90,27 +125,9 @@ class Server:
         self.proc = ctx.Process(target=serve_child, args=(self.port, redis_url, db, count, interval, workers))
         self.url = f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> Server:
-        self.proc.start()
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(self.url + "/healthz", timeout=1)
-                return self
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the bench server did not start") from None
-                time.sleep(0.1)
-
     def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        self.proc.join(10)
+        super().__exit__(*exc)
         self.tmp.cleanup()
-
-    @property
-    def pid(self) -> int:
-        assert self.proc.pid is not None
-        return self.proc.pid
 
 
 class RedisProc:
@@ -147,10 +164,12 @@ class RedisProc:
 
 
 def parse(chunks: list[dict[str, Any]], received: float, out: list[tuple[int, float]]) -> None:
+    """Each token is " seq:stamp"; under load several arrive merged in one chunk."""
     for c in chunks:
         if c["type"] == "content":
-            seq, stamp = c["text"].strip().split(":")
-            out.append((int(seq), received - float(stamp)))
+            for token in c["text"].split():
+                seq, stamp = token.split(":")
+                out.append((int(seq), received - float(stamp)))
 
 
 def run_client(url: str, *, wait: float, interval: float) -> list[tuple[int, float]]:

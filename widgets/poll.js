@@ -1,15 +1,22 @@
 // Polling transport for the job service: POST a job, then long-poll its
 // chunks with `since` and `wait` and push each one into a flow renderer.
 //
-//   const chat = createPollingChat({ baseUrl: "", token, flow, wait: 20 });
+//   const chat = createPollingChat({ baseUrl: "", token, flow, wait: 20, onSession });
 //   await chat.send("Which exchange is 0xabc?");   // resolves when the job ends
 //   chat.stop();                                   // DELETE: cancels the running job
+//   await chat.attach(jobId, question);            // after a reload: follow a running job
 //
 // Every request is short (at most `wait` seconds), so reverse proxies that cut
 // long-lived responses never see one. A failed poll is retried with backoff;
-// the `since` index means nothing is lost or shown twice across retries.
+// the `since` index means nothing is lost or shown twice across retries (the
+// server keeps each chunk's index, even across a Redis restart). A turn always
+// ends: on a terminal status the renderer gets the job's last chunk (or one
+// made from the status), and a job that cannot be read any more ends the turn
+// with a message saying so. Chunk types the renderer does not know are ignored.
 
-const JOB_PATH = "/api/v1/agent/chat-stream-job";
+const API = "/api/v1/agent";
+const JOB_PATH = `${API}/chat-stream-job`;
+const TERMINAL_TYPES = new Set(["done", "error"]);
 
 export class HttpError extends Error {
   constructor(status, detail) {
@@ -18,7 +25,7 @@ export class HttpError extends Error {
   }
 }
 
-export function createPollingChat({ baseUrl = "", token, flow, wait = 20, onMeta, onState, fetchImpl } = {}) {
+export function createPollingChat({ baseUrl = "", token, flow, wait = 20, onMeta, onState, onSession, fetchImpl } = {}) {
   const doFetch = fetchImpl || ((...args) => fetch(...args));
   let sessionId = null;
   let jobId = null;
@@ -44,37 +51,85 @@ export function createPollingChat({ baseUrl = "", token, flow, wait = 20, onMeta
 
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+  function learnSession(id) {
+    if (id && id !== sessionId) {
+      sessionId = id;
+      if (onSession) onSession(id);
+    }
+  }
+
   async function poll(id) {
     let since = 0;
     let failures = 0;
+    let seen = false; // a job we have read once may vanish briefly (its store restarting)
+    let ended = false;
     for (;;) {
       let state;
       try {
         state = await call("GET", `${JOB_PATH}/${encodeURIComponent(id)}?since=${since}&wait=${wait}`);
         failures = 0;
+        seen = true;
       } catch (err) {
-        if (err instanceof HttpError && (err.status === 401 || err.status === 404)) throw err;
+        if (err instanceof HttpError && err.status === 401) throw err;
+        if (err instanceof HttpError && err.status === 404 && !seen) throw err;
         failures += 1;
         if (failures > 8) throw err;
         await sleep(Math.min(5000, 250 * 2 ** failures));
         continue;
       }
-      for (const chunk of state.chunks) flow.push(chunk);
+      for (const chunk of state.chunks) {
+        flow.push(chunk);
+        if (TERMINAL_TYPES.has(chunk.type)) ended = true;
+      }
       since = state.next;
+      learnSession(state.session_id);
       if (onState) onState(state);
-      if (state.status !== "streaming") return state;
+      if (state.status !== "streaming") {
+        if (!ended) {
+          // the status says it ended but its last chunk never arrived: end the turn anyway
+          if (state.status === "error") flow.push({ type: "error", message: "The answer ended with an error.", kind: "status" });
+          else flow.push({ type: "done", stop_reason: state.stop_reason || null });
+        }
+        return state;
+      }
     }
   }
 
-  return {
+  async function follow(id) {
+    jobId = id;
+    if (stopped) await api.stop();
+    try {
+      return await poll(id);
+    } catch (err) {
+      const gone = err instanceof HttpError && err.status === 404;
+      const message = gone
+        ? "The live view of this answer is gone. What was kept is in the conversation: reload to read it."
+        : err.message || "Lost contact with the server.";
+      flow.push({ type: "error", message, kind: "http" });
+      throw err;
+    } finally {
+      jobId = null;
+    }
+  }
+
+  const api = {
     get sessionId() {
       return sessionId;
+    },
+    set sessionId(id) {
+      sessionId = id || null;
     },
     get jobId() {
       return jobId;
     },
     reset() {
       sessionId = null;
+    },
+    async me() {
+      return call("GET", `${API}/me`);
+    },
+    async history(id) {
+      return call("GET", `${API}/sessions/${encodeURIComponent(id)}`);
     },
     async send(message) {
       stopped = false;
@@ -88,19 +143,14 @@ export function createPollingChat({ baseUrl = "", token, flow, wait = 20, onMeta
         flow.push({ type: "error", message: err.message || "The request failed.", kind: "http" });
         throw err;
       }
-      jobId = created.job_id;
-      sessionId = created.meta.session_id;
+      learnSession(created.meta.session_id);
       if (onMeta) onMeta(created.meta);
-      if (stopped) await this.stop();
-      try {
-        const state = await poll(jobId);
-        return state;
-      } catch (err) {
-        flow.push({ type: "error", message: err.message || "Lost contact with the server.", kind: "http" });
-        throw err;
-      } finally {
-        jobId = null;
-      }
+      return follow(created.job_id);
+    },
+    async attach(id, question) {
+      stopped = false;
+      flow.startTurn(question || "");
+      return follow(id);
     },
     async stop() {
       stopped = true;
@@ -112,4 +162,5 @@ export function createPollingChat({ baseUrl = "", token, flow, wait = 20, onMeta
       }
     },
   };
+  return api;
 }

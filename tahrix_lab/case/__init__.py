@@ -7,7 +7,16 @@ from tahrix_lab.case.context import CaseContextProvider, Grant, ToolContext
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.detectors import DETECTORS, run_detectors
 from tahrix_lab.case.generator import generate_case
-from tahrix_lab.case.loaders import LoadError, export_case, load_case_folder, load_etherscan_csv, load_etl_csv
+from tahrix_lab.case.loaders import (
+    LoadError,
+    LoadReport,
+    export_case,
+    load_case_folder,
+    load_etherscan_csv,
+    load_etl_csv,
+    load_file,
+    load_path,
+)
 from tahrix_lab.case.prompts import INVESTIGATION_PROMPT
 from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
 from tahrix_lab.case.tracing import TraceParams, trace_funds
@@ -22,6 +31,7 @@ __all__ = [
     "CaseDB",
     "Grant",
     "LoadError",
+    "LoadReport",
     "ToolContext",
     "TraceParams",
     "Workspace",
@@ -30,6 +40,8 @@ __all__ = [
     "load_case_folder",
     "load_etherscan_csv",
     "load_etl_csv",
+    "load_file",
+    "load_path",
     "register_case_tools",
     "run_detectors",
     "trace_funds",

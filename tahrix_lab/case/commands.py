@@ -14,10 +14,25 @@ def add_commands(sub: Any) -> None:
 
     case = sub.add_parser("case", help="case data: load, export, generate, list, detect")
     cs = case.add_subparsers(dest="case_command", metavar="ACTION")
-    load = cs.add_parser("load", help="load a case folder, an Etherscan CSV export or an ethereum-etl CSV")
-    load.add_argument("path", help="a case folder, or a CSV file (then give --case-id)")
-    load.add_argument("--case-id", help="the case a CSV export is loaded into")
-    load.add_argument("--chain", default="ethereum", help="chain of a CSV export (default ethereum)")
+    load = cs.add_parser(
+        "load",
+        help="load a case folder, or export files (Etherscan family, ethereum-etl), recognised by header",
+    )
+    load.add_argument(
+        "path", nargs="+", help="a case folder, export CSV files, or a folder of them (give --case-id)"
+    )
+    load.add_argument("--case-id", help="the case the exports are loaded into")
+    load.add_argument(
+        "--chain",
+        default=None,
+        help="chain of the exports (ethereum, bsc, polygon, arbitrum, …; aliases such as eth or matic work); "
+        "default: from the export's native column, else ethereum",
+    )
+    load.add_argument("--token", help="the token contract of an Etherscan token-page export")
+    load.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    load.add_argument(
+        "--force", action="store_true", help="merge files again even when their content was loaded before"
+    )
     load.set_defaults(func=_load)
     export = cs.add_parser("export", help="write a case back as a case folder")
     export.add_argument("case_id")
@@ -45,22 +60,21 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _load(args: argparse.Namespace) -> int:
     from tahrix_lab.agent.errors import UserFacingError
-    from tahrix_lab.case.loaders import _read_rows
     from tahrix_lab.case.workspace import Workspace
 
-    path = Path(args.path)
+    paths = [Path(p) for p in args.path]
     with Workspace() as ws:
-        if path.is_dir():
-            report = ws.load_case_folder(path)
+        if len(paths) == 1:
+            if not (paths[0].is_dir() and (paths[0] / "case.json").exists()) and not args.case_id:
+                raise UserFacingError("Loading exports needs --case-id (the case they belong to).")
+            report = ws.load_path(
+                paths[0], case_id=args.case_id, chain=args.chain, token=args.token, force=args.force
+            )
         else:
             if not args.case_id:
-                raise UserFacingError("Loading a CSV export needs --case-id (the case it belongs to).")
-            header, _ = _read_rows(path)
-            if "token_address" in header or ("hash" in header and "from_address" in header):
-                report = ws.load_etl_csv(args.case_id, path, chain=args.chain)
-            else:
-                report = ws.load_etherscan_csv(args.case_id, path, chain=args.chain)
-        print(json.dumps(report.to_dict(), indent=2))
+                raise UserFacingError("Loading exports needs --case-id (the case they belong to).")
+            report = ws.load_files(args.case_id, paths, chain=args.chain, token=args.token, force=args.force)
+        print(json.dumps(report.to_dict(), indent=2) if args.json else report.table())
     return 0
 
 

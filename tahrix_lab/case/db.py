@@ -20,9 +20,10 @@ import duckdb
 
 from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.migrations import apply_migrations
+from tahrix_lab.case.chains import EVM_CHAINS
 from tahrix_lab.case.schema import MIGRATIONS, SEVERITIES
 
-EVM_CHAINS = ("ethereum", "bsc", "polygon", "arbitrum", "optimism", "avalanche_c", "base")
+__all__ = ["EVM_CHAINS", "CaseDB", "jdict", "jsonable", "label_view", "norm_address", "utcnow_naive"]
 
 
 def norm_address(chain: str, address: str | None) -> str | None:
@@ -98,8 +99,9 @@ class CaseDB:
         return found[0] if found else None
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        row = self.cursor().execute(sql, list(params)).fetchone()
-        return row[0] if row else None
+        # fetchall, not fetchone: a half-read result would block the next statement on this cursor
+        rows = self.cursor().execute(sql, list(params)).fetchall()
+        return rows[0][0] if rows else None
 
     # -- cases --------------------------------------------------------------
     def case_exists(self, case_id: str) -> bool:
@@ -109,23 +111,26 @@ class CaseDB:
         return [jdict(r) for r in self.rows("SELECT * FROM cases ORDER BY case_id")]
 
     def refresh_addresses(self, cur: duckdb.DuckDBPyConnection, case_id: str) -> None:
-        """Rebuild the per-address profile of a case from its transfers."""
+        """Rebuild the per-address profile of a case from its transfers.
+
+        Failed transactions move nothing (``status`` FALSE is left out; unknown
+        status counts); USD totals are NULL when none of the movements is priced
+        (unknown, not $0)."""
         cur.execute("DELETE FROM addresses WHERE case_id = ?", [case_id])
         cur.execute(
             """
             INSERT INTO addresses
             WITH io AS (
               SELECT chain, to_address AS address, block_time, TRUE AS is_in, usd_value FROM transfers
-               WHERE case_id = $1 AND to_address IS NOT NULL
+               WHERE case_id = $1 AND to_address IS NOT NULL AND status IS NOT FALSE
               UNION ALL
               SELECT chain, from_address, block_time, FALSE, usd_value FROM transfers
-               WHERE case_id = $1 AND from_address IS NOT NULL),
+               WHERE case_id = $1 AND from_address IS NOT NULL AND status IS NOT FALSE),
             nonces AS (SELECT chain, from_address AS address, min(nonce) AS n FROM transactions
                WHERE case_id = $1 GROUP BY ALL)
             SELECT $1, io.chain, io.address, NULL, min(block_time), max(block_time),
                    count(*) FILTER (WHERE is_in), count(*) FILTER (WHERE NOT is_in),
-                   coalesce(sum(usd_value) FILTER (WHERE is_in), 0),
-                   coalesce(sum(usd_value) FILTER (WHERE NOT is_in), 0), any_value(nonces.n)
+                   sum(usd_value) FILTER (WHERE is_in), sum(usd_value) FILTER (WHERE NOT is_in), any_value(nonces.n)
             FROM io LEFT JOIN nonces USING (chain, address) GROUP BY io.chain, io.address
             """,
             [case_id],
@@ -187,14 +192,14 @@ class CaseDB:
             )
 
     def session_link(self, session_id: str) -> tuple[str, dict[str, Any]] | None:
-        row = (
+        rows = (
             self.cursor()
             .execute('SELECT case_id, "grant" FROM case_sessions WHERE session_id = ?', [session_id])
-            .fetchone()
+            .fetchall()
         )
-        if row is None:
+        if not rows:
             return None
-        return row[0], json.loads(row[1])
+        return rows[0][0], json.loads(rows[0][1])
 
     def update_grant(self, session_id: str, grant: dict[str, Any]) -> None:
         with self.write() as cur:

@@ -96,6 +96,25 @@ MIGRATIONS: tuple[Migration, ...] = (
           created_at TIMESTAMP DEFAULT current_timestamp);
         """,
     ),
+    Migration(
+        "0002_case_movement_identity",
+        # Identity and merging of movements from several exports (loaders/merge.py):
+        # an amount or its base units may be unknown (NULL, never assumed); NFTs carry
+        # their token id; ``occurrence`` numbers identical movements within a tx for
+        # sources without a log index. Each loaded file leaves its report, and every
+        # field two sources disagree on is kept in ``load_conflicts``.
+        """
+        ALTER TABLE transfers ALTER COLUMN amount_raw DROP NOT NULL;
+        ALTER TABLE transfers ALTER COLUMN amount DROP NOT NULL;
+        ALTER TABLE transfers ADD COLUMN token_id VARCHAR;
+        ALTER TABLE transfers ADD COLUMN occurrence INTEGER;
+        CREATE TABLE load_reports (case_id VARCHAR NOT NULL, file VARCHAR NOT NULL, format VARCHAR NOT NULL,
+          loaded_at TIMESTAMP DEFAULT current_timestamp, report JSON NOT NULL, sha256 VARCHAR);
+        CREATE TABLE load_conflicts (case_id VARCHAR NOT NULL, file VARCHAR NOT NULL, line BIGINT,
+          table_name VARCHAR NOT NULL, key VARCHAR NOT NULL, field VARCHAR NOT NULL, existing VARCHAR,
+          incoming VARCHAR, loaded_at TIMESTAMP DEFAULT current_timestamp);
+        """,
+    ),
 )
 
 # The evidence tables a case folder holds, in load order, with their natural keys.

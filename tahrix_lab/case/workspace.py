@@ -8,8 +8,9 @@ for event in ws.ask(session, "Where did the stolen ETH go?", backend=..., model=
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -96,14 +97,63 @@ class Workspace:
         return SAMPLE_CASE_ID
 
     def load_etherscan_csv(
-        self, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum"
+        self,
+        case_id: str,
+        path: str | os.PathLike[str],
+        *,
+        chain: str | None = None,
+        token: str | None = None,
     ) -> loaders.LoadReport:
-        return loaders.load_etherscan_csv(self.cases, case_id, path, chain=chain)
+        return loaders.load_etherscan_csv(self.cases, case_id, path, chain=chain, token=token)
 
     def load_etl_csv(
         self, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum"
     ) -> loaders.LoadReport:
         return loaders.load_etl_csv(self.cases, case_id, path, chain=chain)
+
+    def load_file(
+        self,
+        case_id: str,
+        path: str | os.PathLike[str],
+        *,
+        chain: str | None = None,
+        token: str | None = None,
+        force: bool = False,
+    ) -> loaders.LoadReport:
+        """One export file, recognised by its header. The report shows as a table in a notebook."""
+        return loaders.load_file(self.cases, case_id, path, chain=chain, token=token, force=force)
+
+    def load_files(
+        self,
+        case_id: str,
+        paths: Iterable[str | os.PathLike[str]],
+        *,
+        chain: str | None = None,
+        token: str | None = None,
+        force: bool = False,
+    ) -> loaders.LoadReport:
+        """Several export files in one transaction (ethereum-etl files as one set)."""
+        return loaders.load_files(self.cases, case_id, paths, chain=chain, token=token, force=force)
+
+    def load_path(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        case_id: str | None = None,
+        chain: str | None = None,
+        token: str | None = None,
+        force: bool = False,
+    ) -> loaders.LoadReport:
+        """A case folder, a folder of exports or one export file."""
+        return loaders.load_path(self.cases, path, case_id=case_id, chain=chain, token=token, force=force)
+
+    def load_reports(self, case_id: str) -> list[dict[str, Any]]:
+        """The stored per-file reports of every load into the case, oldest first."""
+        rows = self.cases.rows(
+            "SELECT file, format, loaded_at, report FROM load_reports WHERE case_id = ? ORDER BY loaded_at, file",
+            [case_id],
+        )
+        return [{**r, "report": json.loads(r["report"])} for r in rows]
 
     def export_case(self, case_id: str, folder: str | os.PathLike[str]) -> Path:
         return loaders.export_case(self.cases, case_id, folder)

@@ -5,6 +5,9 @@
     GET    /api/v1/agent/chat-stream-job/{job_id}?since=N&wait=S
     DELETE /api/v1/agent/chat-stream-job/{job_id}
     GET    /api/v1/agent/chat-stream?message=...        text/event-stream (no proxy in between)
+    GET    /api/v1/agent/me                             who the token belongs to (the page's sign-in)
+    GET    /api/v1/agent/sessions/{session_id}          the conversation so far + the job running in it
+    GET    /healthz, /readyz                            liveness; readiness (store, worker, transcripts)
     GET    /                                            the standalone chat page
     GET    /static/...                                  widgets/ (flow.js, poll.js, ...)
 
@@ -15,8 +18,9 @@ unknown or expired job.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -27,12 +31,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tahrix_lab.flow import history_chunks
+from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
 from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
 from tahrix_lab.jobs.sse import sse_events
-from tahrix_lab.jobs.store import JobStore, StoreUnavailable
 from tahrix_lab.resources import resource_dir
 
 log = logging.getLogger(__name__)
@@ -46,26 +51,48 @@ class Service:
     """What the API needs: where jobs live, how to start one, who may call."""
 
     store: JobStore
-    submit: Callable[[JobRequest], dict[str, Any]]
+    submit: Callable[[JobRequest], Awaitable[dict[str, Any]]]  # admits at once: no DuckDB, no worker
     tokens: dict[str, str]
     runner: JobRunner | None = None  # set when this process runs jobs itself (SSE needs it)
     max_body_bytes: int = 64 * 1024
     max_wait_s: float = 25.0
     role: str = "all"
+    # Under load a woken long-poll waits up to linger_s for more chunks, so one answer carries
+    # several; below busy_polls waiting polls it answers at once (milliseconds when idle).
+    linger_s: float = 0.15
+    busy_polls: int = 64
+    waiting: int = 0
+
+    def linger(self) -> float:
+        if self.waiting < self.busy_polls:
+            return 0.0
+        return self.linger_s * min(1.0, self.waiting / 500)
 
     @classmethod
     def local(cls, runner: JobRunner, tokens: dict[str, str], **kwargs: Any) -> Service:
         """Everything in this process: the runner's store, submit straight to the runner."""
-        return cls(store=runner.store, submit=runner.submit, tokens=tokens, runner=runner, **kwargs)
+        return cls(store=runner.store, submit=runner.asubmit, tokens=tokens, runner=runner, **kwargs)
 
 
 # -- request and response models ------------------------------------------------
 
 
 class HistoryItem(BaseModel):
+    """An earlier turn: ``text``, or ``content`` as in the seed's chat messages."""
+
     model_config = ConfigDict(extra="forbid")
     role: Literal["user", "assistant"]
-    text: str = Field(max_length=MAX_TEXT)
+    text: str | None = Field(default=None, max_length=MAX_TEXT)
+    content: str | None = Field(default=None, max_length=MAX_TEXT)
+
+    @model_validator(mode="after")
+    def _one_text(self) -> HistoryItem:
+        if self.text is None and self.content is None:
+            raise ValueError("each history item needs text (or content)")
+        return self
+
+    def plain(self) -> dict[str, str]:
+        return {"role": self.role, "text": self.text if self.text is not None else self.content or ""}
 
 
 class ChatJobBody(BaseModel):
@@ -79,7 +106,7 @@ class ChatJobBody(BaseModel):
 
 
 class JobMeta(BaseModel):
-    session_id: str
+    session_id: str | None = Field(description="Known at once when continuing; else in the job's state.")
     backend: str
     model: str
     queue_position: int = Field(description="0: running now; k: k-th in line for a worker.")
@@ -97,14 +124,15 @@ class ToolCallState(BaseModel):
 
 
 class JobState(BaseModel):
-    status: Literal["streaming", "done", "error", "cancelled"]
+    status: Literal["streaming", "done", "error"]
+    stop_reason: str | None = Field(description="From the last chunk: end_turn, cancelled, error...")
     content: str
     reasoning: str
     chunks: list[dict[str, Any]]
     next: int
     tool_calls: list[ToolCallState]
     usage: dict[str, Any]
-    session_id: str
+    session_id: str | None
     queue_position: int
 
 
@@ -121,6 +149,7 @@ class Problem(BaseModel):
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "Missing or unknown bearer token."},
+    429: {"model": Problem, "description": "Too many answers running for this user."},
     404: {"model": Problem, "description": "No such job (or not yours, or expired)."},
     413: {"model": Problem, "description": "The request body is too large."},
     503: {"model": Problem, "description": "The job store or worker is unreachable."},
@@ -268,13 +297,26 @@ def create_app(service: Service) -> FastAPI:
             message=body.message,
             case_id=body.case_id,
             session_id=body.session_id,
-            history=[h.model_dump() for h in body.history] if body.history else None,
+            history=[h.plain() for h in body.history] if body.history else None,
         )
-        result: dict[str, Any] = await in_thread(service.submit, req)
+        try:
+            async with asyncio.timeout(1.0):  # admission is one script: a frozen Redis answers 503
+                result: dict[str, Any] = await service.submit(req)
+        except TimeoutError:
+            raise StoreUnavailable("the job store did not admit the job in time") from None
         return result
 
     async def own_state(job_id: str, user: str, since: int, wait: float) -> dict[str, Any]:
-        state = await service.store.aread(job_id, since, min(wait, service.max_wait_s), user=user)
+        wait = min(wait, service.max_wait_s)
+        service.waiting += 1
+        try:
+            # The deadline holds whatever Redis does (frozen, gone): a proxy never sees more.
+            async with asyncio.timeout(wait + 0.9):
+                state = await service.store.aread(job_id, since, wait, user=user, linger=service.linger())
+        except TimeoutError:
+            raise StoreUnavailable("the job store did not answer within the request's deadline") from None
+        finally:
+            service.waiting -= 1
         if state is None:
             raise _Refused(problem(404, "There is no job with this id (it may have expired)."))
         state.pop("user", None)
@@ -328,9 +370,46 @@ def create_app(service: Service) -> FastAPI:
             frames(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
+    @app.get(f"{PREFIX}/me", responses=ERRORS)
+    async def who_am_i(user: User) -> dict[str, str]:
+        """Who this token belongs to (the page checks the token at sign-in)."""
+        return {"user": user}
+
+    @app.get(f"{PREFIX}/sessions/{{session_id}}", responses=ERRORS)
+    async def session_history(session_id: str, user: User) -> dict[str, Any]:
+        """The conversation as chunks, and the job still running in it (to reattach to)."""
+        runner = service.runner
+        if runner is None:
+            raise _Refused(
+                problem(503, "This process does not hold the transcripts; ask the worker's process.")
+            )
+        return dict(await in_thread(_history, runner, session_id, user))
+
     @app.get("/healthz", include_in_schema=False)
     async def health() -> dict[str, Any]:
+        """Liveness: the process answers."""
         return {"ok": True, "role": service.role}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def ready() -> JSONResponse:
+        """Readiness: the job store answers, a worker runs, the transcript writer answers."""
+        checks: dict[str, bool] = {}
+        try:
+            # asyncio's thread wait gives up at the deadline (the thread finishes on its own).
+            await asyncio.wait_for(asyncio.to_thread(service.store.ping), 0.5)
+            checks["store"] = True
+            alive = await asyncio.wait_for(asyncio.to_thread(service.store.workers_alive), 0.5)
+            checks["worker"] = alive > 0
+        except (StoreUnavailable, TimeoutError):
+            checks["store"] = checks["worker"] = False
+        if service.runner is not None:
+            local = service.runner.ready()
+            checks["worker"] = checks["worker"] or local["worker"]
+            checks["transcripts"] = local["transcripts"]
+        ok = all(checks.values())
+        return JSONResponse(
+            {"ready": ok, "role": service.role, "checks": checks}, status_code=200 if ok else 503
+        )
 
     widgets = resource_dir("widgets")
 
@@ -342,3 +421,13 @@ def create_app(service: Service) -> FastAPI:
     # Outermost: refuse big bodies before anything parses them.
     app.add_middleware(BodyLimit, limit=service.max_body_bytes)
     return app
+
+
+def _history(runner: JobRunner, session_id: str, user: str) -> dict[str, Any]:
+    session = runner.own_session(session_id, user)
+    messages = runner.transcripts.load_messages(session.id)
+    job = runner.store.session_job(session.id)
+    if job is not None:  # the running job replays its own turn from its first chunk
+        messages = messages[: job["history_len"]]
+        job = {"job_id": job["job_id"], "message": job["message"]}
+    return {"session_id": session.id, "chunks": history_chunks(messages), "job": job}

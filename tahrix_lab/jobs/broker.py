@@ -2,13 +2,14 @@
 
 DuckDB lets one process write a database file. So with ``--redis-url`` the
 transcripts have exactly one writer, the *worker* process: API processes never
-open DuckDB. An API process pushes the request on the Redis list
-``chatjob:queue`` and waits (``BLPOP chatjob:{job_id}:reply``) for the
-worker's answer: ``{"job_id", "meta"}`` or a refusal (status + calm message).
-The worker's intake thread pops requests, does the quick start (session,
-budget, user message) through its ``JobRunner`` and replies; the run then
-writes chunks to the shared ``RedisJobStore``, where any API process reads
-them and marks cancels.
+open DuckDB. An API process admits a request (the per-user cap and the job's
+record in one script) and pushes it on the Redis list ``chatjob:queue`` in the
+same step, then answers at once. The worker's intake thread pops requests and
+queues them on its ``JobRunner``, which starts each (session, budget, user
+message) when a worker thread is free; the run writes chunks to the shared
+``RedisJobStore``, where any API process reads them and marks cancels. A start
+that is refused (unknown session, budget) ends the job with an ``error``
+chunk naming the reason.
 """
 
 from __future__ import annotations
@@ -16,52 +17,44 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from typing import Any
 
-from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
-from tahrix_lab.jobs.store import KEY_PREFIX, RedisJobStore, StoreUnavailable, redact_url
+from tahrix_lab.jobs.chunklog import CapReached
+from tahrix_lab.jobs.redis_store import QUEUE_KEY, RedisJobStore, redact_url
+from tahrix_lab.jobs.runner import DEFAULT_MAX_RUNNING, JobRejected, JobRequest, JobRunner
 
 log = logging.getLogger(__name__)
 
-QUEUE_KEY = f"{KEY_PREFIX}queue"
-REPLY_TTL_S = 30
-
-
-def reply_key(job_id: str) -> str:
-    return f"{KEY_PREFIX}{job_id}:reply"
-
 
 class RedisSubmitter:
-    """The API side: enqueue a request, wait for the worker's answer."""
+    """The API side: admit and enqueue a request in one step; never waits for the worker."""
 
-    def __init__(self, store: RedisJobStore, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        store: RedisJobStore,
+        *,
+        backend: str,
+        model: str,
+        max_running_per_user: int | None = DEFAULT_MAX_RUNNING,
+    ) -> None:
         self.store = store
-        self.timeout = timeout
+        self.backend = backend
+        self.model = model
+        self.max_running_per_user = max_running_per_user
 
-    def submit(self, req: JobRequest) -> dict[str, Any]:
-        import redis
-
-        client = self.store.client
-        payload = json.dumps(req.to_dict())
+    async def asubmit(self, req: JobRequest) -> dict[str, Any]:
         try:
-            client.rpush(QUEUE_KEY, payload)
-            got = client.blpop([reply_key(req.job_id)], timeout=self.timeout)
-            if got is None and client.lrem(QUEUE_KEY, 1, payload):
-                raise JobRejected(503, "No worker is taking jobs right now. Please try again in a minute.")
-        except redis.RedisError as exc:
-            raise StoreUnavailable(f"Redis at {redact_url(self.store.url)} is unreachable: {exc}") from exc
-        if got is None:
-            raise JobRejected(503, "The worker did not answer in time. Please try again in a minute.")
-        answer: dict[str, Any] = json.loads(got[1])
-        if "error" in answer:
-            err = answer["error"]
-            raise JobRejected(int(err["status"]), str(err["message"]), err.get("field"))
-        return answer
+            waiting = await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(),
+                                               max_running=self.max_running_per_user, enqueue=True)  # fmt: skip
+        except CapReached as exc:
+            raise JobRejected(429, str(exc)) from None
+        meta = {"session_id": req.session_id, "backend": self.backend, "model": self.model,
+                "queue_position": max(0, waiting - 1)}  # fmt: skip
+        return {"job_id": req.job_id, "meta": meta}
 
 
 class RedisIntake:
-    """The worker side: a thread that pops requests and starts them on the runner."""
+    """The worker side: a thread that pops requests and queues them on the runner."""
 
     def __init__(self, store: RedisJobStore, runner: JobRunner, *, poll_s: float = 1.0) -> None:
         self.store = store
@@ -99,34 +92,7 @@ class RedisIntake:
                 continue
             if got is None:
                 continue
-            self._handle(got[1])
-
-    def _handle(self, raw: str) -> None:
-        try:
-            req = JobRequest.from_dict(json.loads(raw))
-        except (ValueError, TypeError):
-            log.error("dropped an unreadable job request: %.200s", raw)
-            return
-        answer: dict[str, Any]
-        try:
-            answer = self.runner.submit(req)
-        except JobRejected as exc:
-            answer = {"error": exc.to_dict()}
-        except StoreUnavailable as exc:
-            log.error("job %s could not start: %s", req.job_id, exc)
-            return
-        except Exception:
-            log.exception("job %s could not start", req.job_id)
-            answer = {
-                "error": {"status": 503, "message": "The job could not start. The details are in the log."}
-            }
-        for attempt in range(10):
             try:
-                pipe = self.store.client.pipeline(transaction=True)
-                pipe.rpush(reply_key(req.job_id), json.dumps(answer))
-                pipe.expire(reply_key(req.job_id), REPLY_TTL_S)
-                pipe.execute()
-                return
-            except Exception as exc:
-                log.warning("could not reply to job %s (attempt %d): %s", req.job_id, attempt + 1, exc)
-                time.sleep(0.2)
+                self.runner.enqueue(JobRequest.from_dict(json.loads(got[1])))
+            except (ValueError, TypeError, KeyError):
+                log.error("dropped an unreadable job request: %.200s", got[1])

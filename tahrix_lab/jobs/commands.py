@@ -57,6 +57,8 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
     p.add_argument("--fake-script", default=os.environ.get("TAHRIX_FAKE_SCRIPT"),
                    help="fake backend script: echo, slow, or a JSON file (docs/service.md)")  # fmt: skip
     p.add_argument("--max-body-bytes", type=int, default=64 * 1024)
+    p.add_argument("--max-running-per-user", type=int, default=8,
+                   help="answers one user may have running or queued at once; more get 429 (0: no cap)")  # fmt: skip
     p.add_argument("--budget-minute-tokens", type=int, default=None)
     p.add_argument("--budget-hour-tokens", type=int, default=None)
     p.add_argument("--budget-monthly-usd", type=float, default=None)
@@ -78,6 +80,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         fake_script=args.fake_script,
         db=os.environ.get("TAHRIX_DB"),
         max_body_bytes=args.max_body_bytes,
+        max_running_per_user=args.max_running_per_user or None,
         budget_minute_tokens=args.budget_minute_tokens,
         budget_hour_tokens=args.budget_hour_tokens,
         budget_monthly_usd=args.budget_monthly_usd,
@@ -128,7 +131,7 @@ def build(
     role = settings.role
     store: JobStore
     if settings.redis_url:
-        redis_store = RedisJobStore(settings.redis_url, ttl=settings.job_ttl_s)
+        redis_store = RedisJobStore(settings.redis_url, ttl=settings.job_ttl_s, lease_s=settings.lease_s)
         try:
             redis_store.check()
         except StoreUnavailable as exc:
@@ -179,6 +182,8 @@ def build(
             integration=integration,
             budget=budget,
             workers=settings.workers,
+            max_running_per_user=settings.max_running_per_user,
+            lease_s=settings.lease_s,
         ).start()
         if isinstance(store, RedisJobStore):
             intake = RedisIntake(store, runner).start()
@@ -188,10 +193,15 @@ def build(
         # The process that runs jobs starts its own requests directly; the others send
         # theirs through Redis to it.
         if runner is not None:
-            submit = runner.submit
+            submit = runner.asubmit
         else:
             assert isinstance(store, RedisJobStore)  # without a runner this is an API process
-            submit = RedisSubmitter(store, timeout=settings.submit_timeout_s).submit
+            try:
+                model = settings.model_name
+            except ConfigurationError:
+                model = ""  # the worker knows; an API process only admits
+            submit = RedisSubmitter(store, backend=settings.backend_name, model=model,
+                                    max_running_per_user=settings.max_running_per_user).asubmit  # fmt: skip
         service = Service(
             store=store,
             submit=submit,

@@ -1,27 +1,33 @@
-"""The runner: starts jobs, runs ``run_agent`` for each in a bounded pool.
+"""The runner: admits jobs at once, runs ``run_agent`` for each in a bounded pool.
 
-``submit`` does the quick part at once (session, budget check, the user's
-message in the transcript, the job in the store) and queues the run; one of
-``workers`` threads takes it, maps each loop tuple to a chunk with
-``to_chunk`` and appends it to the job store. A job ends ``done``, ``error``
-(the loop's calm message) or ``cancelled``.
+``submit`` only admits (the per-user cap, the job in the store, a place in the
+queue) and returns, so a POST never waits on DuckDB. One of ``workers``
+threads takes the job and does the start (session, budget check, the user's
+message in the transcript); a refusal then ends the job with an ``error``
+chunk (``kind: "refused"``, the HTTP ``status`` it stands for and the
+``field``). The run maps each loop tuple to a chunk with ``to_chunk`` and
+appends it to the job store. A job ends ``done`` (``stop_reason`` says why,
+``cancelled`` when stopped) or ``error`` (the loop's calm message).
 
 Cancelling is cooperative: the API marks the job in the store; the runner
-sees the mark (on the next append, or within ``watch_interval`` from a
-watcher thread when the run is quiet, e.g. inside a tool) and sets the
-loop's ``cancel`` event. The loop persists what was produced and stops; no
-thread is ever killed.
+sees the mark (reported by the writes, or within ``watch_interval`` from a
+watcher thread when the run is quiet, e.g. inside a tool) and sets the loop's
+``cancel`` event. The loop persists what was produced and stops.
 
-If the job store fails mid-run (Redis down), the run still goes to the end
-so the transcript in DuckDB is complete; the job then ends with status
-``error`` as soon as the store is back (or the runner gives up after
-``store_grace_s``).
+Leases (a shared store): the watcher renews the lease of every job this
+process holds every ``lease_s / 3`` seconds. A worker that dies stops
+renewing; within ``lease_s`` another runner's watcher claims the job: one
+that had produced nothing is run again here, any other ends with a calm
+``error`` chunk, and the answer it was streaming is rebuilt from the job's
+chunk log and stored in the transcript with stop reason ``error``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
 from collections import deque
@@ -36,68 +42,41 @@ from tahrix_lab.agent.loop import LoopEvent, run_agent
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part, Session, new_id
 from tahrix_lab.flow import Chunk, to_chunk
+from tahrix_lab.jobs.chunklog import (
+    DEFAULT_LEASE_S,
+    CapReached,
+    EndStatus,
+    JobStore,
+    Lapsed,
+    StoreUnavailable,
+    in_flight,
+)
 from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
-from tahrix_lab.jobs.store import JobStatus, JobStore, StoreUnavailable
+from tahrix_lab.jobs.request import JobRejected as JobRejected
+from tahrix_lab.jobs.request import JobRequest as JobRequest
 
 log = logging.getLogger(__name__)
 
-INTERRUPTED_MESSAGE = (
-    "The live view of this answer was interrupted because the job store was unreachable. "
-    "The answer itself was saved in the conversation; reload the session to read it."
+LAPSED_MESSAGE = (
+    "The worker that was writing this answer stopped. What had arrived is kept in the "
+    "conversation; please ask again."
 )
 INTERNAL_MESSAGE = (
     "Something went wrong on our side while answering. The details are in the log for the operator."
 )
-
-
-@dataclass
-class JobRequest:
-    """One question to answer; ``job_id`` is chosen by whoever accepts the request."""
-
-    user: str
-    message: str
-    case_id: str | None = None
-    session_id: str | None = None
-    history: list[dict[str, Any]] | None = None
-    job_id: str = field(default_factory=new_id)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"user": self.user, "message": self.message, "case_id": self.case_id,
-                "session_id": self.session_id, "history": self.history, "job_id": self.job_id}  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JobRequest:
-        return cls(
-            user=str(data["user"]),
-            message=str(data["message"]),
-            case_id=data.get("case_id"),
-            session_id=data.get("session_id"),
-            history=data.get("history"),
-            job_id=data.get("job_id") or new_id(),
-        )
-
-
-class JobRejected(Exception):
-    """A job that cannot start: ``status`` is the HTTP status, ``message`` is for the user."""
-
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.field = field
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "message": self.message, "field": self.field}
+DEFAULT_MAX_RUNNING = 8
 
 
 @dataclass
 class _Job:
-    job_id: str
-    user: str
-    session: Session
-    context: Any
+    req: JobRequest
+    resume_session: str | None = None  # taken over after its question was stored there
     cancel: threading.Event = field(default_factory=threading.Event)
     last_write: float = 0.0  # monotonic time of the last append (which reports cancels itself)
+
+    @property
+    def job_id(self) -> str:
+        return self.req.job_id
 
 
 class JobRunner:
@@ -114,7 +93,8 @@ class JobRunner:
         budget: Budget | None = None,
         workers: int = 4,
         watch_interval: float = 0.1,
-        store_grace_s: float = 60.0,
+        max_running_per_user: int | None = DEFAULT_MAX_RUNNING,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
         if workers < 1:
             raise ConfigurationError("The job service needs at least one worker.")
@@ -126,7 +106,9 @@ class JobRunner:
         self.budget = budget
         self.workers = workers
         self.watch_interval = watch_interval
-        self.store_grace_s = store_grace_s
+        self.max_running_per_user = max_running_per_user
+        self.lease_s = lease_s
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
         self._pending: deque[_Job] = deque()
         self._running: dict[str, _Job] = {}
         self._cond = threading.Condition()
@@ -167,37 +149,75 @@ class JobRunner:
         with self._cond:
             return len(self._running) + len(self._pending)
 
-    # -- submitting ---------------------------------------------------------
-    def submit(self, req: JobRequest) -> dict[str, Any]:
-        """Start a job; returns ``{"job_id", "meta"}``. Raises ``JobRejected``."""
-        session, context = self.prepare(req)
-        job = _Job(req.job_id, req.user, session, context)
-        with self._cond:
-            free = self.workers - len(self._running)
-            position = max(0, len(self._pending) + 1 - free)
-            self.store.create(job.job_id, user=req.user, session_id=session.id, queue_position=position)
-            self._pending.append(job)
-            self._cond.notify()
-        meta = {"session_id": session.id, "backend": self.backend.name, "model": self.model,
-                "queue_position": position}  # fmt: skip
-        return {"job_id": job.job_id, "meta": meta}
+    def ready(self) -> dict[str, bool]:
+        """Readiness of this process's side: worker threads alive, the transcript writer answers."""
+        workers = any(t.is_alive() for t in self._threads) and not self._stopping.is_set()
+        try:
+            self.transcripts.cursor().execute("SELECT 1").fetchall()
+            writer = True
+        except Exception:
+            writer = False
+        return {"worker": workers, "transcripts": writer}
 
-    def prepare(self, req: JobRequest) -> tuple[Session, Any]:
-        """The quick start of a run: session, budget check, the user's message stored."""
+    # -- admission ----------------------------------------------------------
+    def submit(self, req: JobRequest) -> dict[str, Any]:
+        """Admit a job and queue it; returns ``{"job_id", "meta"}`` at once. Raises ``JobRejected``
+        (429 at the per-user cap, 503 while shutting down)."""
+        position = self._position()
+        try:
+            self.store.create(req.job_id, user=req.user, request=req.to_dict(), queue_position=position,
+                              max_running=self.max_running_per_user)  # fmt: skip
+        except CapReached as exc:
+            raise JobRejected(429, str(exc)) from None
+        return self._admitted(req, position)
+
+    async def asubmit(self, req: JobRequest) -> dict[str, Any]:
+        """``submit`` for the API's event loop: admission parks no thread."""
+        position = self._position()
+        try:
+            await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(), queue_position=position,
+                                     max_running=self.max_running_per_user)  # fmt: skip
+        except CapReached as exc:
+            raise JobRejected(429, str(exc)) from None
+        return self._admitted(req, position)
+
+    def _position(self) -> int:
         if self._stopping.is_set():
             raise JobRejected(503, "The job service is shutting down. Please try again in a moment.")
+        with self._cond:
+            return max(0, len(self._pending) + 1 - (self.workers - len(self._running)))
+
+    def _admitted(self, req: JobRequest, position: int) -> dict[str, Any]:
+        self.enqueue(req)
+        meta = {"session_id": req.session_id, "backend": self.backend.name, "model": self.model,
+                "queue_position": position}  # fmt: skip
+        return {"job_id": req.job_id, "meta": meta}
+
+    def enqueue(self, req: JobRequest, *, resume_session: str | None = None) -> None:
+        """Queue an admitted job for a worker thread (from ``submit``, the Redis intake, a takeover)."""
+        with self._cond:
+            if req.job_id in self._running or any(j.job_id == req.job_id for j in self._pending):
+                return  # claimed after its lease lapsed and popped from the queue: run it once
+            self.store.take(req.job_id, user=req.user, request=req.to_dict())
+            self._pending.append(_Job(req, resume_session))
+            self._cond.notify()
+
+    def prepare(self, req: JobRequest) -> tuple[Session, Any, int]:
+        """The start of a run: session, budget check, the user's message stored. Returns the
+        session, the loop's context and how many messages came before the question."""
         session = self._session_for(req)
         if self.budget is not None:
             try:
                 self.budget.check(req.user, store=self.transcripts)
             except BudgetExceeded as exc:
                 raise JobRejected(429, exc.message) from None
+        before = len(self.transcripts.load_messages(session.id))
         self.transcripts.append_message(session.id, Message.user(req.message))
-        return session, self.integration.context_for(self.transcripts, session)
+        return session, self.integration.context_for(self.transcripts, session), before
 
     def stream(self, req: JobRequest) -> Iterator[LoopEvent]:
         """Run one question outside the pool and the job store (the SSE endpoint)."""
-        session, context = self.prepare(req)
+        session, context, _before = self.prepare(req)
         return run_agent(session, store=self.transcripts, backend=self.backend, model=self.model,
                          context=context, budget=self.budget, registry=self.integration.registry())  # fmt: skip
 
@@ -209,7 +229,8 @@ class JobRunner:
                 raise JobRejected(422, exc.message, "case_id") from None
             for item in req.history or []:
                 role = item.get("role")
-                text = str(item.get("text") or "")
+                # The seed's chat messages say `content`; ours say `text`.
+                text = str(item.get("text") or item.get("content") or "")
                 if role == "user":
                     self.transcripts.append_message(session.id, Message.user(text))
                 else:
@@ -218,12 +239,15 @@ class JobRunner:
             return session
         if req.history:
             raise JobRejected(422, "history is only accepted when starting a new session.", "history")
+        return self.own_session(req.session_id, req.user)
+
+    def own_session(self, session_id: str, user: str) -> Session:
         found: Session | None
         try:
-            found = self.transcripts.get_session(req.session_id)
+            found = self.transcripts.get_session(session_id)
         except ConfigurationError:
             found = None
-        if found is None or found.user != req.user:
+        if found is None or found.user != user:
             raise JobRejected(404, "There is no conversation with this session_id.", "session_id")
         return found
 
@@ -241,6 +265,8 @@ class JobRunner:
             self._publish_positions(positions)
             try:
                 self._run(job)
+            except Exception:
+                log.exception("job %s failed", job.job_id)
             finally:
                 with self._cond:
                     self._running.pop(job.job_id, None)
@@ -255,25 +281,33 @@ class JobRunner:
         with contextlib.suppress(StoreUnavailable):
             self.store.set_queue_position(positions)
 
+    def _start(self, job: _Job) -> tuple[Session, Any]:
+        req = job.req
+        if job.resume_session is not None:  # taken over: the question is already stored
+            session = self.own_session(job.resume_session, req.user)
+            return session, self.integration.context_for(self.transcripts, session)
+        session, context, before = self.prepare(req)
+        with contextlib.suppress(StoreUnavailable):
+            self.store.set_session(job.job_id, session.id, message=req.message, history_len=before)
+        return session, context
+
     def _run(self, job: _Job) -> None:
-        status: JobStatus = "done"
-        last: list[Chunk] = []
-        broken = ended = False
-        next_try = 0.0
         if job.cancel.is_set():  # cancelled while it waited
             self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
             return
         try:
-            events = run_agent(
-                job.session,
-                store=self.transcripts,
-                backend=self.backend,
-                model=self.model,
-                context=job.context,
-                budget=self.budget,
-                registry=self.integration.registry(),
-                cancel=job.cancel,
-            )
+            session, context = self._start(job)
+        except JobRejected as exc:
+            refused = {"type": "error", "message": exc.message, "kind": "refused", "status": exc.status,
+                       "field": exc.field}  # fmt: skip
+            self._end(job, "error", [refused])
+            return
+        status: EndStatus = "done"
+        last: list[Chunk] = []
+        try:
+            events = run_agent(session, store=self.transcripts, backend=self.backend, model=self.model,
+                               context=context, budget=self.budget, registry=self.integration.registry(),
+                               cancel=job.cancel)  # fmt: skip
             for event, payload in events:
                 chunk = to_chunk(event, payload)
                 if event == "done":
@@ -285,84 +319,94 @@ class JobRunner:
                 if event in ("done", "error"):
                     last.append(chunk)
                     continue
-                if broken:
-                    # Keep running so the transcript is complete; end the live job as soon
-                    # as the store is back (tried at most every half second).
-                    if not ended and time.monotonic() >= next_try:
-                        ended = self._try_end_after_outage(job)
-                        next_try = time.monotonic() + 0.5
-                    continue
-                try:
-                    if self.store.append(job.job_id, [chunk]):
-                        job.cancel.set()
-                    job.last_write = time.monotonic()
-                except StoreUnavailable as exc:
-                    log.error("job %s: the job store failed; finishing the run for the transcript: %s",
-                              job.job_id, exc)  # fmt: skip
-                    broken = True
+                # Queued, not waited on: the store writes in batches and retries through outages,
+                # so the run (and its transcript) goes on whatever Redis does.
+                if self.store.append(job.job_id, [chunk]):
+                    job.cancel.set()
+                job.last_write = time.monotonic()
         except Exception:
             log.exception("job %s failed", job.job_id)
             status = "error"
             last = [{"type": "error", "message": INTERNAL_MESSAGE, "kind": "internal"}]
         if not last:  # a terminal chunk always ends the list: it wakes every long-poll
             last = [{"type": "done", "stop_reason": None}]
-        if broken:
-            if not ended:
-                self._end_after_outage(job)
-        else:
-            self._end(job, status, last)
+        self._end(job, status, last)
 
-    def _end(self, job: _Job, status: JobStatus, last: list[Chunk]) -> None:
+    def _end(self, job: _Job, status: EndStatus, last: list[Chunk]) -> None:
         try:
             self.store.finish(job.job_id, status, last)
-        except StoreUnavailable:
-            self._end_after_outage(job)
+        except StoreUnavailable as exc:
+            log.error(
+                "job %s: its end could not be written (%s); the transcript is complete", job.job_id, exc
+            )
 
-    def _try_end_after_outage(self, job: _Job) -> bool:
-        chunk: Chunk = {"type": "error", "message": INTERRUPTED_MESSAGE, "kind": "store"}
-        try:
-            self.store.end_after_outage(job.job_id, user=job.user, session_id=job.session.id, chunk=chunk)
-        except StoreUnavailable:
-            return False
-        log.warning("job %s ended with an error after a job-store outage", job.job_id)
-        return True
+    # -- watching: cancels, leases ------------------------------------------
+    def _held(self) -> list[str]:
+        with self._cond:
+            return [*self._running, *(j.job_id for j in self._pending)]
 
-    def _end_after_outage(self, job: _Job) -> None:
-        deadline = time.monotonic() + self.store_grace_s
-        while not self._stopping.is_set():
-            if self._try_end_after_outage(job):
-                return
-            if time.monotonic() >= deadline:
-                log.error("job %s: the job store stayed unreachable; giving up on its live state", job.job_id)
-                return
-            time.sleep(0.5)
+    def _renew(self) -> None:
+        with contextlib.suppress(StoreUnavailable):
+            self.store.renew(self.worker_id, self._held(), self.lease_s)
 
-    # -- cancelling ---------------------------------------------------------
     def _watch(self) -> None:
+        next_renew = next_claim = 0.0
         while not self._stopping.wait(self.watch_interval):
-            # Only quiet jobs need a look (in a tool, waiting for the model, queued): an
-            # append already reports the cancel mark, and this also refreshes their TTL.
-            quiet = time.monotonic() - self.watch_interval
-            with self._cond:
-                ids = [j.job_id for j in self._running.values() if j.last_write <= quiet]
-                ids += [j.job_id for j in self._pending]
-            if not ids:
-                continue
-            try:
-                wanted = self.store.cancel_requested(ids)
-            except StoreUnavailable:
-                continue
-            if not wanted:
-                continue
-            dropped: list[_Job] = []
-            with self._cond:
-                for job_id in wanted:
-                    if job_id in self._running:
-                        self._running[job_id].cancel.set()
-                keep = deque(j for j in self._pending if j.job_id not in wanted)
-                dropped = [j for j in self._pending if j.job_id in wanted]
-                self._pending = keep
-                positions = self._positions() if dropped else {}
-            for job in dropped:
-                self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
-            self._publish_positions(positions)
+            now = time.monotonic()
+            if now >= next_renew:
+                self._renew()
+                next_renew = now + self.lease_s / 3
+            if now >= next_claim:
+                next_claim = now + 1.0
+                try:
+                    lapsed = self.store.claim_lapsed(
+                        self.worker_id, self.lease_s, LAPSED_MESSAGE, self._held()
+                    )
+                except StoreUnavailable:
+                    lapsed = []
+                for item in lapsed:
+                    self._after_lapse(item)
+            self._check_cancels()
+
+    def _after_lapse(self, item: Lapsed) -> None:
+        if item.taken_over:
+            log.warning("job %s: its worker stopped before it began; running it here", item.job_id)
+            self.enqueue(JobRequest.from_dict(item.request), resume_session=item.session_id)
+            return
+        log.warning("job %s: its worker stopped mid-answer; it ended with an error", item.job_id)
+        text, thought = in_flight(item.chunks)
+        if item.session_id is None or not (text or thought):
+            return
+        parts = ([Part.of_reasoning(thought)] if thought else []) + ([Part.of_text(text)] if text else [])
+        msg = Message(role="assistant", parts=parts, backend=self.backend.name, model_id=self.model,
+                      stop_reason="error", raw_stop_reason="error: the worker stopped")  # fmt: skip
+        try:
+            self.transcripts.append_message(item.session_id, msg)
+        except Exception:
+            log.exception("job %s: could not keep the interrupted answer", item.job_id)
+
+    def _check_cancels(self) -> None:
+        # Only quiet jobs need a look (in a tool, waiting for the model, queued): an
+        # append already reports the cancel mark, and this also refreshes their TTL.
+        quiet = time.monotonic() - self.watch_interval
+        with self._cond:
+            ids = [j.job_id for j in self._running.values() if j.last_write <= quiet]
+            ids += [j.job_id for j in self._pending]
+        if not ids:
+            return
+        try:
+            wanted = self.store.cancel_requested(ids)
+        except StoreUnavailable:
+            return
+        if not wanted:
+            return
+        with self._cond:
+            for job_id in wanted:
+                if job_id in self._running:
+                    self._running[job_id].cancel.set()
+            dropped = [j for j in self._pending if j.job_id in wanted]
+            self._pending = deque(j for j in self._pending if j.job_id not in wanted)
+            positions = self._positions() if dropped else {}
+        for job in dropped:
+            self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
+        self._publish_positions(positions)

@@ -37,7 +37,8 @@ class Settings:
     max_body_bytes: int = 64 * 1024
     max_wait_s: float = 25.0
     job_ttl_s: float = 180.0
-    submit_timeout_s: float = 30.0  # an API process waits this long for the worker to start a job
+    max_running_per_user: int | None = 8  # answers running or queued per user; more get 429
+    lease_s: float = 6.0  # a job whose worker stops renewing for this long ends (or moves)
     budget_minute_tokens: int | None = None
     budget_hour_tokens: int | None = None
     budget_monthly_usd: float | None = None

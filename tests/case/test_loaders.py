@@ -222,7 +222,7 @@ def test_etl_transactions_and_token_transfers(db: CaseDB, tmp_path: Path) -> Non
 
 
 def test_fast_and_checked_paths_load_the_same_rows(sample_dir: Path) -> None:
-    from tahrix_lab.case.loaders import _checked_load, _find, read_case_json
+    from tahrix_lab.case.loaders.folder import _checked_load, _find, read_case_json
     from tahrix_lab.case.schema import FOLDER_TABLES
 
     fast = CaseDB(connect(":memory:"))

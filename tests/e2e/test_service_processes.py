@@ -112,14 +112,23 @@ def files(tmp_path: Path) -> dict[str, str]:
     return {"tokens": str(tokens), "script": str(script), "db": str(tmp_path / "tahrix.duckdb")}
 
 
+def serve_all(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> Serve:
+    """One `--role all` process on the test's Redis, listening."""
+    return Serve("--redis-url", redis_srv.url, "--tokens-file", files["tokens"], "--fake-script", files["script"],
+                 db=Path(files["db"]), cwd=tmp_path).wait_listening()  # fmt: skip
+
+
 def poll_to_end(
-    client: httpx.Client, base: str, headers: dict[str, str], job: str, limit: float = 60
-) -> dict[str, Any]:
-    since, chunks = 0, []
+    client: httpx.Client, base: str, headers: dict[str, str], job: str, limit: float = 60, *,
+    since: int = 0, retry: tuple[int, ...] = (503,),
+) -> dict[str, Any]:  # fmt: skip
+    """Long-poll from ``since`` to the end; ``all_chunks`` holds what arrived. Statuses in ``retry``
+    (503; 404 while a restarted Redis has not got the job back yet) are tried again."""
+    chunks: list[dict[str, Any]] = []
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         r = client.get(f"{base}{JOB}/{job}", params={"since": since, "wait": 5}, headers=headers)
-        if r.status_code == 503:
+        if r.status_code in retry:
             time.sleep(0.2)
             continue
         assert r.status_code == 200, r.text
@@ -151,6 +160,7 @@ def test_two_processes_share_jobs(tmp_path: Path, redis_srv: Any, files: dict[st
             first = client.post(f"{b.url}{JOB}", json={"message": "one"}, headers=ALICE).json()
             state = poll_to_end(client, a.url, ALICE, first["job_id"])
             assert state["status"] == "done"
+            first_session = state["session_id"]
             assert state["content"] == " ".join(f"w{i}" for i in range(WORDS))
             # created through A, cancelled through B, read through both
             second = client.post(f"{a.url}{JOB}", json={"message": "two"}, headers=ALICE).json()
@@ -160,10 +170,10 @@ def test_two_processes_share_jobs(tmp_path: Path, redis_srv: Any, files: dict[st
             assert client.delete(f"{a.url}{JOB}/{second['job_id']}", headers=BOB).status_code == 404
             assert client.delete(f"{b.url}{JOB}/{second['job_id']}", headers=ALICE).json()["cancel_requested"]
             state = poll_to_end(client, b.url, ALICE, second["job_id"])
-            assert state["status"] == "cancelled"
+            assert (state["status"], state["stop_reason"]) == ("done", "cancelled")
             assert poll_to_end(client, a.url, ALICE, second["job_id"])["content"] == state["content"]
             # continuing the conversation through the API-only process
-            third = client.post(f"{b.url}{JOB}", json={"message": "three", "session_id": first["meta"]["session_id"]},
+            third = client.post(f"{b.url}{JOB}", json={"message": "three", "session_id": first_session},
                                 headers=ALICE).json()  # fmt: skip
             assert poll_to_end(client, b.url, ALICE, third["job_id"])["status"] == "done"
     finally:
@@ -172,10 +182,10 @@ def test_two_processes_share_jobs(tmp_path: Path, redis_srv: Any, files: dict[st
     errors = "".join(a.stderr + b.stderr)
     assert "lock" not in errors.lower()
     with TranscriptStore(files["db"]) as store:
-        one = store.load_messages(first["meta"]["session_id"])
+        one = store.load_messages(first_session)
         assert [m.role for m in one] == ["user", "assistant", "user", "assistant"]
         assert one[1].text == one[3].text == " ".join(f"w{i}" for i in range(WORDS))
-        two = store.load_messages(second["meta"]["session_id"])
+        two = store.load_messages(state["session_id"])
         assert two[-1].stop_reason == "cancelled"
         assert two[-1].text == state["content"]
 
@@ -196,16 +206,20 @@ def test_worker_and_api_processes(tmp_path: Path, redis_srv: Any, files: dict[st
         with httpx.Client(timeout=30) as client:
             job = client.post(f"{api.url}{JOB}", json={"message": "one"}, headers=ALICE).json()
             assert job["meta"]["backend"] == "fake"
-            assert poll_to_end(client, api.url, ALICE, job["job_id"])["status"] == "done"
+            done = poll_to_end(client, api.url, ALICE, job["job_id"])
+            assert done["status"] == "done"
             bad = client.post(f"{api.url}{JOB}", json={"message": "x", "session_id": "nope"}, headers=ALICE)
-            assert bad.status_code == 404  # the worker's refusal travels back through Redis
-            assert bad.json()["field"] == "session_id"
+            assert bad.status_code == 200  # admitted at once; the worker refuses the start
+            refused = poll_to_end(client, api.url, ALICE, bad.json()["job_id"])
+            assert refused["status"] == "error"
+            last = refused["all_chunks"][-1]
+            assert (last["kind"], last["status"], last["field"]) == ("refused", 404, "session_id")
     finally:
         api.stop()
         worker.stop()
     assert not (tmp_path / "never.duckdb").exists()  # the API process never opened a database
     with TranscriptStore(files["db"]) as store:
-        assert [m.role for m in store.load_messages(job["meta"]["session_id"])] == ["user", "assistant"]
+        assert [m.role for m in store.load_messages(done["session_id"])] == ["user", "assistant"]
 
 
 def test_api_role_without_redis_is_refused(tmp_path: Path, files: dict[str, str]) -> None:
@@ -229,36 +243,184 @@ def test_redis_unreachable_at_start_names_the_url(tmp_path: Path, files: dict[st
     assert "Traceback" not in proc.stderr
 
 
-def test_redis_killed_during_a_job(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> None:
-    a = Serve("--redis-url", redis_srv.url, "--tokens-file", files["tokens"], "--fake-script", files["script"],
-              db=Path(files["db"]), cwd=tmp_path).wait_listening()  # fmt: skip
+def test_redis_killed_and_restarted_empty_during_a_job(
+    tmp_path: Path, redis_srv: Any, files: dict[str, str]
+) -> None:
+    a = serve_all(tmp_path, redis_srv, files)
     try:
         with httpx.Client(timeout=30) as client:
             job = client.post(f"{a.url}{JOB}", json={"message": "q"}, headers=ALICE).json()
             r = client.get(f"{a.url}{JOB}/{job['job_id']}", params={"wait": 10}, headers=ALICE)
-            assert r.json()["chunks"]
-            redis_srv.stop()
-            r = client.get(f"{a.url}{JOB}/{job['job_id']}", headers=ALICE)
+            first = r.json()
+            assert first["chunks"]
+            since, seen = first["next"], list(first["chunks"])
+            redis_srv.proc.send_signal(signal.SIGKILL)
+            redis_srv.proc.wait(5)
+            redis_srv.proc = None
+            r = client.get(f"{a.url}{JOB}/{job['job_id']}", params={"since": since}, headers=ALICE)
             assert r.status_code == 503  # a calm refusal, not a hang or a crash
             assert "unreachable" in r.json()["detail"]
-            assert client.get(f"{a.url}/healthz").status_code == 200
+            assert client.get(f"{a.url}/healthz").status_code == 200  # alive
+            ready = client.get(f"{a.url}/readyz")
+            assert ready.status_code == 503  # but not ready
+            assert ready.json()["checks"]["store"] is False
             assert client.post(f"{a.url}{JOB}", json={"message": "x"}, headers=ALICE).status_code == 503
             time.sleep(1.0)
-            redis_srv.start()  # same port, empty: the job's keys are gone until the worker rewrites them
-            deadline = time.monotonic() + 10
-            while client.get(f"{a.url}{JOB}/{job['job_id']}", headers=ALICE).status_code != 200:
-                assert time.monotonic() < deadline, "the job was not restored after Redis came back"
-                time.sleep(0.1)
-            state = poll_to_end(client, a.url, ALICE, job["job_id"])
-            assert state["status"] == "error"
-            assert "saved in the conversation" in state["all_chunks"][-1]["message"]
-            # and the service takes new jobs again
+            redis_srv.start()  # same port, empty: the writer writes the job anew, same numbering
+            # the very first request after the restart is answered (a dead pooled connection is retried)
+            assert client.get(f"{a.url}/readyz").status_code == 200
+            state = poll_to_end(client, a.url, ALICE, job["job_id"], 30, since=since, retry=(404, 503))
+            seen += state["all_chunks"]
+            assert state is not None and state["status"] == "done"  # the end reached the client at its since
+            words = "".join(c["text"] for c in seen if c["type"] == "content")
+            assert words == " ".join(f"w{i}" for i in range(WORDS))  # nothing lost, nothing twice
+            assert seen[-1]["type"] == "done"
             again = client.post(f"{a.url}{JOB}", json={"message": "after"}, headers=ALICE).json()
             assert poll_to_end(client, a.url, ALICE, again["job_id"])["status"] == "done"
     finally:
         a.stop()
     with TranscriptStore(files["db"]) as store:
-        msgs = store.load_messages(job["meta"]["session_id"])
+        msgs = store.load_messages(state["session_id"])
         assert [m.role for m in msgs] == ["user", "assistant"]
         assert msgs[1].text == " ".join(f"w{i}" for i in range(WORDS))  # the whole answer, despite the outage
         assert msgs[1].stop_reason == "end_turn"
+
+
+def test_redis_frozen_requests_keep_their_deadline(
+    tmp_path: Path, redis_srv: Any, files: dict[str, str]
+) -> None:
+    a = serve_all(tmp_path, redis_srv, files)
+    try:
+        with httpx.Client(timeout=30) as client:
+            job = client.post(f"{a.url}{JOB}", json={"message": "q"}, headers=ALICE).json()
+            first = client.get(f"{a.url}{JOB}/{job['job_id']}", params={"wait": 10}, headers=ALICE).json()
+            redis_srv.proc.send_signal(signal.SIGSTOP)
+            try:
+                # generous client timeouts: the server itself must answer by wait + 1 s
+                r = client.get(f"{a.url}{JOB}/{job['job_id']}", params={"since": 10_000, "wait": 3},
+                               headers=ALICE, timeout=4.5)  # fmt: skip
+                assert r.status_code == 503
+                r = client.post(f"{a.url}{JOB}", json={"message": "x"}, headers=ALICE, timeout=2.5)
+                assert r.status_code == 503
+                assert client.get(f"{a.url}/readyz", timeout=2.5).status_code == 503
+            finally:
+                redis_srv.proc.send_signal(signal.SIGCONT)
+            seen = list(first["chunks"])
+            state = poll_to_end(client, a.url, ALICE, job["job_id"], 30, since=first["next"])
+            seen += state["all_chunks"]
+            assert state["status"] == "done"
+            assert "".join(c["text"] for c in seen if c["type"] == "content") == " ".join(
+                f"w{i}" for i in range(WORDS)
+            )
+    finally:
+        a.stop()
+
+
+def test_worker_killed_mid_answer(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> None:
+    """SIGKILL of the worker: the running job ends calmly within the lease, the transcript keeps
+    what was streamed, and a job that had not started is run by the next worker."""
+    script = tmp_path / "long.json"
+    script.write_text(
+        json.dumps(
+            {"delay": 0.05, "turns": [[{"kind": "text", "text": " ".join(f"w{i}" for i in range(400))}]]}
+        )
+    )
+    common = ["--redis-url", redis_srv.url, "--tokens-file", files["tokens"], "--fake-script", str(script),
+              "--workers", "1"]  # fmt: skip
+    worker = Serve(*common, "--role", "worker", db=Path(files["db"]), cwd=tmp_path)
+    worker.wait_listening(marker="worker running")
+    api = Serve(*common, "--role", "api", db=tmp_path / "never.duckdb", cwd=tmp_path).wait_listening()
+    replacement = None
+    try:
+        with httpx.Client(timeout=30) as client:
+            running = client.post(f"{api.url}{JOB}", json={"message": "one"}, headers=ALICE).json()
+            queued = client.post(f"{api.url}{JOB}", json={"message": "two"}, headers=ALICE).json()
+            since, seen = 0, []
+            while len(seen) < 20:
+                state = client.get(f"{api.url}{JOB}/{running['job_id']}", params={"since": since, "wait": 5},
+                                   headers=ALICE).json()  # fmt: skip
+                seen += state["chunks"]
+                since = state["next"]
+            worker.proc.send_signal(signal.SIGKILL)
+            worker.proc.wait(10)
+            killed_at = time.monotonic()
+            replacement = Serve(*common, "--role", "worker", db=Path(files["db"]), cwd=tmp_path)
+            replacement.wait_listening(marker="worker running")
+            while True:
+                r = client.get(
+                    f"{api.url}{JOB}/{running['job_id']}", params={"since": since, "wait": 5}, headers=ALICE
+                )
+                assert r.status_code == 200, r.text
+                state = r.json()
+                seen += state["chunks"]
+                since = state["next"]
+                if state["status"] != "streaming":
+                    break
+                assert time.monotonic() - killed_at < 30, "the job of the killed worker never ended"
+            assert state["status"] == "error"
+            assert seen[-1]["type"] == "error" and seen[-1]["kind"] == "lease"
+            assert "kept in the conversation" in seen[-1]["message"]
+            streamed = "".join(c["text"] for c in seen if c["type"] == "content")
+            assert streamed and streamed == state["content"]
+            other = poll_to_end(client, api.url, ALICE, queued["job_id"])  # taken over, run from the start
+            assert other["status"] == "done"
+            assert other["content"] == " ".join(f"w{i}" for i in range(400))
+    finally:
+        api.stop()
+        if replacement is not None:
+            replacement.stop()
+        worker.stop()
+    with TranscriptStore(files["db"]) as store:
+        msgs = store.load_messages(state["session_id"])
+        assert [m.role for m in msgs] == ["user", "assistant"]
+        assert (msgs[1].text, msgs[1].stop_reason) == (streamed, "error")  # what the client saw, kept
+        two = store.load_messages(other["session_id"])
+        assert [m.text for m in two] == ["two", other["content"]]  # its question stored once
+
+
+def test_a_client_written_to_the_seed_contract(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> None:
+    """POST {message, case_id, history (role/content)}, poll every 500 ms, render chunks after
+    lastChunkIdx, stop on done/error: nothing more."""
+    a = serve_all(tmp_path, redis_srv, files)
+
+    def seed_client(
+        client: httpx.Client, body: dict[str, Any], stop_after: int | None = None
+    ) -> dict[str, Any]:
+        created = client.post(f"{a.url}{JOB}", json=body, headers=ALICE)
+        assert created.status_code == 200, created.text
+        job_id, last, rendered, polls = created.json()["job_id"], 0, "", 0
+        assert isinstance(created.json()["meta"], dict)
+        while True:
+            state = client.get(f"{a.url}{JOB}/{job_id}", headers=ALICE).json()
+            chunks = state["chunks"]  # without since: all of them; the client slices
+            for chunk in chunks[last:]:
+                if chunk["type"] == "content":
+                    rendered += chunk["text"]
+            last = len(chunks)
+            polls += 1
+            assert state["status"] in ("streaming", "done", "error")
+            if state["status"] in ("done", "error"):
+                return {"state": state, "rendered": rendered, "polls": polls}
+            if stop_after is not None and polls == stop_after:
+                client.delete(f"{a.url}{JOB}/{job_id}", headers=ALICE)
+            time.sleep(0.5)
+
+    try:
+        with httpx.Client(timeout=30) as client:
+            out = seed_client(client, {"message": "q", "case_id": None,
+                                       "history": [{"role": "user", "content": "earlier"},
+                                                   {"role": "assistant", "content": "a reply"}]})  # fmt: skip
+            assert out["state"]["status"] == "done"
+            assert out["rendered"] == out["state"]["content"] == " ".join(f"w{i}" for i in range(WORDS))
+            usage = out["state"]["usage"]
+            assert usage["prompt_tokens"] == usage["input_tokens"] and usage["completion_tokens"] > 0
+            stopped = seed_client(
+                client, {"message": "stop me", "case_id": None, "history": []}, stop_after=2
+            )
+            assert stopped["state"]["status"] == "done"  # a seed client stops on it
+            assert stopped["state"]["stop_reason"] == "cancelled"
+    finally:
+        a.stop()
+    with TranscriptStore(files["db"]) as store:
+        msgs = store.load_messages(out["state"]["session_id"])
+        assert [m.text for m in msgs][:2] == ["earlier", "a reply"]

@@ -83,6 +83,21 @@ def poll_to_end(
     raise AssertionError("the job never ended")
 
 
+def refusal(client: httpx.Client, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    """A start refused by the worker: POST is admitted at once, the job ends with the reason."""
+    created = run_job(client, headers, body)
+    state, chunks = poll_to_end(client, headers, created["job_id"])
+    assert state["status"] == "error"
+    assert chunks[-1]["type"] == "error" and chunks[-1]["kind"] == "refused"
+    return chunks[-1]
+
+
+def sid(client: httpx.Client, headers: dict[str, str], job_id: str) -> str:
+    """The session of a job, once its worker started it."""
+    state, _ = poll_to_end(client, headers, job_id)
+    return str(state["session_id"])
+
+
 @pytest.fixture(params=["memory", "redis"])
 def mode(request: pytest.FixtureRequest) -> str | None:
     return request.getfixturevalue("redis_url") if request.param == "redis" else None
@@ -95,18 +110,20 @@ def test_a_job_streams_and_ends_done(tmp_path: Path, mode: str | None) -> None:
         assert meta["backend"] == "fake"
         assert meta["model"] == "fake-model"
         assert meta["queue_position"] == 0
+        assert meta["session_id"] is None  # a new session starts in the worker, after the POST
         state, chunks = poll_to_end(client, ALICE, created["job_id"])
         assert state["status"] == "done"
+        assert state["stop_reason"] == "end_turn"
         assert state["content"] == "You asked: what is 0xabc?"
         assert state["reasoning"] == "Thinking."
-        assert state["session_id"] == meta["session_id"]
+        assert state["session_id"]
         assert "".join(c["text"] for c in chunks if c["type"] == "content") == state["content"]
         assert [c["type"] for c in chunks][-2:] == ["usage", "done"]
         assert state["usage"]["output_tokens"] > 0
         assert "user" not in state
         # The transcript is in DuckDB, written by this process.
         assert built.transcripts is not None
-        msgs = built.transcripts.load_messages(meta["session_id"])
+        msgs = built.transcripts.load_messages(state["session_id"])
         assert [m.role for m in msgs] == ["user", "assistant"]
         assert msgs[1].text == "You asked: what is 0xabc?"
 
@@ -114,25 +131,25 @@ def test_a_job_streams_and_ends_done(tmp_path: Path, mode: str | None) -> None:
 def test_conversation_continues_with_session_id(tmp_path: Path) -> None:
     with service(tmp_path, ECHO) as (client, built):
         first = run_job(client, ALICE, {"message": "one"})
-        poll_to_end(client, ALICE, first["job_id"])
-        sid = first["meta"]["session_id"]
-        second = run_job(client, ALICE, {"message": "two", "session_id": sid})
-        assert second["meta"]["session_id"] == sid
+        session = sid(client, ALICE, first["job_id"])
+        second = run_job(client, ALICE, {"message": "two", "session_id": session})
+        assert second["meta"]["session_id"] == session
         state, _ = poll_to_end(client, ALICE, second["job_id"])
         assert state["content"] == "You asked: two"
         assert built.transcripts is not None
-        assert [m.text for m in built.transcripts.load_messages(sid)] == [
+        assert [m.text for m in built.transcripts.load_messages(session)] == [
             "one", "You asked: one", "two", "You asked: two"]  # fmt: skip
         # history seeds a new session only
-        r = client.post(JOB, json={"message": "x", "session_id": sid,
-                                   "history": [{"role": "user", "text": "a"}]}, headers=ALICE)  # fmt: skip
-        assert r.status_code == 422
-        assert r.json()["field"] == "history"
+        refused = refusal(client, ALICE, {"message": "x", "session_id": session,
+                                          "history": [{"role": "user", "text": "a"}]})  # fmt: skip
+        assert (refused["status"], refused["field"]) == (422, "history")
+        # history items as the seed's chat messages ({role, content}) or ours ({role, text})
         seeded = run_job(client, ALICE, {"message": "three", "history": [
-            {"role": "user", "text": "earlier"}, {"role": "assistant", "text": "reply"}]})  # fmt: skip
-        poll_to_end(client, ALICE, seeded["job_id"])
-        texts = [m.text for m in built.transcripts.load_messages(seeded["meta"]["session_id"])]
+            {"role": "user", "content": "earlier"}, {"role": "assistant", "text": "reply"}]})  # fmt: skip
+        texts = [m.text for m in built.transcripts.load_messages(sid(client, ALICE, seeded["job_id"]))]
         assert texts == ["earlier", "reply", "three", "You asked: three"]
+        bad = client.post(JOB, json={"message": "x", "history": [{"role": "user"}]}, headers=ALICE)
+        assert bad.status_code == 422
 
 
 def test_authentication_and_isolation(tmp_path: Path, mode: str | None) -> None:
@@ -152,11 +169,10 @@ def test_authentication_and_isolation(tmp_path: Path, mode: str | None) -> None:
         ):
             assert r.status_code == 404
             assert r.json() == unknown.json()  # indistinguishable from an unknown job
-        r = client.post(JOB, json={"message": "hi", "session_id": created["meta"]["session_id"]}, headers=BOB)
-        assert r.status_code == 404
-        assert r.json()["field"] == "session_id"
         state, _ = poll_to_end(client, ALICE, job)  # bob's cancel did nothing
         assert state["status"] == "done"
+        refused = refusal(client, BOB, {"message": "hi", "session_id": state["session_id"]})
+        assert (refused["status"], refused["field"]) == (404, "session_id")
 
 
 def test_validation_names_the_field(tmp_path: Path) -> None:
@@ -168,10 +184,9 @@ def test_validation_names_the_field(tmp_path: Path) -> None:
         r = client.post(JOB, json={"message": "hi", "colour": "red"}, headers=ALICE)
         assert r.status_code == 422
         assert r.json()["field"] == "colour"
-        r = client.post(JOB, json={"message": "hi", "case_id": "C-1"}, headers=ALICE)
-        assert r.status_code == 422
-        assert r.json()["field"] == "case_id"
-        assert "case" in r.json()["detail"]
+        refused = refusal(client, ALICE, {"message": "hi", "case_id": "C-1"})
+        assert (refused["status"], refused["field"]) == (422, "case_id")
+        assert "case" in refused["message"]
         created = run_job(client, ALICE, {"message": "hi"})
         r = client.get(f"{JOB}/{created['job_id']}", params={"wait": 99}, headers=ALICE)
         assert r.status_code == 422
@@ -198,15 +213,29 @@ def test_oversized_bodies_are_refused(tmp_path: Path) -> None:
         assert client.post(JOB, json={"message": "small"}, headers=ALICE).status_code == 200
 
 
-def test_budget_refusal_is_429(tmp_path: Path) -> None:
+def test_budget_refusal_ends_the_job(tmp_path: Path) -> None:
     with service(tmp_path, ECHO, budget_minute_tokens=5) as (client, _built):
         created = run_job(client, ALICE, {"message": "first"})
         poll_to_end(client, ALICE, created["job_id"])
-        r = client.post(JOB, json={"message": "second"}, headers=ALICE)
-        assert r.status_code == 429
-        assert "minute" in r.json()["detail"]
+        refused = refusal(client, ALICE, {"message": "second"})
+        assert refused["status"] == 429
+        assert "minute" in refused["message"]
         # another user is not affected by alice's per-user bucket
-        assert client.post(JOB, json={"message": "hi"}, headers=BOB).status_code == 200
+        state, _ = poll_to_end(client, BOB, run_job(client, BOB, {"message": "hi"})["job_id"])
+        assert state["status"] == "done"
+
+
+def test_per_user_cap_answers_429(tmp_path: Path, mode: str | None) -> None:
+    with service(tmp_path, SLOW, redis_url=mode, max_running_per_user=2) as (client, _built):
+        a = run_job(client, ALICE, {"message": "a"})
+        run_job(client, ALICE, {"message": "b"})
+        r = client.post(JOB, json={"message": "c"}, headers=ALICE)
+        assert r.status_code == 429
+        assert "2 answers running" in r.json()["detail"]
+        assert client.post(JOB, json={"message": "x"}, headers=BOB).status_code == 200  # per user
+        client.delete(f"{JOB}/{a['job_id']}", headers=ALICE)
+        poll_to_end(client, ALICE, a["job_id"])
+        assert client.post(JOB, json={"message": "d"}, headers=ALICE).status_code == 200
 
 
 def test_budget_refusal_inside_the_run_ends_the_job_with_an_error(tmp_path: Path, mode: str | None) -> None:
@@ -236,7 +265,7 @@ def test_capacity_queue_reports_position(tmp_path: Path, mode: str | None) -> No
         # a queued job cancelled before it runs ends at once
         client.delete(f"{JOB}/{third['job_id']}", headers=BOB)
         state, chunks = poll_to_end(client, BOB, third["job_id"])
-        assert state["status"] == "cancelled"
+        assert (state["status"], state["stop_reason"]) == ("done", "cancelled")
         assert chunks == [{"type": "done", "stop_reason": "cancelled"}]
         state, _ = poll_to_end(client, ALICE, second["job_id"])
         assert state["status"] == "done"
@@ -256,16 +285,16 @@ def test_cancel_mid_tool(tmp_path: Path, mode: str | None) -> None:
         assert r.status_code == 200
         assert r.json()["cancel_requested"] is True
         state, _ = poll_to_end(client, ALICE, job)
-        assert state["status"] == "cancelled"
+        assert (state["status"], state["stop_reason"]) == ("done", "cancelled")
         assert "Done waiting" not in state["content"]
         assert state["tool_calls"][0]["name"] == "pause"
         assert built.transcripts is not None
-        msgs = built.transcripts.load_messages(created["meta"]["session_id"])
+        msgs = built.transcripts.load_messages(state["session_id"])
         assert [m.role for m in msgs] == ["user", "assistant", "tool"]
         assert msgs[1].tool_uses()[0].tool_name == "pause"
         # cancelling an ended job changes nothing
         again = client.delete(f"{JOB}/{job}", headers=ALICE).json()
-        assert again == {"job_id": job, "status": "cancelled", "cancel_requested": False}
+        assert again == {"job_id": job, "status": "done", "cancel_requested": False}
 
 
 def test_a_poller_that_disappears(tmp_path: Path, mode: str | None) -> None:
@@ -278,15 +307,20 @@ def test_a_poller_that_disappears(tmp_path: Path, mode: str | None) -> None:
                     flaky.get(f"{JOB}/{job}", params={"since": 10_000, "wait": 20}, headers=ALICE)
         state, chunks = poll_to_end(client, ALICE, job)
         assert state["status"] == "done"
-        assert len([c for c in chunks if c["type"] == "content"]) == 40
+        assert "".join(c["text"] for c in chunks if c["type"] == "content").split() == [
+            f"w{i}" for i in range(40)
+        ]
         assert built.transcripts is not None
-        assert built.transcripts.load_messages(created["meta"]["session_id"])[-1].stop_reason == "end_turn"
+        assert built.transcripts.load_messages(state["session_id"])[-1].stop_reason == "end_turn"
 
 
 def test_many_jobs_cancelled_at_random_points(tmp_path: Path, redis_url: str) -> None:
     script = {"delay": 0.02, "turns": [[{"kind": "text", "text": " ".join(f"t{i}" for i in range(30))}]]}
     rng = random.Random(6)
-    with service(tmp_path, script, redis_url=redis_url, workers=16) as (client, built):
+    with service(tmp_path, script, redis_url=redis_url, workers=16, max_running_per_user=None) as (
+        client,
+        built,
+    ):
         jobs, cancels = [], []
         for i in range(200):  # each job is cancelled at a random point after it starts (or while queued)
             job = run_job(client, ALICE, {"message": f"q{i}"})
@@ -301,16 +335,17 @@ def test_many_jobs_cancelled_at_random_points(tmp_path: Path, redis_url: str) ->
         assert built.transcripts is not None
         for j in jobs:
             state, chunks = poll_to_end(client, ALICE, j["job_id"])
-            outcomes[state["status"]] = outcomes.get(state["status"], 0) + 1
+            outcome = "cancelled" if state["stop_reason"] == "cancelled" else state["status"]
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
             texts = [c["text"] for c in chunks if c["type"] == "content"]
             words = "".join(texts).split()
             assert words == [f"t{i}" for i in range(len(words))]  # nothing lost, nothing reordered
             assert state["content"] == "".join(texts)
-            msgs = built.transcripts.load_messages(j["meta"]["session_id"])
-            if state["status"] == "done":
+            msgs = built.transcripts.load_messages(state["session_id"]) if state["session_id"] else []
+            if outcome == "done":
                 assert msgs[-1].text == state["content"]
             else:
-                assert state["status"] == "cancelled"
+                assert state["status"] == "done"
                 assert chunks[-1] == {"type": "done", "stop_reason": "cancelled"}
                 if len(msgs) == 2:  # the partial answer the user saw is the one stored
                     assert msgs[-1].stop_reason == "cancelled"

@@ -60,16 +60,15 @@ def test_offline_service_runs_the_scripted_case_investigation(
                 t.start()
             for t in threads:
                 t.join()
-            unknown = client.post(
-                JOB,
-                json={"message": "hi", "case_id": "NOPE"},
-                headers={"Authorization": "Bearer alice-token-123"},
-            )
+            unknown: dict[str, Any] = {}  # admitted at once; the worker refuses the start
+            ask(client, "alice-token-123", {"message": "hi", "case_id": "NOPE"}, unknown)
     finally:
         built.close()
 
-    assert unknown.status_code == 422
-    assert "NOPE" in unknown.text
+    refused = unknown["chunks"][-1]
+    assert unknown["state"]["status"] == "error"
+    assert (refused["kind"], refused["status"], refused["field"]) == ("refused", 422, "case_id")
+    assert "NOPE" in refused["message"]
     for result in results:
         assert result["state"]["status"] == "done"
         calls = [c["name"] for c in result["chunks"] if c["type"] == "tool_call"]

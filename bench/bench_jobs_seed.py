@@ -1,0 +1,186 @@
+"""Our job service beside a reference of the seed's design, at several loads, in one run.
+
+For each job count N: N jobs start at once (all POSTs fired together), each
+streams 20 tokens a second from the same fake source (" seq:unix-time"), and
+one client per job reads them:
+
+* ours: ``tahrix`` service wiring with Redis (``--role all``), clients
+  long-poll with ``since``/``wait=20``;
+* seed: ``bench/seed_reference.py`` (FastAPI + Redis, the whole JSON state
+  rewritten per chunk under ``chatjob:{id}``), clients poll every 500 ms from
+  their ``lastChunkIdx``.
+
+Prints per run: delivery latency produce -> received (p50/p95/max), POST
+answer times (p95, the admission target), chunks lost or reordered, server
+CPU, and the seed/ours p95 ratio. Targets (2-core machine, clients on the same
+machine): 20 jobs p95 <= 10 ms; 500 jobs p95 <= 250 ms; POST p95 <= 50 ms for
+200 simultaneous requests; nothing lost or reordered.
+
+    .venv/bin/python bench/bench_jobs_seed.py                        # quick: 20 and 200 jobs x 5 s
+    .venv/bin/python bench/bench_jobs_seed.py --jobs 20,200,500 --seconds 20
+    .venv/bin/python bench/bench_jobs_seed.py --only ours --jobs 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+from typing import Any
+
+import redis
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_jobs_concurrency import RawConn, cpu_seconds
+from bench_jobs_latency import JOB, ChildServer, RedisProc, Server, free_port, parse, pct
+from seed_reference import serve_seed
+
+RATE = 20.0
+RETRIED: list[int] = []
+
+
+class SeedServer(ChildServer):
+    def __init__(self, redis_url: str, count: int, interval: float) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = mp.get_context("spawn").Process(
+            target=serve_seed, args=(self.port, redis_url, count, interval)
+        )
+
+
+async def long_poller(conn: RawConn, job: str, got: list[tuple[int, float]]) -> None:
+    since = 0
+    while True:
+        status, state = await conn.request("GET", f"{JOB}/{job}?since={since}&wait=20")
+        if status == 503:
+            await asyncio.sleep(0.1)
+            continue
+        if status != 200:
+            raise RuntimeError(f"poll of job {job} answered {status}: {state}")
+        parse(state["chunks"], time.time(), got)
+        since = state["next"]
+        if state["status"] != "streaming":
+            return
+
+
+async def seed_poller(conn: RawConn, job: str, got: list[tuple[int, float]]) -> None:
+    """Written to the seed's contract only: poll every 500 ms, render after lastChunkIdx."""
+    last = 0
+    while True:
+        status, state = await conn.request("GET", f"{JOB}/{job}")
+        if status >= 500:  # overloaded: try again at the next tick
+            await asyncio.sleep(0.5)
+            continue
+        if status != 200:
+            raise RuntimeError(f"poll of job {job} answered {status}: {state}")
+        chunks = state.get("chunks", [])
+        parse(chunks[last:], time.time(), got)
+        last = len(chunks)
+        if state["status"] in ("done", "error"):
+            return
+        await asyncio.sleep(0.5)
+
+
+async def drive(url: str, jobs: int, seed: bool) -> tuple[list[list[tuple[int, float]]], list[float]]:
+    host, port = url.removeprefix("http://").split(":")
+    conns = [RawConn(host, int(port)) for _ in range(jobs)]
+    post_ms: list[float] = []
+
+    async def post(i: int, c: RawConn) -> tuple[int, Any]:
+        t0 = time.perf_counter()
+        while True:  # a 503 ("try again") is retried, as a client would; the time counts it
+            try:
+                out = await c.request("POST", JOB, json.dumps({"message": f"job {i}"}).encode())
+            except (ConnectionError, asyncio.IncompleteReadError):  # reset under overload: again
+                c.close()
+                c.writer = None
+                out = (503, {})
+            if out[0] < 500:
+                break
+            RETRIED.append(i)
+            await asyncio.sleep(0.1)
+        post_ms.append((time.perf_counter() - t0) * 1000)
+        return out
+
+    got: list[list[tuple[int, float]]] = [[] for _ in conns]
+    reader = seed_poller if seed else long_poller
+
+    async def job(i: int, c: RawConn) -> None:  # each client polls as soon as its POST answers
+        status, body = await post(i, c)
+        if status != 200:
+            raise SystemExit(f"a job was refused: {status} {body}")
+        await reader(c, body["job_id"], got[i])
+
+    try:
+        for c in conns:  # connect first: the POSTs then leave together
+            c.reader, c.writer = await asyncio.open_connection(c.host, c.port)
+        await asyncio.gather(*(job(i, c) for i, c in enumerate(conns)))
+    finally:
+        for c in conns:
+            c.close()
+    return got, post_ms
+
+
+def one(name: str, jobs: int, count: int, redis_url: str) -> dict[str, Any]:
+    interval = 1 / RATE
+    seed = name == "seed"
+    server: Any = SeedServer(redis_url, count, interval) if seed else Server(
+        redis_url=redis_url, count=count, interval=interval, workers=jobs)  # fmt: skip
+    RETRIED.clear()
+    with server as srv:
+        cpu0, wall0 = cpu_seconds(srv.pid), time.monotonic()
+        got, post_ms = asyncio.run(drive(srv.url, jobs, seed))
+        cpu, wall = cpu_seconds(srv.pid) - cpu0, time.monotonic() - wall0
+    lost = sum(1 for g in got if [s for s, _ in g] != list(range(count)))
+    lat = [d * 1000 for g in got for _, d in g]
+    row = {"design": name, "jobs": jobs, "p50_ms": round(pct(lat, 50), 1), "p95_ms": round(pct(lat, 95), 1),
+           "max_ms": round(max(lat), 1), "post_p95_ms": round(pct(post_ms, 95), 1), "lost_or_reordered_jobs": lost,
+           "server_cpu_pct": round(100 * cpu / wall), "post_503_retries": len(RETRIED)}  # fmt: skip
+    print(f"  {name:4s} {jobs:4d} jobs: delivery p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  "
+          f"max {row['max_ms']:8.1f} ms | POST p95 {row['post_p95_ms']:7.1f} ms ({len(RETRIED)} 503 retried) | lost/reordered jobs {lost} | "
+          f"server CPU {row['server_cpu_pct']}% | load avg {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", default="20,200", help="comma-separated job counts (default 20,200)")
+    ap.add_argument("--seconds", type=float, default=5.0, help="how long each job streams (default 5)")
+    ap.add_argument("--only", choices=["ours", "seed"], default=None, help="run one design only")
+    args = ap.parse_args()
+    counts = [int(n) for n in args.jobs.split(",") if n]
+    count = int(args.seconds * RATE)
+    print(f"jobs vs the seed design: {count} tokens per job at {RATE:g}/s, cores={os.cpu_count()}, "
+          f"load average {os.getloadavg()[0]:.1f} at start (shared machine; clients on the same machine)")  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    redis_proc = RedisProc()
+    try:
+        for jobs in counts:
+            for name in ("ours", "seed"):
+                if args.only in (None, name):
+                    redis.Redis.from_url(redis_proc.url).flushall()
+                    rows.append(one(name, jobs, count, redis_proc.url))
+    finally:
+        redis_proc.close()
+    targets = {20: 10.0, 500: 250.0}
+    for jobs in counts:
+        ours = next((r for r in rows if r["design"] == "ours" and r["jobs"] == jobs), None)
+        seed = next((r for r in rows if r["design"] == "seed" and r["jobs"] == jobs), None)
+        bits = []
+        if ours and seed:
+            bits.append(f"seed/ours p95 ratio {seed['p95_ms'] / max(ours['p95_ms'], 0.001):.1f}x")
+        if ours and jobs in targets:
+            met = "met" if ours["p95_ms"] <= targets[jobs] else "NOT met"
+            bits.append(f"target p95 <= {targets[jobs]:g} ms: {met}")
+        if ours and jobs >= 200:
+            bits.append(f"POST p95 <= 50 ms: {'met' if ours['post_p95_ms'] <= 50 else 'NOT met'}")
+        print(f"  {jobs} jobs: " + "; ".join(bits))
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

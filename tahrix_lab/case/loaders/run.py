@@ -1,0 +1,107 @@
+"""One load of export files: staged, identified and merged in one transaction.
+
+Every job stages one file's rows (``_mv``/``_tx``/``_as``) and the shared core
+merges them; a refusal anywhere rolls the whole load back. Every query reads
+its result to the end, so small reads on the same connection before or after
+(``ws.require_case()``) never meet an unfinished result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import duckdb
+
+from tahrix_lab.case.db import CaseDB
+from tahrix_lab.case.known_tokens import known_rows
+from tahrix_lab.case.loaders.merge import create_stages, drop_stages, merge_all
+from tahrix_lab.case.loaders.report import FileReport, LoadError, LoadReport
+
+Stager = Callable[[duckdb.DuckDBPyConnection, FileReport], None]
+
+
+@dataclass
+class Job:
+    report: FileReport
+    stage: Stager
+    # consecutive jobs of one batch are merged together (one pass over the case per batch, not per
+    # file); a batch never mixes sources whose ids differ in kind (positional vs canonical)
+    batch: str = ""
+
+
+def make_decimals(cur: duckdb.DuckDBPyConnection) -> None:
+    """``_decimals``: what the case knows (``assets``) first, then the shipped table."""
+    known = known_rows()
+    cur.execute(
+        "CREATE OR REPLACE TEMP TABLE _known (asset_key VARCHAR, decimals INTEGER, canonical VARCHAR)"
+    )
+    cur.execute(
+        "INSERT INTO _known SELECT unnest($k), unnest($d), unnest($c)",
+        {"k": [r[0] for r in known], "d": [r[3] for r in known], "c": [r[4] for r in known]},
+    )
+    cur.execute(
+        """CREATE OR REPLACE TEMP TABLE _decimals AS
+        SELECT asset_key, decimals FROM assets WHERE decimals IS NOT NULL
+        UNION ALL SELECT asset_key, decimals FROM _known ANTI JOIN (SELECT asset_key FROM assets WHERE decimals IS NOT NULL) USING (asset_key)"""
+    )
+
+
+def run_load(
+    db: CaseDB,
+    case_id: str,
+    jobs: Sequence[Job],
+    *,
+    prelude: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> LoadReport:
+    case_id = case_id.strip()
+    if not case_id:
+        raise LoadError(jobs[0].report.file if jobs else "", "a case id is required")
+    report = LoadReport(case_id)
+    with db.write_lock:
+        cur = db.cursor()
+        current = jobs[0].report.file if jobs else ""
+        cur.execute("BEGIN")
+        try:
+            cur.execute(
+                "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING", [case_id, case_id]
+            )
+            make_decimals(cur)
+            if prelude is not None:
+                prelude(cur)
+            batches: list[list[Job]] = []
+            for job in jobs:
+                if not batches or batches[-1][0].batch != job.batch or not job.batch:
+                    batches.append([])
+                batches[-1].append(job)
+            for batch in batches:
+                create_stages(cur)
+                for i, job in enumerate(batch):
+                    current = job.report.file
+                    job.stage(cur, job.report)
+                    for stage in ("_mv", "_tx", "_as"):
+                        cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [i])
+                current = (
+                    batch[-1].report.file
+                    if len(batch) == 1
+                    else f"{len(batch)} files ({batch[0].report.file} …)"
+                )
+                merge_all(cur, case_id, [j.report for j in batch])
+                for job in batch:
+                    report.files.append(job.report)
+                    report.add_inserted("transfers", job.report.inserted)
+                    for table, n in job.report.tables.items():
+                        report.add_inserted(table, n)
+                    report.skipped_duplicates["transfers"] = (
+                        report.skipped_duplicates.get("transfers", 0) + job.report.merged
+                    )
+            db.refresh_addresses(cur, case_id)
+        except BaseException as exc:
+            cur.execute("ROLLBACK")
+            drop_stages(cur)
+            if isinstance(exc, duckdb.Error):
+                raise LoadError(current, f"could not be written: {str(exc).splitlines()[0][:300]}") from None
+            raise
+        cur.execute("COMMIT")
+        drop_stages(cur)
+    return report

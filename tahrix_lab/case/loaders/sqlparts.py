@@ -1,0 +1,85 @@
+"""SQL fragments the source loaders share: quoting, number clean-up, exact scaling.
+
+Amounts are scaled as text, never through floats: ``raw_from_decimal`` turns
+``"1,250.5"`` with 18 decimals into ``"1250500000000000000000"`` and refuses
+(returns NULL, so the caller names the line) a value with more fraction digits
+than the token has; ``decimal_from_raw`` turns a uint256 string into
+``DECIMAL(38,18)`` without going through a 128-bit integer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from tahrix_lab.case.chains import EVM_CHAINS
+
+EVM_IN = "(" + ", ".join(f"'{c}'" for c in EVM_CHAINS) + ")"
+UNKNOWN_TEXTS = "('N/A', 'NA', 'N.A.', '-', '--', 'NULL', 'NONE', 'NAN', '?')"
+DECIMAL_RE = r"^[0-9]+(\.[0-9]+)?$"
+INTEGER_RE = r"^[0-9]+$"
+
+
+def q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def text(expr: str | None) -> str:
+    """A text field: trimmed, empty as NULL; a missing column is NULL. (``N/A`` in a hash or address
+    column is refused by the checks; in a number it is unknown: see ``number``.)"""
+    if expr is None:
+        return "NULL"
+    return f"nullif(trim({expr}), '')"
+
+
+def number(expr: str | None) -> str:
+    """A number as exported: thousands separators, ``$`` and spaces dropped; blank/``N/A`` NULL."""
+    if expr is None:
+        return "NULL"
+    t = text(expr)
+    cleaned = f"replace(replace(replace({t}, ',', ''), '$', ''), ' ', '')"
+    return f"CASE WHEN upper({t}) IN {UNKNOWN_TEXTS} THEN NULL ELSE nullif({cleaned}, '') END"
+
+
+def bad_number(expr: str, pattern: str = DECIMAL_RE) -> str:
+    """True where a value is present but not a plain non-negative number."""
+    return f"({number(expr)} IS NOT NULL AND NOT regexp_full_match({number(expr)}, '{pattern}'))"
+
+
+def raw_from_decimal(s: str, dec: str) -> str:
+    """Exact base units from a decimal text ``s`` (already cleaned) and decimals ``dec``."""
+    frac = f"split_part({s}, '.', 2)"
+    digits = f"ltrim(split_part({s}, '.', 1) || rpad({frac}, {dec}, '0'), '0')"
+    return (
+        f"CASE WHEN {s} IS NULL OR {dec} IS NULL OR length({frac}) > {dec} THEN NULL "
+        f"ELSE CASE WHEN {digits} = '' THEN '0' ELSE {digits} END END"
+    )
+
+
+def decimal_from_raw(raw: str, dec: str) -> str:
+    """``DECIMAL(38,18)`` from base units (text) and decimals; NULL when decimals are unknown."""
+    padded = f"(CASE WHEN length({raw}) <= {dec} THEN repeat('0', {dec} + 1 - length({raw})) || {raw} ELSE {raw} END)"
+    as_text = f"(CASE WHEN {dec} = 0 THEN {raw} ELSE left({padded}, length({padded}) - {dec}) || '.' || right({padded}, {dec}) END)"
+    return (
+        f"CASE WHEN {raw} IS NULL OR {dec} IS NULL THEN NULL ELSE TRY_CAST({as_text} AS DECIMAL(38,18)) END"
+    )
+
+
+def evm_lower(expr: str, chain_sql: str) -> str:
+    return f"CASE WHEN {chain_sql} IN {EVM_IN} THEN lower({text(expr)}) ELSE {text(expr)} END"
+
+
+def fetch_one(cur: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple[Any, ...]:
+    """One row, with the result read to the end (a half-read result blocks the cursor)."""
+    rows = cur.execute(sql, params if params is not None else []).fetchall()
+    return tuple(rows[0]) if rows else ()
+
+
+def fetch_value(cur: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> Any:
+    row = fetch_one(cur, sql, params)
+    return row[0] if row else None

@@ -1,0 +1,229 @@
+"""Jobs in this process (the embedded default); see ``chunklog`` for the contract."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tahrix_lab.flow import Chunk
+from tahrix_lab.jobs.chunklog import (
+    DEFAULT_TTL_S,
+    TERMINAL,
+    CapReached,
+    EndStatus,
+    Folder,
+    JobStore,
+    end_status,
+    state,
+)
+
+
+@dataclass
+class _MemJob:
+    user: str
+    request: dict[str, Any]
+    session_id: str | None = None
+    folder: Folder = field(default_factory=Folder)
+    chunks: list[Chunk] = field(default_factory=list)
+    status: str = "streaming"
+    queue_position: int = 0
+    cancel: bool = False
+    expires: float | None = None  # set when the job ends
+    cond: threading.Condition | None = None  # long-polls of this job wait here (threads)
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(default_factory=list)
+
+    def wake(self) -> None:
+        assert self.cond is not None
+        self.cond.notify_all()
+        for loop, fut in self.waiters:
+            loop.call_soon_threadsafe(_resolve, fut)
+        self.waiters.clear()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class MemoryJobStore(JobStore):
+    """Jobs in a dict under one lock; each job has its own condition on that lock, so a
+    chunk wakes only the long-polls of its own job."""
+
+    def __init__(self, ttl: float = DEFAULT_TTL_S) -> None:
+        self.ttl = ttl
+        self._jobs: dict[str, _MemJob] = {}
+        self._sessions: dict[str, tuple[str, str, int]] = {}  # session -> (job, message, history_len)
+        self._cond = threading.RLock()
+
+    def _get(self, job_id: str) -> _MemJob | None:
+        job = self._jobs.get(job_id)
+        if job is not None and job.expires is not None and job.expires <= time.monotonic():
+            del self._jobs[job_id]
+            return None
+        return job
+
+    def _purge(self) -> None:
+        now = time.monotonic()
+        for job_id in [k for k, j in self._jobs.items() if j.expires is not None and j.expires <= now]:
+            del self._jobs[job_id]
+
+    def create(
+        self, job_id: str, *, user: str, request: dict[str, Any], queue_position: int = 0,
+        max_running: int | None = None, enqueue: bool = False,
+    ) -> int:  # fmt: skip
+        with self._cond:
+            self._purge()
+            if max_running is not None:
+                running = sum(1 for j in self._jobs.values() if j.user == user and j.status not in TERMINAL)
+                if running >= max_running:
+                    raise CapReached(max_running)
+            self._jobs[job_id] = _MemJob(
+                user=user,
+                request=request,
+                session_id=request.get("session_id"),
+                queue_position=queue_position,
+                cond=threading.Condition(self._cond),
+            )
+            return 0
+
+    def set_session(self, job_id: str, session_id: str, *, message: str, history_len: int) -> None:
+        with self._cond:
+            job = self._get(job_id)
+            if job is not None:
+                job.session_id = session_id
+                self._sessions[session_id] = (job_id, message, history_len)
+                job.wake()
+
+    def session_job(self, session_id: str) -> dict[str, Any] | None:
+        with self._cond:
+            found = self._sessions.get(session_id)
+            if found is None:
+                return None
+            job = self._get(found[0])
+            if job is None or job.status in TERMINAL:
+                return None
+            return {"job_id": found[0], "message": found[1], "history_len": found[2]}
+
+    def append(self, job_id: str, chunks: list[Chunk]) -> bool:
+        with self._cond:
+            job = self._get(job_id)
+            if job is None:
+                return True  # expired under us: nobody can read it, stop working on it
+            for chunk in chunks:
+                job.folder.apply(chunk)
+                job.chunks.append(chunk)
+            job.queue_position = 0
+            job.wake()
+            return job.cancel
+
+    def finish(self, job_id: str, status: EndStatus, chunks: list[Chunk]) -> None:
+        with self._cond:
+            job = self._get(job_id)
+            if job is None:
+                return
+            for chunk in chunks:
+                job.folder.apply(chunk)
+                job.chunks.append(chunk)
+            job.folder.end(status)
+            job.status = end_status(status)
+            job.queue_position = 0
+            job.expires = time.monotonic() + self.ttl
+            if job.session_id is not None:
+                self._sessions.pop(job.session_id, None)
+            job.wake()
+
+    def read(self, job_id: str, since: int = 0, wait: float = 0.0) -> dict[str, Any] | None:
+        deadline = time.monotonic() + max(wait, 0.0)
+        with self._cond:
+            while True:
+                job = self._get(job_id)
+                if job is None:
+                    return None
+                remaining = deadline - time.monotonic()
+                if len(job.chunks) > since or job.status in TERMINAL or remaining <= 0:
+                    break
+                assert job.cond is not None
+                job.cond.wait(remaining)
+            return self._snapshot(job, since)
+
+    async def aread(
+        self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
+        linger: float = 0.0,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        # The lock is only ever held briefly, so reading inline on the loop is fine;
+        # waiting is a future that the writer resolves, not a parked thread.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(wait, 0.0)
+        woken = False
+        while True:
+            with self._cond:
+                job = self._get(job_id)
+                if job is None or (user is not None and job.user != user):
+                    return None
+                remaining = deadline - loop.time()
+                ready = len(job.chunks) > since or job.status in TERMINAL or remaining <= 0
+                lingering = ready and woken and linger > 0 and job.status not in TERMINAL and remaining > 0
+                if ready and not lingering:
+                    return self._snapshot(job, since)
+                if not ready:
+                    fut: asyncio.Future[None] = loop.create_future()
+                    job.waiters.append((loop, fut))
+            if lingering:  # woken under load: gather a little more, then answer
+                await asyncio.sleep(min(linger, remaining))
+                woken = False
+                continue
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(fut, remaining)
+                woken = True
+            finally:
+                with self._cond:
+                    if (loop, fut) in job.waiters:
+                        job.waiters.remove((loop, fut))
+
+    def _snapshot(self, job: _MemJob, since: int) -> dict[str, Any]:
+        with self._cond:
+            f = job.folder
+            header = {
+                "status": job.status,
+                "stop_reason": f.stop_reason,
+                "content": f.content,
+                "reasoning": f.reasoning,
+                "tool_calls": [dict(c) for c in f.tool_calls],
+                "usage": dict(f.usage),
+                "session_id": job.session_id,
+                "queue_position": job.queue_position,
+                "user": job.user,
+            }
+            return state(header, list(job.chunks[since:]), since, len(job.chunks))
+
+    def owner(self, job_id: str) -> str | None:
+        with self._cond:
+            job = self._get(job_id)
+            return job.user if job else None
+
+    def request_cancel(self, job_id: str) -> bool:
+        with self._cond:
+            job = self._get(job_id)
+            if job is None:
+                return False
+            job.cancel = True
+            return True
+
+    def cancel_requested(self, job_ids: list[str]) -> set[str]:
+        with self._cond:
+            return {j for j in job_ids if (job := self._get(j)) is not None and job.cancel}
+
+    def set_queue_position(self, positions: dict[str, int]) -> None:
+        with self._cond:
+            for job_id, pos in positions.items():
+                job = self._get(job_id)
+                if job is not None:
+                    job.queue_position = pos
+
+    def workers_alive(self) -> int:
+        return 1  # the runner lives in this process with the store

@@ -1,0 +1,216 @@
+"""The Lua scripts of ``RedisJobStore``: each changes one job's keys together or not at all.
+
+Layout (``{p}`` is ``chatjob:``)::
+
+    {p}{job}            hash: user, request (JSON), session_id, status, stop_reason (JSON),
+                        content, reasoning, tool_calls (JSON), usage (JSON), next,
+                        queue_position, cancel, message, history_len
+    {p}{job}:chunks     stream: entry ``0-{n}`` holds chunk number n-1
+    {p}user:{user}      set: the user's jobs that have not ended (the per-user cap)
+    {p}session:{sid}    the job running in that session (the page reattaches to it)
+    {p}leases           sorted set: job -> lease deadline (ms, Redis clock)
+    {p}workers          sorted set: worker -> last renewal (ms, Redis clock)
+    {p}queue            list: requests admitted by API processes, for the worker
+    channel {p}wake     one message per written batch: the job ids, space-separated
+"""
+
+from __future__ import annotations
+
+P = "chatjob:"
+
+_NOW = (
+    "local _t = redis.call('TIME'); local now = tonumber(_t[1]) * 1000 + math.floor(tonumber(_t[2]) / 1000)\n"
+)
+
+# Ending a job: leave the cap set, the session pointer and the leases.
+_ENDED = f"""
+local function ended(h, id)
+  local user = redis.call('HGET', h, 'user')
+  if user then redis.call('SREM', '{P}user:' .. user, id) end
+  local sid = redis.call('HGET', h, 'session_id')
+  if sid and sid ~= '' and redis.call('GET', '{P}session:' .. sid) == id then
+    redis.call('DEL', '{P}session:' .. sid)
+  end
+  redis.call('ZREM', '{P}leases', id)
+end
+"""
+
+# KEYS: hash, user set, queue. ARGV: job id, user, request JSON, queue position, ttl, cap (0: none),
+# session id (or ''), enqueue ('1': push the request for a worker), lease ms. The job is leased
+# from the start, so it is claimed even if its worker dies before the first renewal.
+# Returns -1 when the cap refuses, else the queue length (or 0).
+CREATE = (
+    _NOW
+    + f"""
+local cap = tonumber(ARGV[6])
+if cap > 0 then
+  local n = 0
+  for _, j in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+    if redis.call('HGET', '{P}' .. j, 'status') == 'streaming' then n = n + 1
+    else redis.call('SREM', KEYS[2], j) end
+  end
+  if n >= cap then return -1 end
+end
+redis.call('HSET', KEYS[1], 'user', ARGV[2], 'request', ARGV[3], 'status', 'streaming',
+  'stop_reason', 'null', 'content', '', 'reasoning', '', 'tool_calls', '[]', 'usage', '{{}}',
+  'next', 0, 'queue_position', ARGV[4], 'session_id', ARGV[7])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[5]))
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], tonumber(ARGV[5]))
+redis.call('ZADD', '{P}leases', now + tonumber(ARGV[9]), ARGV[1])
+if ARGV[8] == '1' then return redis.call('RPUSH', KEYS[3], ARGV[3]) end
+return 0
+"""
+)
+
+# KEYS: hash, stream. ARGV: ttl, status ('' keeps it), expected next, content delta,
+# reasoning delta, n chunks, chunk JSON x n, then field/value pairs to set.
+# Returns -1: the job is gone (Redis lost it); -2: the log is not where the writer thinks
+# (an earlier write's answer was lost); -3: it already ended (a reaper ended it); else the
+# cancel flag. The writer answers -1 and -2 by writing the whole log again (RESTORE).
+APPEND = (
+    _ENDED
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HGET', KEYS[1], 'status') ~= 'streaming' then return -3 end
+if tonumber(redis.call('HGET', KEYS[1], 'next') or '0') ~= tonumber(ARGV[3]) then return -2 end
+local n = tonumber(ARGV[6])
+for i = 1, n do
+  local idx = redis.call('HINCRBY', KEYS[1], 'next', 1)
+  redis.call('XADD', KEYS[2], '0-' .. idx, 'c', ARGV[6 + i])
+end
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], 'content', (redis.call('HGET', KEYS[1], 'content') or '') .. ARGV[4])
+end
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[1], 'reasoning', (redis.call('HGET', KEYS[1], 'reasoning') or '') .. ARGV[5])
+end
+for i = 7 + n, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], 'queue_position', 0)
+local ttl = tonumber(ARGV[1])
+redis.call('EXPIRE', KEYS[1], ttl)
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ttl) end
+local id = string.sub(KEYS[1], string.len('chatjob:') + 1)
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], 'status', ARGV[2])
+  ended(KEYS[1], id)
+end
+if redis.call('HGET', KEYS[1], 'cancel') == '1' then return 1 end
+return 0
+"""
+)
+
+# KEYS: hash, stream. ARGV: ttl, status, n chunks, chunk JSON x n, then every header field/value.
+# The whole job written anew under the same indexes (after Redis lost it).
+RESTORE = (
+    _ENDED
+    + f"""
+local cancel = redis.call('HGET', KEYS[1], 'cancel')
+redis.call('DEL', KEYS[1], KEYS[2])
+local n = tonumber(ARGV[3])
+for i = 1, n do redis.call('XADD', KEYS[2], '0-' .. i, 'c', ARGV[3 + i]) end
+for i = 4 + n, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], 'next', n, 'queue_position', 0, 'status', ARGV[2])
+if cancel then redis.call('HSET', KEYS[1], 'cancel', cancel) end
+local ttl = tonumber(ARGV[1])
+redis.call('EXPIRE', KEYS[1], ttl)
+if n > 0 then redis.call('EXPIRE', KEYS[2], ttl) end
+local id = string.sub(KEYS[1], string.len('{P}') + 1)
+if ARGV[2] ~= 'streaming' then ended(KEYS[1], id)
+else
+  local user = redis.call('HGET', KEYS[1], 'user')
+  if user then redis.call('SADD', '{P}user:' .. user, id) end
+end
+if cancel == '1' then return 1 end
+return 0
+"""
+)
+
+# KEYS: hash, stream. ARGV: since. The state and the chunks from `since`, in one step.
+READ = """
+local h = redis.call('HGETALL', KEYS[1])
+if #h == 0 then return {h, {}} end
+return {h, redis.call('XRANGE', KEYS[2], '(0-' .. ARGV[1], '+')}
+"""
+
+# KEYS: hash. Set the cancel flag only on a job that exists.
+CANCEL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'cancel', '1')
+return 1
+"""
+
+# KEYS: hash. ARGV: position, ttl. Only on a job that exists (HSET would recreate it).
+POSITION = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'queue_position', ARGV[1])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+return 1
+"""
+
+# KEYS: hash, session pointer. ARGV: job id, session id, message, history len, ttl.
+SESSION = f"""
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'session_id', ARGV[2], 'message', ARGV[3], 'history_len', ARGV[4])
+redis.call('SET', KEYS[2], ARGV[1], 'EX', tonumber(ARGV[5]))
+redis.call('PUBLISH', '{P}wake', ARGV[1])
+return 1
+"""
+
+# ARGV: worker id, lease ms, job ids... Renews the leases and the worker's heartbeat; returns
+# the jobs Redis no longer holds (it restarted empty), for their writer to write anew.
+RENEW = (
+    _NOW
+    + f"""
+local deadline = now + tonumber(ARGV[2])
+redis.call('ZADD', '{P}workers', now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', '{P}workers', '-inf', now - 600000)
+local missing = {{}}
+for i = 3, #ARGV do
+  if redis.call('EXISTS', '{P}' .. ARGV[i]) == 1 then redis.call('ZADD', '{P}leases', deadline, ARGV[i])
+  else table.insert(missing, ARGV[i]) end
+end
+return missing
+"""
+)
+
+# ARGV: lease ms. How many workers renewed within one lease.
+WORKERS = _NOW + f"return redis.call('ZCOUNT', '{P}workers', now - tonumber(ARGV[1]), '+inf')\n"
+
+# ARGV: worker id, lease ms, error chunk JSON, ttl, then the jobs the claimer holds (their
+# leases are renewed first, so a live worker never claims its own). Claims up to 50 lapsed jobs:
+# one that produced nothing is leased to the claimer (it runs it); any other ends with the
+# error chunk. Returns {job id, 'take'|'end', request, session id} per claimed job.
+CLAIM = (
+    _NOW
+    + _ENDED
+    + f"""
+local out = {{}}
+local woken = {{}}
+for i = 5, #ARGV do redis.call('ZADD', '{P}leases', 'XX', now + tonumber(ARGV[2]), ARGV[i]) end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', '{P}leases', '-inf', now, 'LIMIT', 0, 50)) do
+  redis.call('ZREM', '{P}leases', id)
+  local h = '{P}' .. id
+  if redis.call('HGET', h, 'status') == 'streaming' then
+    local request = redis.call('HGET', h, 'request') or '{{}}'
+    local sid = ''  -- the session only once the worker stored the question in it
+    if redis.call('HEXISTS', h, 'history_len') == 1 then sid = redis.call('HGET', h, 'session_id') end
+    if tonumber(redis.call('HGET', h, 'next') or '0') == 0 then
+      redis.call('ZADD', '{P}leases', now + tonumber(ARGV[2]), id)
+      table.insert(out, {{id, 'take', request, sid}})
+    else
+      local idx = redis.call('HINCRBY', h, 'next', 1)
+      redis.call('XADD', h .. ':chunks', '0-' .. idx, 'c', ARGV[3])
+      redis.call('HSET', h, 'status', 'error', 'stop_reason', '"error"', 'queue_position', 0)
+      redis.call('EXPIRE', h, tonumber(ARGV[4]))
+      redis.call('EXPIRE', h .. ':chunks', tonumber(ARGV[4]))
+      ended(h, id)
+      table.insert(out, {{id, 'end', request, sid}})
+      table.insert(woken, id)
+    end
+  end
+end
+if #woken > 0 then redis.call('PUBLISH', '{P}wake', table.concat(woken, ' ')) end
+return out
+"""
+)

@@ -1,0 +1,363 @@
+"""Jobs in Redis, shared by several processes (layout in ``redis_scripts``).
+
+Writes: the runner's ``append`` only queues chunks. One writer thread sends,
+per batch, one atomic script per job that has news (its consecutive text
+deltas merged), pipelined across jobs, then one ``PUBLISH`` naming the jobs:
+one wake-up per batch. Idle, a batch is one chunk and leaves at once; under
+load batches grow by themselves (chunks gather while the last one is sent)
+and a short window lets them gather a little more.
+
+The writer keeps each running job's whole log. When Redis loses a job (it
+restarted empty) or a write's answer was lost, the next write finds the log
+elsewhere than expected and the writer writes the job anew under the same
+indexes: numbering continues. While Redis is down the run goes on and the
+writer retries; ``finish`` waits (at most ``grace_s``) for the end to land.
+
+Reads (the API, ``aread``): one script returns the state and the chunks from
+``since``; a long-poll waits for the wake-up message of its job (one pubsub
+connection per process), then reads again. Commands have short socket
+timeouts and a dead pooled connection is retried once; no command blocks in
+Redis, so no request outlives its ``wait`` by more than the socket timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+from tahrix_lab.flow import Chunk
+from tahrix_lab.jobs import redis_scripts as lua
+from tahrix_lab.jobs.chunklog import (
+    DEFAULT_LEASE_S,
+    DEFAULT_TTL_S,
+    KEY_PREFIX,
+    TERMINAL,
+    CapReached,
+    JobStore,
+    Lapsed,
+    state,
+)
+from tahrix_lab.jobs.chunklog import StoreUnavailable as StoreUnavailable
+from tahrix_lab.jobs.redis_wake import Waker
+from tahrix_lab.jobs.redis_writer import BatchedWrites, Mirror, job_key
+from tahrix_lab.jobs.redis_writer import redact_url as redact_url
+
+log = logging.getLogger(__name__)
+
+SOCKET_TIMEOUT_S = 2.0  # every command is short: nothing blocks inside Redis
+QUEUE_KEY = f"{KEY_PREFIX}queue"
+
+MAX_CONNECTIONS = 4096
+ASYNC_POOL = 64
+BUSY_JOBS = 16  # a batch with this many jobs means load: gather for WINDOW_S before the next
+WINDOW_S = 0.02
+
+
+def _client_options() -> dict[str, Any]:
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    # One retry, only for a connection that died in the pool (not for a timeout: a frozen
+    # server would double every wait); redis-py's default retries three times with backoff.
+    return {"decode_responses": True, "socket_connect_timeout": SOCKET_TIMEOUT_S,
+            "socket_timeout": SOCKET_TIMEOUT_S, "health_check_interval": 10,
+            "max_connections": MAX_CONNECTIONS, "retry_on_error": [RedisConnectionError],
+            "retry_on_timeout": False, "_retry": NoBackoff}  # fmt: skip
+
+
+def _make_client(module: Any, url: str) -> Any:
+    opts = _client_options()
+    backoff = opts.pop("_retry")
+    return module.Redis.from_url(url, retry=module.retry.Retry(backoff(), 1), **opts)
+
+
+def _make_async_client(url: str) -> Any:
+    """The API's client: a bounded pool that queues for a free connection. Commands are
+    short (waiting polls hold none), so a few dozen serve hundreds of polls, and a burst of
+    POSTs does not open hundreds of connections at once."""
+    import redis.asyncio
+
+    opts = _client_options()
+    backoff = opts.pop("_retry")
+    opts["max_connections"] = ASYNC_POOL
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        url, timeout=SOCKET_TIMEOUT_S, retry=redis.asyncio.retry.Retry(backoff(), 1), **opts
+    )
+    return redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: aclose closes it
+
+
+def _parse(reply: list[Any], since: int) -> dict[str, Any] | None:
+    flat, entries = reply
+    header = dict(zip(flat[0::2], flat[1::2], strict=True))
+    if not header:
+        return None
+    for name, empty in (("tool_calls", "[]"), ("usage", "{}"), ("stop_reason", "null")):
+        header[name] = json.loads(header.get(name) or empty)
+    chunks = [json.loads(fields["c"] if isinstance(fields, dict) else fields[1]) for _id, fields in entries]
+    return state(header, chunks, since, int(header.get("next", 0)))
+
+
+class RedisJobStore(BatchedWrites, JobStore):
+    """See the module docstring. ``check()`` pings at start so a wrong URL fails at once."""
+
+    def __init__(
+        self, url: str, *, ttl: float = DEFAULT_TTL_S, grace_s: float = 60.0, lease_s: float = DEFAULT_LEASE_S
+    ) -> None:
+        import redis
+
+        self.lease_s = lease_s
+        self.url = url
+        self.ttl = ttl
+        self.grace_s = grace_s
+        self._redis = redis
+        self.client: Any = _make_client(redis, url)
+        self._scripts = {name: self.client.register_script(getattr(lua, name)) for name in
+                         ("CREATE", "APPEND", "RESTORE", "READ", "CANCEL", "POSITION", "SESSION",
+                          "RENEW", "WORKERS", "CLAIM")}  # fmt: skip
+        self._mirrors: dict[str, Mirror] = {}
+        self._dirty: dict[str, None] = {}  # insertion-ordered set
+        self._cond = threading.Condition()
+        self._writer_thread: threading.Thread | None = None
+        self._closing = False
+        self._inflight = False
+        self._async: Any = None  # (loop, client, read script, waker)
+
+    def _err(self, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(f"Redis at {redact_url(self.url)} is unreachable: {exc}")
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except self._redis.RedisError as exc:
+            raise self._err(exc) from exc
+
+    def _ttl(self) -> int:
+        return max(1, round(self.ttl))
+
+    def check(self) -> None:
+        try:
+            self.client.ping()
+        except self._redis.RedisError as exc:
+            raise StoreUnavailable(
+                f"Cannot reach Redis at {redact_url(self.url)}: {exc}. Start redis-server or fix --redis-url."
+            ) from None
+
+    def ping(self) -> None:
+        self._call(self.client.ping)
+
+    # -- admission -------------------------------------------------------------
+    def create(
+        self, job_id: str, *, user: str, request: dict[str, Any], queue_position: int = 0,
+        max_running: int | None = None, enqueue: bool = False,
+    ) -> int:  # fmt: skip
+        """Admit the job; with ``enqueue`` also push the request for a worker (one step).
+        Returns the worker queue's length (0 without ``enqueue``)."""
+        keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
+        got = int(self._call(self._scripts["CREATE"], keys=keys, args=args))
+        if got < 0:
+            raise CapReached(max_running or 0)
+        return got
+
+    async def acreate(
+        self, job_id: str, *, user: str, request: dict[str, Any], queue_position: int = 0,
+        max_running: int | None = None, enqueue: bool = False,
+    ) -> int:  # fmt: skip
+        """``create`` on the event loop (a POST parks no thread)."""
+        self._async_parts()  # the event loop's client and scripts
+        keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
+        try:
+            got = int(await self._async[4](keys=keys, args=args))
+        except self._redis.RedisError as exc:
+            raise self._err(exc) from exc
+        if got < 0:
+            raise CapReached(max_running or 0)
+        return got
+
+    def _create_args(
+        self, job_id: str, user: str, request: dict[str, Any], position: int, cap: int | None, enqueue: bool
+    ) -> tuple[list[str], list[Any]]:
+        keys = [job_key(job_id), f"{KEY_PREFIX}user:{user}", QUEUE_KEY]
+        args = [job_id, user, json.dumps(request), position, self._ttl(), cap or 0,
+                request.get("session_id") or "", "1" if enqueue else "0", int(self.lease_s * 1000)]  # fmt: skip
+        return keys, args
+
+    def take(self, job_id: str, *, user: str, request: dict[str, Any]) -> None:
+        """This process writes the job from now on (the writer keeps its log)."""
+        with self._cond:
+            self._mirrors.setdefault(job_id, Mirror(user=user, request=request))
+
+    def set_session(self, job_id: str, session_id: str, *, message: str, history_len: int) -> None:
+        with self._cond:
+            mirror = self._mirrors.get(job_id)
+            if mirror is not None:
+                mirror.header = {
+                    "session_id": session_id,
+                    "message": message,
+                    "history_len": str(history_len),
+                }
+        keys = [job_key(job_id), f"{KEY_PREFIX}session:{session_id}"]
+        with contextlib.suppress(StoreUnavailable):  # a restore writes it again
+            self._call(
+                self._scripts["SESSION"],
+                keys=keys,
+                args=[job_id, session_id, message, history_len, self._ttl()],
+            )
+
+    def session_job(self, session_id: str) -> dict[str, Any] | None:
+        job_id = self._call(self.client.get, f"{KEY_PREFIX}session:{session_id}")
+        if not job_id:
+            return None
+        found = self._call(self.client.hmget, job_key(job_id), ["status", "message", "history_len"])
+        if found[0] != "streaming":
+            return None
+        return {"job_id": job_id, "message": found[1] or "", "history_len": int(found[2] or 0)}
+
+    # -- reading -----------------------------------------------------------------
+    def read(self, job_id: str, since: int = 0, wait: float = 0.0) -> dict[str, Any] | None:
+        key = job_key(job_id)
+        since = max(0, since)
+        deadline = time.monotonic() + max(0.0, wait)
+        while True:
+            got = _parse(self._call(self._scripts["READ"], keys=[key, key + ":chunks"], args=[since]), since)
+            remaining = deadline - time.monotonic()
+            if got is None or got["chunks"] or got["status"] in TERMINAL or remaining <= 0:
+                return got
+            # Short blocking slices: a command never outlives the socket timeout.
+            block = max(1, int(min(remaining, SOCKET_TIMEOUT_S / 2) * 1000))
+            self._call(self.client.xread, {key + ":chunks": f"0-{since}"}, count=1, block=block)
+
+    def _async_parts(self) -> tuple[Any, Any, Waker]:
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._async[0] is not loop:
+            client = _make_async_client(self.url)
+            self._async = (loop, client, client.register_script(lua.READ), Waker(client),
+                           client.register_script(lua.CREATE))  # fmt: skip
+        return self._async[1], self._async[2], self._async[3]
+
+    async def aread(
+        self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
+        linger: float = 0.0,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        _client, script, waker = self._async_parts()
+        key = job_key(job_id)
+        since = max(0, since)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, wait)
+
+        async def once() -> dict[str, Any] | None:
+            try:
+                return _parse(await script(keys=[key, key + ":chunks"], args=[since]), since)
+            except self._redis.RedisError as exc:
+                raise self._err(exc) from exc
+
+        def ready(got: dict[str, Any] | None) -> bool:
+            return got is None or bool(got["chunks"]) or got["status"] in TERMINAL
+
+        # Listen before reading: a write between the read and the wait still wakes us.
+        fut = waker.register(job_id) if wait > 0 else None
+        try:
+            got = await once()
+            if got is None or (user is not None and got.get("user") != user):
+                return None
+            while not ready(got) and fut is not None:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(fut), remaining)
+                if fut.done():
+                    waker.unregister(job_id, fut)
+                    fut = waker.register(job_id)
+                    if linger > 0:  # under load: let more chunks gather into this answer
+                        await asyncio.sleep(min(linger, max(0.0, deadline - loop.time())))
+                got = await once()
+                if got is None:
+                    return None
+            return got
+        finally:
+            if fut is not None:
+                waker.unregister(job_id, fut)
+
+    def owner(self, job_id: str) -> str | None:
+        user = self._call(self.client.hget, job_key(job_id), "user")
+        return str(user) if user is not None else None
+
+    def request_cancel(self, job_id: str) -> bool:
+        return bool(self._call(self._scripts["CANCEL"], keys=[job_key(job_id)]))
+
+    def cancel_requested(self, job_ids: list[str]) -> set[str]:
+        if not job_ids:
+            return set()
+        pipe = self.client.pipeline(transaction=False)
+        for job_id in job_ids:
+            key = job_key(job_id)
+            pipe.hget(key, "cancel")
+            pipe.expire(key, self._ttl())
+            pipe.expire(key + ":chunks", self._ttl())
+        out = self._call(pipe.execute)
+        wanted = {j for j, flag in zip(job_ids, out[0::3], strict=True) if flag == "1"}
+        with self._cond:
+            for job_id in wanted:
+                if (m := self._mirrors.get(job_id)) is not None:
+                    m.cancel = True
+        return wanted
+
+    def set_queue_position(self, positions: dict[str, int]) -> None:
+        if not positions:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for job_id, pos in positions.items():
+            self._scripts["POSITION"](keys=[job_key(job_id)], args=[pos, self._ttl()], client=pipe)
+        self._call(pipe.execute)
+
+    # -- leases ------------------------------------------------------------------
+    def renew(self, worker_id: str, job_ids: list[str], lease_s: float) -> None:
+        missing = self._call(self._scripts["RENEW"], args=[worker_id, int(lease_s * 1000), *job_ids])
+        if missing:
+            with self._cond:
+                for job_id in missing:
+                    if (m := self._mirrors.get(job_id)) is not None:
+                        m.restore = True  # Redis restarted empty: write the job anew now
+                        self._dirty[job_id] = None
+                self._cond.notify_all()
+                self._start_writer()
+
+    def claim_lapsed(
+        self, worker_id: str, lease_s: float, message: str, held: list[str] | None = None
+    ) -> list[Lapsed]:
+        chunk = json.dumps({"type": "error", "message": message, "kind": "lease"})
+        args = [worker_id, int(lease_s * 1000), chunk, self._ttl(), *(held or [])]
+        got = self._call(self._scripts["CLAIM"], args=args)
+        out: list[Lapsed] = []
+        for job_id, what, request, session_id in got:
+            taken = what == "take"
+            chunks: list[Chunk] = []
+            if not taken:
+                read = self.read(job_id, 0)
+                chunks = read["chunks"] if read else []
+            out.append(Lapsed(job_id, json.loads(request), session_id or None, taken, chunks))
+        return out
+
+    def workers_alive(self) -> int:
+        return int(self._call(self._scripts["WORKERS"], args=[10_000]))
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._writer_thread is not None:
+            self._writer_thread.join(SOCKET_TIMEOUT_S * 2)
+            self._writer_thread = None
+        self.client.close()
+
+    async def aclose(self) -> None:
+        if self._async is not None and self._async[0] is asyncio.get_running_loop():
+            await self._async[3].close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._async[1].aclose(), SOCKET_TIMEOUT_S)
+        self._async = None

@@ -1,0 +1,248 @@
+"""The Redis store's writes: per batch, one atomic script per job with news, pipelined.
+
+The runner's ``append`` only queues chunks. One writer thread sends, per
+batch, one script per job that has news (its consecutive text deltas
+merged), pipelined across jobs, then one ``PUBLISH`` naming the jobs: one
+wake-up per batch. Idle, a batch is one chunk and leaves at once; under load
+batches grow by themselves (chunks gather while the last one is sent) and a
+short window lets them gather a little more.
+
+The writer keeps each running job's whole log (``Mirror``). When Redis loses
+a job (it restarted empty) or a write's answer was lost, the next write finds
+the log elsewhere than expected and the writer writes the job anew under the
+same indexes: numbering continues. While Redis is down the run goes on and
+the writer retries; ``finish`` waits (at most ``grace_s``) for the end to land.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tahrix_lab.flow import Chunk
+from tahrix_lab.jobs.chunklog import KEY_PREFIX, EndStatus, Folder, StoreUnavailable, end_status, merge_deltas
+from tahrix_lab.jobs.redis_wake import WAKE_CHANNEL
+
+log = logging.getLogger(__name__)
+
+BUSY_JOBS = 16  # a batch with this many jobs means load: gather for WINDOW_S before the next
+WINDOW_S = 0.02
+
+
+def job_key(job_id: str) -> str:
+    return f"{KEY_PREFIX}{job_id}"
+
+
+def redact_url(url: str) -> str:
+    """The URL without a password, for messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        host = parts.hostname or ""
+        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+@dataclass
+class Mirror:
+    """The writer's copy of one job it writes."""
+
+    user: str
+    request: dict[str, Any]
+    header: dict[str, str] = field(default_factory=dict)  # session_id, message, history_len
+    folder: Folder = field(default_factory=Folder)
+    chunks: list[Chunk] = field(default_factory=list)  # every chunk, in index order
+    log: list[str] = field(default_factory=list)  # the same as JSON
+    sent: int = 0  # how many of them Redis holds
+    pending: list[Chunk] = field(default_factory=list)
+    end: EndStatus | None = None
+    restore: bool = False
+    cancel: bool = False
+    written: threading.Event = field(default_factory=threading.Event)  # the end landed
+
+
+class BatchedWrites:
+    """The writing half of ``RedisJobStore`` (which provides the attributes used here)."""
+
+    client: Any
+    url: str
+    grace_s: float
+    _redis: Any
+    _scripts: dict[str, Any]
+    _mirrors: dict[str, Mirror]
+    _dirty: dict[str, None]
+    _cond: threading.Condition
+    _writer_thread: threading.Thread | None
+    _closing: bool
+    _inflight: bool
+
+    def _ttl(self) -> int:
+        raise NotImplementedError
+
+    def _where(self) -> str:
+        return redact_url(self.url)
+
+    # -- writing ---------------------------------------------------------------
+    def append(self, job_id: str, chunks: list[Chunk]) -> bool:
+        with self._cond:
+            mirror = self._mirrors.get(job_id)
+            if mirror is None:
+                mirror = self._mirrors[job_id] = Mirror(user="", request={})
+            mirror.pending.extend(chunks)
+            self._dirty[job_id] = None
+            self._cond.notify_all()
+            self._start_writer()
+            return mirror.cancel
+
+    def finish(self, job_id: str, status: EndStatus, chunks: list[Chunk]) -> None:
+        with self._cond:
+            mirror = self._mirrors.get(job_id)
+            if mirror is None:
+                mirror = self._mirrors[job_id] = Mirror(user="", request={})
+            mirror.pending.extend(chunks)
+            mirror.end = status
+            self._dirty[job_id] = None
+            self._cond.notify_all()
+            self._start_writer()
+        if not mirror.written.wait(self.grace_s):
+            with self._cond:
+                self._mirrors.pop(job_id, None)
+                self._dirty.pop(job_id, None)
+            raise StoreUnavailable(
+                f"Redis at {self._where()} stayed unreachable; the job's end was not written"
+            )
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait until every chunk queued so far is written (tests; a clean shutdown)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (self._dirty or self._inflight) and time.monotonic() < deadline:
+                self._cond.wait(0.05)
+
+    def _start_writer(self) -> None:
+        if self._writer_thread is None:
+            self._writer_thread = threading.Thread(
+                target=self._drain, name="tahrix-redis-writer", daemon=True
+            )
+            self._writer_thread.start()
+
+    def _drain(self) -> None:
+        failing = False
+        while True:
+            with self._cond:
+                while not self._dirty and not self._closing:
+                    self._cond.wait()
+                if self._closing and not self._dirty:
+                    return
+                batch = list(self._dirty)
+                self._dirty.clear()
+                ops = [(job_id, self._op(job_id)) for job_id in batch if job_id in self._mirrors]
+                self._inflight = True
+            try:
+                ok = self._send(ops)
+            finally:
+                with self._cond:
+                    self._inflight = False
+                    self._cond.notify_all()
+            if not ok:
+                if not failing:
+                    log.error(
+                        "Redis at %s is unreachable; the runs go on and their chunks wait",
+                        self._where(),
+                    )
+                failing = True
+                time.sleep(0.5)
+                continue
+            if failing:
+                log.warning("Redis at %s answers again; writing the waiting chunks", self._where())
+                failing = False
+            if len(ops) >= BUSY_JOBS:
+                time.sleep(WINDOW_S)  # under load: let the next batch gather
+
+    def _op(self, job_id: str) -> tuple[str, list[str], list[Any]]:
+        """The script call that brings Redis up to date with this job (under the lock)."""
+        m = self._mirrors[job_id]
+        for chunk in merge_deltas(m.pending):
+            m.folder.apply(chunk)
+            m.chunks.append(chunk)
+            m.log.append(json.dumps(chunk, ensure_ascii=False))
+        m.pending = []
+        status = end_status(m.end) if m.end is not None else ""
+        if m.end is not None:
+            m.folder.end(m.end)
+        key = job_key(job_id)
+        folded = m.folder.fields()
+        if m.restore:
+            header = {"user": m.user, "request": json.dumps(m.request), **m.header, **folded}
+            args: list[Any] = [self._ttl(), status or "streaming", len(m.log), *m.log]
+            for k, v in header.items():
+                args += [k, v]
+            return "RESTORE", [key, key + ":chunks"], args
+        unsent = m.chunks[m.sent :]
+        content = "".join(c.get("text") or "" for c in unsent if c.get("type") == "content")
+        reasoning = "".join(c.get("text") or "" for c in unsent if c.get("type") == "reasoning")
+        args = [self._ttl(), status, m.sent, content, reasoning, len(unsent), *m.log[m.sent :]]
+        for k in ("tool_calls", "usage", "stop_reason"):
+            args += [k, folded[k]]
+        return "APPEND", [key, key + ":chunks"], args
+
+    def _send(self, ops: list[tuple[str, tuple[str, list[str], list[Any]]]]) -> bool:
+        try:
+            # EVALSHA straight away: a pipeline of Script objects would first ask SCRIPT EXISTS,
+            # one more round trip per batch. After a Redis restart the scripts are loaded again
+            # and the batch is retried (a script that was not found did not run).
+            pipe = self.client.pipeline(transaction=False)
+            for _job_id, (name, keys, args) in ops:
+                pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
+            pipe.publish(WAKE_CHANNEL, " ".join(job_id for job_id, _ in ops))
+            results = pipe.execute(raise_on_error=False)
+            if any(isinstance(r, self._redis.exceptions.NoScriptError) for r in results):
+                for script in self._scripts.values():
+                    self.client.script_load(script.script)
+                results = [self._redis.ConnectionError("scripts reloaded")] * (len(ops) + 1)
+        except self._redis.RedisError as exc:
+            results = [exc] * (len(ops) + 1)
+        ok = True
+        with self._cond:
+            for (job_id, _op), res in zip(ops, results, strict=False):
+                m = self._mirrors.get(job_id)
+                if m is None:
+                    continue
+                if isinstance(res, Exception):
+                    # Unknown whether it landed: the next write checks where the log is.
+                    if not isinstance(res, self._redis.ResponseError):
+                        ok = False  # unreachable: back off before the next try
+                    self._dirty[job_id] = None
+                    if isinstance(res, self._redis.ResponseError):
+                        log.error("job %s: Redis refused a write: %s", job_id, res)
+                        m.restore = True
+                    continue
+                code = int(res)
+                if code == -1 and not m.user:  # never taken here (it expired): nothing to restore
+                    m.cancel = True
+                    m.written.set()
+                    self._mirrors.pop(job_id, None)
+                    continue
+                if code in (-1, -2):
+                    m.restore = True  # Redis lost the job (or an answer): write it all again
+                    self._dirty[job_id] = None
+                    continue
+                m.restore = False
+                m.sent = len(m.log)
+                if code == -3:  # a reaper ended it (its lease lapsed): stop the run
+                    m.cancel = True
+                    m.end = m.end or "error"
+                elif code == 1:
+                    m.cancel = True
+                if m.end is not None and not m.pending:
+                    m.written.set()
+                    self._mirrors.pop(job_id, None)
+                elif m.pending:
+                    self._dirty[job_id] = None
+        return ok
