@@ -55,6 +55,11 @@ class Cursor:
         self._buffer: list[tuple[Any, ...]] | None = None
         self._description: Any = None
 
+    @property
+    def database(self) -> Database:
+        """The shared database this cursor leases its statements from."""
+        return self._db
+
     # -- statements ----------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Cursor:
         db = self._db

@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 
 from tahrix_lab.agent.duck import Database
+from tahrix_lab.agent.leased_cursor import Cursor
 from tahrix_lab.agent.migrations import apply_migrations
 from tahrix_lab.case.chains import EVM_CHAINS
 from tahrix_lab.case.schema import MIGRATIONS, SEVERITIES
@@ -70,8 +71,11 @@ def utcnow_naive() -> datetime:
 class CaseDB:
     """The case tables. ``conn`` is shared (e.g. with ``TranscriptStore``)."""
 
-    def __init__(self, conn: Database | duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, conn: Database | Cursor | duckdb.DuckDBPyConnection) -> None:
         # The workspace's Database: the file is held per statement or burst (agent/duck.py).
+        # A cursor of it (``db.connection.cursor()``) means that same database.
+        if isinstance(conn, Cursor):
+            conn = conn.database
         self._conn = conn if isinstance(conn, Database) else Database(connection=conn)
         self.write_lock = self._conn.write_lock
         with self._conn.lease():
