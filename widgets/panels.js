@@ -159,14 +159,22 @@ export function graphElements(graph) {
   const known = new Set(nodes.map((n) => String(n.id)));
   const maxUsd = Math.max(1, ...((graph && graph.edges) || []).map((e) => Number(e.usd) || 0));
   const elements = [];
+  // An address met on several chains (a bridge back to the same key) is one node per
+  // chain: those nodes name their chain, so no two read alike.
+  const chainsOf = new Map();
   for (const n of nodes) {
+    const a = String(nodeAddress(n)).toLowerCase();
+    chainsOf.set(a, (chainsOf.get(a) || new Set()).add(String(n.chain ?? "")));
+  }
+  for (const n of nodes) {
+    const onSeveral = (chainsOf.get(String(nodeAddress(n)).toLowerCase()) || new Set()).size > 1;
     const category = String(n.category ?? n.role ?? "");
     const name = n.label || (n.role === "start" ? "start" : category.replace(/_/g, " ")) || "unlabelled";
     elements.push({
       group: "nodes",
       data: {
         id: String(n.id),
-        display: clip(name, 36) + "\n" + shortAddress(nodeAddress(n)),
+        display: clip(name, 36) + "\n" + shortAddress(nodeAddress(n)) + (onSeveral && n.chain ? ` · ${n.chain}` : ""),
         colour: n.role === "start" || n.role === "perpetrator" ? CATEGORY_COLOURS.perpetrator : colourFor(category),
         endpoint: n.endpoint ? "yes" : "no",
         raw: n,
