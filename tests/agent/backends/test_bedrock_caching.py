@@ -17,7 +17,12 @@ from wire.caching import TTL_SECONDS, CachingConverse, scripted
 from wire.server import WireServer
 
 from tahrix_lab.agent.backends.bedrock import BedrockBackend, as_wire_request
-from tahrix_lab.agent.backends.bedrock_caching import CACHE_POINT, MAX_CACHE_POINTS, caching_for
+from tahrix_lab.agent.backends.bedrock_caching import (
+    CACHE_POINT,
+    MAX_CACHE_POINTS,
+    caching_for,
+    estimated_tokens,
+)
 from tahrix_lab.agent.loop import run_agent
 from tahrix_lab.agent.pricing import Pricer
 from tahrix_lab.agent.store import TranscriptStore
@@ -35,7 +40,9 @@ def lookup(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"address": args["address"], "transfers": [{"n": i, "to": f"0x{i:040x}"} for i in range(80)]}
 
 
-REGISTRY = ToolRegistry([Tool("lookup_address", "Look an address up in the case.", SCHEMA, lookup)])
+# a tool spec long enough (~1,200 tokens) that its end is a cache point of its own
+DESCRIPTION = "Look an address up in the case: its transfers, labels and flags. " * 75
+REGISTRY = ToolRegistry([Tool("lookup_address", DESCRIPTION, SCHEMA, lookup)])
 TURNS = [
     [{"kind": "tool_use", "id": "t1", "name": "lookup_address", "input": {"address": "0xaaa"}}],
     [{"kind": "tool_use", "id": "t2", "name": "lookup_address", "input": {"address": "0xbbb"}}],
@@ -100,12 +107,14 @@ def test_cache_points_on_calls_one_two_and_three_of_a_tool_session(
     events = investigate(server, store, SONNET)
     assert events[-1][0] == "done"
     bodies = [r.json() for r in server.requests]
+    # the question is too short to clear the minimum: no point there (Bedrock would ignore it)
     assert [points(b) for b in bodies] == [
-        ["tools", "system", "messages[0]"],
-        ["tools", "system", "messages[0]", "messages[2]"],
+        ["tools", "system"],
+        ["tools", "system", "messages[2]"],
         ["tools", "system", "messages[2]", "messages[4]"],
     ]
     assert all(len(points(b)) <= MAX_CACHE_POINTS for b in bodies)
+    assert all(p.counts for a in model.accounts for p in a.points)  # no point wasted
     first, second, third = model.accounts
     # call 1 writes tools+system; call 2 reads them and writes through its first
     # tool result; call 3 reads all of call 2's prompt and writes the new turn
@@ -137,8 +146,8 @@ def test_nova_takes_no_cache_point_in_the_tool_specs(
     events = investigate(server, store, NOVA)
     assert events[-1][0] == "done"  # the model would refuse a cachePoint in toolConfig.tools
     assert [points(r.json()) for r in server.requests] == [
-        ["system", "messages[0]"],
-        ["system", "messages[0]", "messages[2]"],
+        ["system"],  # the tool specs' tokens count towards the system point's minimum
+        ["system", "messages[2]"],
         ["system", "messages[2]", "messages[4]"],
     ]
     assert model.accounts[2].read == model.accounts[1].total
@@ -189,14 +198,9 @@ def test_points_below_the_minimum_cache_nothing(clock: Clock, store: TranscriptS
         events = list(backend.stream(system="Be brief.", messages=[Message.user("Hi")], tools=[], model=SONNET,
                                      inference=None))  # fmt: skip
         client.close()
-    assert points(server.requests[0].json()) == ["system", "messages[0]"]
-    assert events[-1]["usage"] == {  # type: ignore[typeddict-item]
-        "input_tokens": model.accounts[0].total,
-        "output_tokens": 1,
-        "cache_read_tokens": 0,
-        "cache_write_tokens": 0,
-        "reasoning_tokens": None,
-    }
+    # Bedrock ignores a point before the minimum, so the adapter sends none
+    assert points(server.requests[0].json()) == []
+    assert events[-1]["usage"]["input_tokens"] == model.accounts[0].total  # type: ignore[typeddict-item]
 
 
 @pytest.mark.parametrize(
@@ -228,10 +232,10 @@ def test_families_that_cache_by_model_id(model_id: str, tools: bool | None) -> N
 def test_application_profile_arns_cache_by_their_alias() -> None:
     arn = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123"
     messages = [Message.user("Hi")]
-    plain = as_wire_request(system="S", messages=messages, tools=[], model=arn, inference=None)
-    aliased = as_wire_request(system="S", messages=messages, tools=[], model=arn, inference=None,
+    plain = as_wire_request(system=SYSTEM, messages=messages, tools=[], model=arn, inference=None)
+    aliased = as_wire_request(system=SYSTEM, messages=messages, tools=[], model=arn, inference=None,
                               profile_model="anthropic.claude-sonnet-4-20250514-v1:0")  # fmt: skip
-    assert points(plain) == [] and points(aliased) == ["system", "messages[0]"]
+    assert points(plain) == [] and points(aliased) == ["system"]
 
 
 def test_cache_point_blocks_have_the_recorded_shape() -> None:
@@ -240,23 +244,25 @@ def test_cache_point_blocks_have_the_recorded_shape() -> None:
     recorded = cassettes.load("bedrock/pydantic-ai__test_bedrock_cache_write_and_read.yaml")[0].request
     assert recorded["system"][-1] == CACHE_POINT
     assert recorded["toolConfig"]["tools"][-1] == CACHE_POINT
-    spec = {"name": "catalog_lookup", "description": "", "parameters": {"type": "object"}}
-    sent = as_wire_request(system="S", messages=[Message.user("What is 10 + 11?")], tools=[spec],
+    spec = {"name": "catalog_lookup", "description": DESCRIPTION, "parameters": {"type": "object"}}
+    question = Message.user("What is 10 + 11? Show each step of the sum. " * 120)
+    sent = as_wire_request(system=SYSTEM, messages=[question], tools=[spec],
                            model="us.anthropic.claude-sonnet-4-5-20250929-v1:0", inference=None)  # fmt: skip
     assert sent["system"][-1] == recorded["system"][-1]
     assert sent["toolConfig"]["tools"][-1] == recorded["toolConfig"]["tools"][-1]
     assert sent["messages"][-1]["content"][-1] == recorded["messages"][-1]["content"][-1]
 
 
-def _history(shape: list[tuple[bool, int]]) -> list[Message]:
+def _history(shape: list[tuple[bool, int]], pad: int = 0) -> list[Message]:
     """A valid history from (tool call?, results) pairs: question, then per turn an
-    assistant message and, after a tool call, its results."""
+    assistant message and, after a tool call, its results (``pad`` characters each)."""
     out = [Message.user("Q")]
     for i, (calls, n) in enumerate(shape):
         if calls:
             uses = [Part.of_tool_use(f"c{i}_{k}", "lookup_address", {"address": str(k)}) for k in range(n)]
             out.append(Message(role="assistant", backend="bedrock", parts=uses))
-            results = [Part.of_tool_result(f"c{i}_{k}", "lookup_address", {"k": k}) for k in range(n)]
+            results = [Part.of_tool_result(f"c{i}_{k}", "lookup_address", {"k": k, "rows": "r" * pad})
+                       for k in range(n)]  # fmt: skip
             out.append(Message(role="tool", parts=results))
         else:
             out.append(Message(role="assistant", backend="bedrock", parts=[Part.of_text("answer")]))
@@ -264,41 +270,62 @@ def _history(shape: list[tuple[bool, int]]) -> list[Message]:
     return out
 
 
-@settings(max_examples=60, deadline=None)
+def _sections(body: dict[str, Any]) -> list[tuple[str, list[Any]]]:
+    """A Converse request in the order Bedrock reads it, without its cache points."""
+    out = [("tools", body.get("toolConfig", {}).get("tools", [])), ("system", body.get("system", []))]
+    out += [(f"messages[{i}]", m["content"]) for i, m in enumerate(body["messages"])]
+    return [(where, [b for b in blocks if "cachePoint" not in b]) for where, blocks in out]
+
+
+@settings(max_examples=80, deadline=None)
 @given(
-    shape=st.lists(st.tuples(st.booleans(), st.integers(1, 3)), max_size=8),
-    system=st.sampled_from([None, "S"]),
+    shape=st.lists(st.tuples(st.booleans(), st.integers(1, 3)), min_size=1, max_size=10),
+    pad=st.sampled_from([0, 600, 2500, 9000]),
+    system=st.sampled_from([None, "S", SYSTEM]),
     with_tools=st.booleans(),
-    model_id=st.sampled_from([SONNET, NOVA, "meta.llama3-70b-instruct-v1:0"]),
-)
-def test_cache_points_never_exceed_the_limit_nor_change_the_prompt(
-    shape: list[tuple[bool, int]], system: str | None, with_tools: bool, model_id: str
+    model_id=st.sampled_from([SONNET, NOVA, "anthropic.claude-haiku-4-5-20251001-v1:0",
+                              "meta.llama3-70b-instruct-v1:0"]),
+)  # fmt: skip
+def test_cache_points_are_few_all_count_and_the_last_call_s_is_read_back(
+    shape: list[tuple[bool, int]], pad: int, system: str | None, with_tools: bool, model_id: str
 ) -> None:
-    messages = _history(shape)
+    """For any session: at most 4 points, none where Bedrock would not count it, the
+    prompt otherwise byte for byte the same, and the last point of the previous
+    call (the same history one turn shorter) is among this call's."""
     tools = (
-        [{"name": "lookup_address", "description": "Look up.", "parameters": SCHEMA}] if with_tools else []
+        [{"name": "lookup_address", "description": DESCRIPTION, "parameters": SCHEMA}] if with_tools else []
     )
-    cached = as_wire_request(system=system, messages=messages, tools=tools, model=model_id, inference=None)
-    plain = as_wire_request(system=system, messages=messages, tools=tools, model=model_id,
-                            inference={"prompt_caching": False})  # fmt: skip
+
+    def request(history: list[Message], caching: bool = True) -> dict[str, Any]:
+        inference = None if caching else {"prompt_caching": False}
+        return as_wire_request(
+            system=system, messages=history, tools=tools, model=model_id, inference=inference
+        )
+
+    messages = _history(shape, pad)
+    cached = request(messages)
     where = points(cached)
     assert len(where) <= MAX_CACHE_POINTS
+    plain = request(messages, caching=False)
+    assert _sections(cached) == _sections(plain)
     caching = caching_for(model_id)
     if caching is None:
         assert where == []
-    else:
-        users = [i for i, m in enumerate(cached["messages"]) if m["role"] == "user"]
-        assert where == (
-            # tools used earlier but not offered now still get (stub) specs
-            (["tools"] if "toolConfig" in cached and caching.tools else []) + (["system"] if system else [])
-            + [f"messages[{i}]" for i in users[-2:]]
-        )  # fmt: skip
-    stripped = json.loads(json.dumps(cached))
-    for blocks in [stripped.get("system", []), stripped.get("toolConfig", {}).get("tools", [])] + [
-        m["content"] for m in stripped["messages"]
-    ]:
-        blocks[:] = [b for b in blocks if "cachePoint" not in b]
-    assert stripped == plain
+        return
+    since = 0
+    roles = {f"messages[{i}]": m["role"] for i, m in enumerate(cached["messages"])}
+    for name, blocks in _sections(cached):
+        since += estimated_tokens(blocks)
+        if name in where:
+            assert since >= caching.min_tokens, (
+                f"{name} would not count ({since} tokens since the last point)"
+            )
+            assert roles.get(name, "user") == "user" and (name != "tools" or caching.tools)
+            since = 0
+    previous = _history(shape[:-1], pad)
+    before = points(request(previous))
+    if before:
+        assert before[-1] in where, f"the previous call wrote {before[-1]}; this call has {where}"
 
 
 def test_a_follow_up_question_reads_the_whole_earlier_investigation(
@@ -315,7 +342,8 @@ def test_a_follow_up_question_reads_the_whole_earlier_investigation(
                           registry=REGISTRY))  # fmt: skip
     client.close()
     assert more[-1][0] == "done"
-    assert points(server.requests[3].json()) == ["tools", "system", "messages[4]", "messages[6]"]
+    # the new question is too short for a point of its own; the last tool result's is read
+    assert points(server.requests[3].json()) == ["tools", "system", "messages[2]", "messages[4]"]
     assert model.accounts[3].read == model.accounts[2].total
 
 
