@@ -3,7 +3,7 @@
 DuckDB lets one process at a time open a file for writing, so no process keeps
 the file (docs/workspace.md). Each process runs one in-memory DuckDB instance
 and ATTACHes the file only for the span of a burst — a *lease* — then DETACHes
-it (which checkpoints, so the next process opens a file without a WAL to
+it (CHECKPOINT, then DETACH: the next process opens a file without a WAL to
 replay). A file held by another process is retried with exponential backoff
 and full jitter until ``wait`` seconds have passed, then ``StoreLockedError``
 names the file and the holder.
@@ -27,25 +27,24 @@ for good: there is no file to share.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
 import duckdb
 
-try:
-    import fcntl
-except ImportError:  # not on Windows: no turnstile, the backoff alone
-    fcntl = None  # type: ignore[assignment]
-
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
+from tahrix_lab.agent.file_locks import HolderLock, Turnstile
 from tahrix_lab.agent.leased_cursor import STALE_RESULT_S, Cursor
+
+log = logging.getLogger(__name__)
 
 ALIAS = "tahrix_ws"  # the catalog name of the attached workspace file
 DEFAULT_WAIT_S = 30.0  # how long a held file is retried before StoreLockedError
@@ -115,7 +114,8 @@ class Database:
         self.write_lock = _LeaseLock(self)
         self._detached_at = self._attached_at = 0.0
         self._draining = False  # past MAX_HOLD with a waiter: no new leases until detached
-        self._turnstile = _Turnstile(path + ".waiters") if self.shared else None
+        self._turnstile = Turnstile(path + ".waiters") if self.shared else None
+        self._holder = HolderLock(path + ".lock") if self.shared else None
         if self.shared:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
@@ -263,11 +263,17 @@ class Database:
         literal = "'" + self.path.replace("'", "''") + "'"
         while True:
             try:
+                if self._holder is not None and not self._holder.acquire():
+                    raise _HeldByTahrix(f"held by another Tahrix process (see {self._holder.path})")
                 self._base.execute(f"ATTACH {literal} AS {ALIAS}")
                 break
-            except duckdb.IOException as exc:
-                if "lock" not in str(exc).lower():
-                    raise ConfigurationError(f"Could not open the database {self.path!r}: {exc}") from None
+            except (duckdb.IOException, _HeldByTahrix) as exc:
+                if isinstance(exc, duckdb.IOException):
+                    self._release_holder()
+                    if "lock" not in str(exc).lower():
+                        raise ConfigurationError(
+                            f"Could not open the database {self.path!r}: {exc}"
+                        ) from None
                 now = time.monotonic()
                 if now >= deadline:
                     self._record_wait(now - started)
@@ -278,12 +284,17 @@ class Database:
                 time.sleep(min(delay, deadline - now) * random.uniform(0.5, 1.0))  # full jitter
                 delay = min(delay * 2, _POLL_CAP_S)
             except duckdb.Error as exc:
+                self._release_holder()
                 raise ConfigurationError(f"Could not open the database {self.path!r}: {exc}") from None
         now = self._attached_at = time.monotonic()
         self.stats.attaches += 1
         self.stats.attach_s_total += now - started
         if waited:
             self._record_wait(now - started)
+
+    def _release_holder(self) -> None:
+        if self._holder is not None:
+            self._holder.release()
 
     def _record_wait(self, seconds: float) -> None:
         self.stats.waits += 1
@@ -300,8 +311,14 @@ class Database:
                     return
                 self._attached = False
         started = time.monotonic()
-        with suppress(duckdb.Error):  # DuckDB's WAL keeps what was committed in any case
-            self._base.execute(f"DETACH {ALIAS}")
+        # CHECKPOINT, DETACH, and a statement that drops DETACH's result, all before the
+        # holder lock goes: the next process finds the file finished (see file_locks).
+        for statement in (f"CHECKPOINT {ALIAS}", f"DETACH {ALIAS}", "SELECT 1"):
+            try:
+                self._base.execute(statement).fetchall()
+            except duckdb.Error as exc:  # committed work is in the WAL: the next attach replays it
+                log.warning("%s of %s failed: %s", statement.split()[0], self.path, exc)
+        self._release_holder()
         self._detached_at = time.monotonic()
         with self._mutex:
             self._draining = False
@@ -395,51 +412,8 @@ class Database:
             cur.execute("COMMIT")
 
 
-class _Turnstile:
-    """Processes waiting for the file hold a shared ``flock`` on ``<file>.waiters``; a process
-    holding the file that sees one lets it go at once, then steps aside before taking it again
-    (DuckDB's own lock has no queue: without this, a busy process would keep winning)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._fd: int | None = None
-        self._probe: int | None = None
-        # The probe's exclusive lock must be released on the fd it was taken on: two
-        # threads opening it at once once leaked one locked fd, and every waiter hung.
-        self._guard = threading.Lock()
-
-    def _open(self) -> int:
-        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-
-    def join(self) -> None:
-        if fcntl is None:
-            return
-        with suppress(OSError):
-            with self._guard:
-                if self._fd is None:
-                    self._fd = self._open()
-                fd = self._fd
-            fcntl.flock(fd, fcntl.LOCK_SH)
-
-    def leave(self) -> None:
-        if fcntl is not None and self._fd is not None:
-            with suppress(OSError):
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def others_waiting(self) -> bool:
-        if fcntl is None:
-            return False
-        with self._guard:  # one probe at a time, taken and released on the same fd
-            try:
-                if self._probe is None:
-                    self._probe = self._open()
-                fcntl.flock(self._probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            except OSError:
-                return False
-            fcntl.flock(self._probe, fcntl.LOCK_UN)
-            return False
+class _HeldByTahrix(Exception):
+    """Another Tahrix process holds the file (its holder lock): wait as for DuckDB's lock."""
 
 
 class _LeaseLock:
