@@ -146,11 +146,19 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[
         "chain || ':' || tx_hash || ':' || kind || ':k' || left(md5(concat_ws('|', coalesce(from_address, ''), "
         "coalesce(to_address, ''), asset_key, coalesce(token_id, ''), _amt)), 12) || '.' || occurrence"
     )
+    # The occurrence number counts identical movements within a file. Nearly all movements are
+    # alone in their group: only the groups of more than one go through the window (a window over
+    # every row costs a partition and sort of the whole batch).
     cur.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _mv_k AS SELECT * REPLACE (coalesce(transfer_id, {canonical}) AS transfer_id) FROM (
-          SELECT *, row_number() OVER (PARTITION BY _file, hash({", ".join(_KEY)}, _amt)
+        f"""CREATE OR REPLACE TEMP TABLE _mv_k AS
+        WITH m AS MATERIALIZED (SELECT *, {amt} AS _amt, hash({", ".join(_KEY)}, {amt}) AS _h FROM _mv),
+             d AS (SELECT _file, _h FROM m GROUP BY _file, _h HAVING count(*) > 1)
+        SELECT * EXCLUDE (_h) REPLACE (coalesce(transfer_id, {canonical}) AS transfer_id) FROM (
+          SELECT *, row_number() OVER (PARTITION BY _file, _h
                                        ORDER BY log_index NULLS LAST, trace_address NULLS LAST, _line) - 1 AS occurrence
-          FROM (SELECT *, {amt} AS _amt FROM _mv))"""
+          FROM (SELECT m.* FROM m SEMI JOIN d USING (_file, _h))
+          UNION ALL
+          SELECT m.*, 0 AS occurrence FROM m ANTI JOIN d USING (_file, _h))"""
     )
     for f, (total, distinct) in _per_file(
         cur, "SELECT _file, count(*), count(DISTINCT transfer_id) FROM _mv_k GROUP BY _file"
