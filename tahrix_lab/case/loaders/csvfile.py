@@ -116,9 +116,9 @@ def stage_csv(cur: duckdb.DuckDBPyConnection, files: Path | Sequence[Path], tabl
     names = [f"c{i}" for i in range(n)] + [f"x{i}" for i in range(_EXTRA)]
     raw = f"{table}_raw"
     read = (
-        f"CREATE OR REPLACE TEMP TABLE {raw} AS SELECT * FROM read_csv(?, header = false, skip = 1, "
+        f"CREATE OR REPLACE TEMP TABLE {raw} AS SELECT file_index AS _f, * FROM read_csv(?, header = false, skip = 1, "
         "auto_detect = false, delim = ',', quote = '\"', escape = '\"', null_padding = true, "
-        "strict_mode = true, nullstr = ?, columns = ?, filename = true)"
+        "strict_mode = true, nullstr = ?, columns = ?)"
     )
     types = dict.fromkeys(names, "VARCHAR")
     try:
@@ -132,20 +132,20 @@ def stage_csv(cur: duckdb.DuckDBPyConnection, files: Path | Sequence[Path], tabl
                 raise _read_error(f, n, one) from None
         raise _read_error(paths[0], n, exc) from None
     blank = " AND ".join(f"coalesce(c{i}, '') = ''" for i in range(n))
-    # Lines count from each file's first row (rowids follow the files in order; inside a
-    # transaction they start at a large offset). Materialised once, every field trimmed and empty
-    # as NULL (what ``sqlparts.text`` would make of it on every read): every later step reads it.
-    # A padded (missing) last field or a non-empty one past the header is flagged on the raw text.
-    trimmed = ", ".join(f"nullif(trim(r.c{i}), '') AS c{i}" for i in range(n))
+    # Lines count from each file's first row: rowids follow the files in order (inside a
+    # transaction they start at a large offset), so a file's first rowid is its base. Materialised
+    # once, every field trimmed and empty as NULL (what ``sqlparts.text`` would make of it on every
+    # read): every later step reads it. A padded (missing) last field or a non-empty one past the
+    # header is flagged on the raw text.
+    first = dict(cur.execute(f"SELECT _f, min(rowid) FROM {raw} GROUP BY _f").fetchall())
+    bases = [int(first.get(i, 0)) for i in range(len(paths))]
+    trimmed = ", ".join(f"nullif(trim(c{i}), '') AS c{i}" for i in range(n))
     cur.execute(
         f"""CREATE OR REPLACE TEMP TABLE {table} AS
-        WITH r AS (SELECT rowid AS _rid, * FROM {raw}),
-             f AS (SELECT filename, min(_rid) AS base FROM r GROUP BY filename),
-             p AS (SELECT unnest($paths) AS filename, generate_subscripts($paths, 1) - 1 AS _f)
-        SELECT p._f, r._rid - f.base + 2 AS _line, r.c{n - 1} IS NULL AS _short,
-               (r.x0 <> '' OR r.x1 IS NOT NULL) AS _long, {trimmed}
-        FROM r JOIN f USING (filename) JOIN p USING (filename) WHERE NOT ({blank})""",
-        {"paths": [str(f) for f in paths]},
+        SELECT _f, rowid - $bases[CAST(_f AS BIGINT) + 1] + 2 AS _line, c{n - 1} IS NULL AS _short,
+               (x0 <> '' OR x1 IS NOT NULL) AS _long, {trimmed}
+        FROM {raw} WHERE NOT ({blank})""",
+        {"bases": bases},
     )
     cur.execute(f"DROP TABLE {raw}")
     per_file = cur.execute(
