@@ -6,8 +6,8 @@ import random
 from pathlib import Path
 
 import hypothesis.strategies as st
-from export_fixtures import DAI, ERC20_HEADER, USDT, a, erc20_row, write_csv
 import pytest
+from export_fixtures import DAI, ERC20_HEADER, USDT, a, erc20_row, write_csv
 from hypothesis import HealthCheck, given, settings
 
 from tahrix_lab.agent.duck import connect
