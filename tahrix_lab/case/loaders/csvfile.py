@@ -70,7 +70,7 @@ class Staged:
         return found
 
     def drop(self, cur: duckdb.DuckDBPyConnection) -> None:
-        cur.execute(f"DROP TABLE IF EXISTS {self.table}")
+        cur.execute(f"DROP VIEW IF EXISTS {self.table}")
         cur.execute(f"DROP TABLE IF EXISTS {self.table}_raw")
 
     def key_starting(self, prefix: str) -> str | None:
@@ -95,6 +95,11 @@ def read_header(file: Path) -> list[str]:
     return header
 
 
+def _list(values: list[int]) -> str:
+    """A list literal (a view cannot hold parameters)."""
+    return "CAST([" + ", ".join(str(int(v)) for v in values) + "] AS BIGINT[])"
+
+
 def _read_error(file: Path, n: int, exc: duckdb.Error) -> LoadError:
     text = str(exc)
     m = _LINE_RE.search(text)
@@ -115,8 +120,15 @@ def stage_csv(cur: duckdb.DuckDBPyConnection, files: Path | Sequence[Path], tabl
     n = len(header)
     names = [f"c{i}" for i in range(n)] + [f"x{i}" for i in range(_EXTRA)]
     raw = f"{table}_raw"
+    # Read once, every field trimmed and empty as NULL (what ``sqlparts.text`` would make of it on
+    # every read). A blank row, a padded (missing) last field or a non-empty one past the header
+    # is flagged on the raw text.
+    blank = " AND ".join(f"coalesce(c{i}, '') = ''" for i in range(n))
+    trimmed = ", ".join(f"nullif(trim(c{i}), '') AS c{i}" for i in range(n))
     read = (
-        f"CREATE OR REPLACE TEMP TABLE {raw} AS SELECT file_index AS _f, * FROM read_csv(?, header = false, skip = 1, "
+        f"CREATE OR REPLACE TEMP TABLE {raw} AS SELECT file_index AS _f, ({blank}) AS _blank, "
+        f"c{n - 1} IS NULL AS _short, (x0 <> '' OR x1 IS NOT NULL) AS _long, {trimmed} "
+        "FROM read_csv(?, header = false, skip = 1, "
         "auto_detect = false, delim = ',', quote = '\"', escape = '\"', null_padding = true, "
         "strict_mode = true, nullstr = ?, columns = ?)"
     )
@@ -131,23 +143,17 @@ def stage_csv(cur: duckdb.DuckDBPyConnection, files: Path | Sequence[Path], tabl
             except duckdb.Error as one:
                 raise _read_error(f, n, one) from None
         raise _read_error(paths[0], n, exc) from None
-    blank = " AND ".join(f"coalesce(c{i}, '') = ''" for i in range(n))
     # Lines count from each file's first row: rowids follow the files in order (inside a
-    # transaction they start at a large offset), so a file's first rowid is its base. Materialised
-    # once, every field trimmed and empty as NULL (what ``sqlparts.text`` would make of it on every
-    # read): every later step reads it. A padded (missing) last field or a non-empty one past the
-    # header is flagged on the raw text.
+    # transaction they start at a large offset), so a file's first rowid is its base. A view, not
+    # a copy: the later steps read the staged rows a few times, a copy would write them all again.
     first = dict(cur.execute(f"SELECT _f, min(rowid) FROM {raw} GROUP BY _f").fetchall())
     bases = [int(first.get(i, 0)) for i in range(len(paths))]
-    trimmed = ", ".join(f"nullif(trim(c{i}), '') AS c{i}" for i in range(n))
     cur.execute(
-        f"""CREATE OR REPLACE TEMP TABLE {table} AS
-        SELECT _f, rowid - $bases[CAST(_f AS BIGINT) + 1] + 2 AS _line, c{n - 1} IS NULL AS _short,
-               (x0 <> '' OR x1 IS NOT NULL) AS _long, {trimmed}
-        FROM {raw} WHERE NOT ({blank})""",
-        {"bases": bases},
+        f"""CREATE OR REPLACE TEMP VIEW {table} AS
+        SELECT _f, rowid - {_list(bases)}[CAST(_f AS BIGINT) + 1] + 2 AS _line, _short, _long,
+               {", ".join(f"c{i}" for i in range(n))}
+        FROM {raw} WHERE NOT _blank"""
     )
-    cur.execute(f"DROP TABLE {raw}")
     per_file = cur.execute(
         f"""SELECT _f, count(*), min(_line) FILTER (WHERE _short), min(_line) FILTER (WHERE _long)
             FROM {table} GROUP BY _f ORDER BY _f"""

@@ -120,11 +120,13 @@ def _batch(
     fields: list[str],
     checked: tuple[str, ...],
     out: str,
+    determined: tuple[str, ...] = (),
 ) -> list[tuple[Any, ...]]:
     """One row per key for a batch of files: each field's smallest value (so a field one file lacks is
     filled from another, the same whatever the order); fields whose files disagree are conflicts,
-    charged to the latest file."""
-    aggs = ", ".join(f"min({c}) AS {c}" for c in fields)
+    charged to the latest file. ``determined`` fields are part of the key's text (a transfer id
+    starts with chain, tx and kind): any row's value is theirs, without comparing strings."""
+    aggs = ", ".join(f"{'any_value' if c in determined else 'min'}({c}) AS {c}" for c in fields)
     spread = ", ".join(f"max({c}) AS _max_{c}" for c in checked)
     cur.execute(
         f"""CREATE OR REPLACE TEMP TABLE {out} AS SELECT {", ".join(keys)}, min(_file) AS _file, max(_file) AS _last,
@@ -172,6 +174,7 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[
         fields,
         (*MV_MERGE, "from_address", "to_address", "asset_key"),
         "_mv_n",
+        determined=("chain", "tx_hash", "kind"),
     )
     for f, n in _record(reports, "transfers", inner).items():
         reports[f].conflicting += n
