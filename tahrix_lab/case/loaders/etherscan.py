@@ -117,15 +117,28 @@ def _dec(expr: str | None) -> str:
     return f"TRY_CAST({number(expr)} AS DECIMAL(38,18))" if expr else "NULL"
 
 
+def _per_file(cur: duckdb.DuckDBPyConnection, sql: str) -> dict[int, tuple[int, ...]]:
+    """``sql`` selects ``_f`` and counts, grouped by ``_f``."""
+    return {int(r[0]): tuple(int(v or 0) for v in r[1:]) for r in cur.execute(sql).fetchall()}
+
+
 def stage_etherscan(
-    cur: duckdb.DuckDBPyConnection, st: Staged, fr: FileReport, *, chain: str | None, token: str | None
+    cur: duckdb.DuckDBPyConnection,
+    st: Staged,
+    reports: list[FileReport],
+    *,
+    chain: str | None,
+    token: str | None,
+    base: int = 0,
 ) -> str:
-    """Fill ``_mv``/``_tx``/``_as`` from a staged Etherscan export; return the chain."""
+    """Fill ``_mv``/``_tx``/``_as`` from staged Etherscan exports of one layout (``reports[i]`` is the
+    report of ``st.files[i]``; their rows get ``_file = base + i``); return the chain."""
     kind = export_kind(set(st.keys))
     if kind is None:  # the caller recognised it; a guard for direct calls
         raise LoadError(st.file, "not an Etherscan-family export", line=1)
     chain, symbol = _chain_for(st, chain)
-    fr.format = f"etherscan {kind} ({chain})"
+    for fr in reports:
+        fr.format = f"etherscan {kind} ({chain})"
     time = _time_sql(st)
     checks = _common_checks(st, chain, time)
     h = f"lower({text(st.need(*_HASH_KEYS))})"
@@ -134,20 +147,29 @@ def stage_etherscan(
         if st.col("blockno", "blocknumber")
         else "NULL"
     )
-    base = f"{lit(chain)} AS chain, {h} AS tx_hash, {time} AS block_time"
+    cols = f"_f, _f + {int(base)} AS _file, {lit(chain)} AS chain, {h} AS tx_hash, {time} AS block_time"
     native_dec = CHAINS[chain].native_decimals
     if kind in ("normal", "internal"):
         _stage_native(
-            cur, st, fr, kind, chain, symbol or CHAINS[chain].native_symbol, base, block, checks, native_dec
+            cur,
+            st,
+            reports,
+            kind,
+            chain,
+            symbol or CHAINS[chain].native_symbol,
+            cols,
+            block,
+            checks,
+            native_dec,
         )
         return chain
     contract = _token_contract(st, token)
-    _stage_tokens(cur, st, fr, kind, chain, contract, base, block, checks)
+    _stage_tokens(cur, st, reports, kind, chain, contract, cols, block, checks)
     return chain
 
 
 def _stage_native(
-    cur: duckdb.DuckDBPyConnection, st: Staged, fr: FileReport, kind: str, chain: str, symbol: str, base: str,
+    cur: duckdb.DuckDBPyConnection, st: Staged, reports: list[FileReport], kind: str, chain: str, symbol: str, base: str,
     block: str, checks: list[tuple[str, str, str]], native_dec: int,
 ) -> None:  # fmt: skip
     vin_key, vout_key = f"valuein({symbol.lower()})", f"valueout({symbol.lower()})"
@@ -196,28 +218,31 @@ def _stage_native(
     fee_raw = raw_from_decimal("fee_t", str(native_dec))
     cur.execute(
         f"""INSERT INTO _tx (chain, tx_hash, block_number, block_time, from_address, to_address, value_raw, value,
-              fee_raw, fee, fee_usd, status, method_name, source, _line)
+              fee_raw, fee, fee_usd, status, method_name, source, _line, _file)
             SELECT chain, tx_hash, block_number, block_time, tx_from, tx_to,
                    {raw if mv_kind == "native" else "NULL"}, {"TRY_CAST(value_t AS DECIMAL(38,18))" if mv_kind == "native" else "NULL"},
-                   {fee_raw}, TRY_CAST(fee_t AS DECIMAL(38,18)), fee_usd, tx_ok, method, {lit("etherscan-" + kind)}, _line
+                   {fee_raw}, TRY_CAST(fee_t AS DECIMAL(38,18)), fee_usd, tx_ok, method, {lit("etherscan-" + kind)}, _line, _file
             FROM _es"""
     )
     ident = "chain || ':' || tx_hash || ':native:0'" if mv_kind == "native" else "NULL"
     cur.execute(
         f"""INSERT INTO _mv (transfer_id, chain, tx_hash, block_time, kind, from_address, to_address, asset_key,
-              amount_raw, amount, usd_value, status, _line)
+              amount_raw, amount, usd_value, status, _line, _file)
             SELECT {ident}, chain, tx_hash, block_time, '{mv_kind}', frm, dst, chain || ':native', {raw},
-                   TRY_CAST(value_t AS DECIMAL(38,18)), CAST(TRY_CAST(value_t AS DECIMAL(38,18)) AS DOUBLE) * CAST(price AS DOUBLE), ok, _line
+                   TRY_CAST(value_t AS DECIMAL(38,18)), CAST(TRY_CAST(value_t AS DECIMAL(38,18)) AS DOUBLE) * CAST(price AS DOUBLE), ok, _line, _file
             FROM _es WHERE TRY_CAST(value_t AS DECIMAL(38,18)) > 0"""
     )
-    zero = cur.execute(
-        "SELECT count(*) FILTER (WHERE value_t IS NULL), count(*) FILTER (WHERE TRY_CAST(value_t AS DECIMAL(38,18)) = 0) FROM _es"
-    ).fetchall()[0]
-    fr.skip("value unknown (empty or N/A): no movement recorded", zero[0])
-    if mv_kind == "internal":
-        fr.skip("internal call moving no value", zero[1])
-    if mv_kind == "native" and zero[1]:
-        fr.notes.append(f"{zero[1]} transactions move no {symbol} (kept as transactions)")
+    for f, zero in _per_file(
+        cur,
+        "SELECT _f, count(*) FILTER (WHERE value_t IS NULL), count(*) FILTER (WHERE TRY_CAST(value_t AS DECIMAL(38,18)) = 0) "
+        "FROM _es GROUP BY _f",
+    ).items():
+        fr = reports[f]
+        fr.skip("value unknown (empty or N/A): no movement recorded", zero[0])
+        if mv_kind == "internal":
+            fr.skip("internal call moving no value", zero[1])
+        if mv_kind == "native" and zero[1]:
+            fr.notes.append(f"{zero[1]} transactions move no {symbol} (kept as transactions)")
     cur.execute("DROP TABLE _es")
 
 
@@ -234,7 +259,7 @@ def _token_contract(st: Staged, token: str | None) -> str | None:
 
 
 def _stage_tokens(
-    cur: duckdb.DuckDBPyConnection, st: Staged, fr: FileReport, kind: str, chain: str, contract: str | None,
+    cur: duckdb.DuckDBPyConnection, st: Staged, reports: list[FileReport], kind: str, chain: str, contract: str | None,
     base: str, block: str, checks: list[tuple[str, str, str]],
 ) -> None:  # fmt: skip
     nft = "tokenid" in st.keys
@@ -265,36 +290,40 @@ def _stage_tokens(
               FROM {st.table}) s LEFT JOIN _decimals d USING (asset_key)"""
     )
     dec = "0" if standard != "erc20" else "dec"
-    bad = cur.execute(
-        f"SELECT min(_line) FROM _es WHERE value_t IS NOT NULL AND {dec} IS NOT NULL AND ({raw_from_decimal('value_t', dec)}) IS NULL"
-    ).fetchall()[0][0]
-    if bad is not None:
+    found = cur.execute(
+        f"SELECT _f, min(_line) FROM _es WHERE value_t IS NOT NULL AND {dec} IS NOT NULL AND "
+        f"({raw_from_decimal('value_t', dec)}) IS NULL GROUP BY _f ORDER BY _f LIMIT 1"
+    ).fetchall()
+    if found:
+        bad_f, bad = found[0]
         col = st.name(value_key or "tokenvalue")
-        value = cur.execute("SELECT value_t, dec FROM _es WHERE _line = ?", [bad]).fetchall()[0]
+        value = cur.execute(
+            "SELECT value_t, dec FROM _es WHERE _f = ? AND _line = ?", [bad_f, bad]
+        ).fetchall()[0]
         raise LoadError(
-            st.file,
+            st.files[bad_f],
             f"{value[0]!r} has more fraction digits than the token's {value[1] if standard == 'erc20' else 0} decimals",
             line=int(bad),
             column=col,
         )
     cur.execute(
-        f"""INSERT INTO _as (asset_key, chain, token_address, symbol, name, decimals, standard)
-            SELECT asset_key, chain, token, any_value(symbol), any_value(name), {"any_value(dec)" if standard == "erc20" else "0"}, '{standard}'
+        f"""INSERT INTO _as (_file, asset_key, chain, token_address, symbol, name, decimals, standard)
+            SELECT _file, asset_key, chain, token, any_value(symbol), any_value(name), {"any_value(dec)" if standard == "erc20" else "0"}, '{standard}'
             FROM _es GROUP BY ALL"""
     )
     cur.execute(
-        f"""INSERT INTO _tx (chain, tx_hash, block_number, block_time, status, source, _line)
-            SELECT chain, tx_hash, block_number, block_time, TRUE, {lit("etherscan-" + kind)}, _line FROM _es"""
+        f"""INSERT INTO _tx (chain, tx_hash, block_number, block_time, status, source, _line, _file)
+            SELECT chain, tx_hash, block_number, block_time, TRUE, {lit("etherscan-" + kind)}, _line, _file FROM _es"""
     )  # a token Transfer log exists only in a transaction that succeeded
     amount = "TRY_CAST(value_t AS DECIMAL(38,18))"
     cur.execute(
         f"""INSERT INTO _mv (chain, tx_hash, block_time, kind, from_address, to_address, asset_key, token_id,
-              amount_raw, amount, usd_value, status, _line)
+              amount_raw, amount, usd_value, status, _line, _file)
             SELECT chain, tx_hash, block_time, 'token', frm, dst, asset_key, token_id, {raw_from_decimal("value_t", dec)},
-                   {amount}, usd, TRUE, _line FROM _es WHERE value_t IS NOT NULL"""
+                   {amount}, usd, TRUE, _line, _file FROM _es WHERE value_t IS NOT NULL"""
     )
-    fr.skip(
-        "token amount unknown (empty or N/A)",
-        cur.execute("SELECT count(*) FROM _es WHERE value_t IS NULL").fetchall()[0][0],
-    )
+    for f, (unknown,) in _per_file(
+        cur, "SELECT _f, count(*) FROM _es WHERE value_t IS NULL GROUP BY _f"
+    ).items():
+        reports[f].skip("token amount unknown (empty or N/A)", unknown)
     cur.execute("DROP TABLE _es")

@@ -86,16 +86,21 @@ def _unchanged(db: CaseDB, case_id: str, path: Path, sha: str) -> FileReport | N
     return fr
 
 
-def _etherscan_job(path: Path, chain: str | None, token: str | None, n: int, sha: str | None) -> Job:
-    fr = FileReport(str(path), "etherscan", sha256=sha)
+def _etherscan_job(paths: list[tuple[Path, str]], chain: str | None, token: str | None, n: int) -> Job:
+    """One job for Etherscan exports of one header layout: staged with one read, checked and
+    identified with one query each (per-file work would cost a statement per file and step)."""
+    frs = [FileReport(str(p), "etherscan", sha256=sha) for p, sha in paths]
+    job = Job(frs[0], lambda cur, fr: None, batch="etherscan", more=frs[1:])
 
     def stage(cur, fr: FileReport) -> None:  # type: ignore[no-untyped-def]
-        st = stage_csv(cur, path, f"_es_file{n}")
-        fr.rows_read = st.rows
-        stage_etherscan(cur, st, fr, chain=chain, token=token)
+        st = stage_csv(cur, [p for p, _ in paths], f"_es_file{n}")
+        for r, rows in zip(frs, st.file_rows, strict=True):
+            r.rows_read = rows
+        stage_etherscan(cur, st, frs, chain=chain, token=token, base=job.base)
         st.drop(cur)
 
-    return Job(fr, stage, batch="etherscan")
+    job.stage = stage
+    return job
 
 
 def load_files(
@@ -114,10 +119,13 @@ def load_files(
     files = [Path(p) for p in paths]
     if chain is not None:
         chain = resolve_chain(chain)
-    jobs: list[Job] = []
     unchanged: list[FileReport] = []
     etl: dict[str, Path] = {}
-    for i, f in enumerate(files):
+    # Etherscan exports grouped by header layout, in the order first met (a token-page export
+    # names its token in its file name: each is its own group)
+    layouts: dict[object, list[tuple[Path, str]]] = {}
+    seen: dict[Path, int] = {}
+    for f in files:
         family, kind = recognise(f)
         if family == "etherscan":
             sha = _sha256(f)
@@ -125,7 +133,10 @@ def load_files(
             if same is not None:
                 unchanged.append(same)
             else:
-                jobs.append(_etherscan_job(f, chain, token, i, sha))
+                layout = f if kind == "token-page" else tuple(read_header(f))
+                # the same file named twice is read twice, as a second group (one read holds it once)
+                seen[f] = seen.get(f, -1) + 1
+                layouts.setdefault((layout, seen[f]), []).append((f, sha))
         elif kind in etl:
             raise LoadError(
                 f,
@@ -133,6 +144,7 @@ def load_files(
             )
         else:
             etl[kind] = f
+    jobs = [_etherscan_job(group, chain, token, i) for i, group in enumerate(layouts.values())]
     if not etl:
         report = run_load(db, case_id, jobs)
     else:
@@ -147,6 +159,13 @@ def load_files(
             with db.write_lock:
                 s.drop(db.cursor())
     report.files += unchanged
+    # in the order the files were given (they were staged grouped by layout)
+    # (a file named twice: its reports in turn take its places)
+    places: dict[str, list[int]] = {}
+    for i, f in enumerate(files):
+        places.setdefault(str(f), []).append(i)
+    keyed = [(places[fr.file].pop(0) if places.get(fr.file) else len(files), fr) for fr in report.files]
+    report.files = [fr for _, fr in sorted(keyed, key=lambda kf: kf[0])]
     return report
 
 

@@ -120,11 +120,13 @@ def _batch(
     fields: list[str],
     checked: tuple[str, ...],
     out: str,
+    determined: tuple[str, ...] = (),
 ) -> list[tuple[Any, ...]]:
     """One row per key for a batch of files: each field's smallest value (so a field one file lacks is
     filled from another, the same whatever the order); fields whose files disagree are conflicts,
-    charged to the latest file."""
-    aggs = ", ".join(f"min({c}) AS {c}" for c in fields)
+    charged to the latest file. ``determined`` fields are part of the key's text (a transfer id
+    starts with chain, tx and kind): any row's value is theirs, without comparing strings."""
+    aggs = ", ".join(f"{'any_value' if c in determined else 'min'}({c}) AS {c}" for c in fields)
     spread = ", ".join(f"max({c}) AS _max_{c}" for c in checked)
     cur.execute(
         f"""CREATE OR REPLACE TEMP TABLE {out} AS SELECT {", ".join(keys)}, min(_file) AS _file, max(_file) AS _last,
@@ -146,11 +148,19 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[
         "chain || ':' || tx_hash || ':' || kind || ':k' || left(md5(concat_ws('|', coalesce(from_address, ''), "
         "coalesce(to_address, ''), asset_key, coalesce(token_id, ''), _amt)), 12) || '.' || occurrence"
     )
+    # The occurrence number counts identical movements within a file. Nearly all movements are
+    # alone in their group: only the groups of more than one go through the window (a window over
+    # every row costs a partition and sort of the whole batch).
     cur.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _mv_k AS SELECT * REPLACE (coalesce(transfer_id, {canonical}) AS transfer_id) FROM (
-          SELECT *, row_number() OVER (PARTITION BY _file, hash({", ".join(_KEY)}, _amt)
+        f"""CREATE OR REPLACE TEMP TABLE _mv_k AS
+        WITH m AS MATERIALIZED (SELECT *, {amt} AS _amt, hash({", ".join(_KEY)}, {amt}) AS _h FROM _mv),
+             d AS (SELECT _file, _h FROM m GROUP BY _file, _h HAVING count(*) > 1)
+        SELECT * EXCLUDE (_h) REPLACE (coalesce(transfer_id, {canonical}) AS transfer_id) FROM (
+          SELECT *, row_number() OVER (PARTITION BY _file, _h
                                        ORDER BY log_index NULLS LAST, trace_address NULLS LAST, _line) - 1 AS occurrence
-          FROM (SELECT *, {amt} AS _amt FROM _mv))"""
+          FROM (SELECT m.* FROM m SEMI JOIN d USING (_file, _h))
+          UNION ALL
+          SELECT m.*, 0 AS occurrence FROM m ANTI JOIN d USING (_file, _h))"""
     )
     for f, (total, distinct) in _per_file(
         cur, "SELECT _file, count(*), count(DISTINCT transfer_id) FROM _mv_k GROUP BY _file"
@@ -164,6 +174,7 @@ def merge_movements(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[
         fields,
         (*MV_MERGE, "from_address", "to_address", "asset_key"),
         "_mv_n",
+        determined=("chain", "tx_hash", "kind"),
     )
     for f, n in _record(reports, "transfers", inner).items():
         reports[f].conflicting += n

@@ -9,7 +9,7 @@ its result to the end, so small reads on the same connection before or after
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import duckdb
 
@@ -28,6 +28,14 @@ class Job:
     # consecutive jobs of one batch are merged together (one pass over the case per batch, not per
     # file); a batch never mixes sources whose ids differ in kind (positional vs canonical)
     batch: str = ""
+    # further files one job stages together with ``report``'s (one read of all files of a layout);
+    # such a job sets ``_file`` itself, from ``base``: the index of ``report`` in its batch
+    more: list[FileReport] = field(default_factory=list)
+    base: int = 0
+
+    @property
+    def reports(self) -> list[FileReport]:
+        return [self.report, *self.more]
 
 
 def make_decimals(cur: duckdb.DuckDBPyConnection) -> None:
@@ -76,24 +84,25 @@ def run_load(
                 batches[-1].append(job)
             for batch in batches:
                 create_stages(cur)
-                for i, job in enumerate(batch):
+                reports: list[FileReport] = []
+                for job in batch:
                     current = job.report.file
+                    job.base = len(reports)
+                    reports += job.reports
                     job.stage(cur, job.report)
                     for stage in ("_mv", "_tx", "_as"):
-                        cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [i])
+                        cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [job.base])
                 current = (
-                    batch[-1].report.file
-                    if len(batch) == 1
-                    else f"{len(batch)} files ({batch[0].report.file} …)"
+                    reports[-1].file if len(reports) == 1 else f"{len(reports)} files ({reports[0].file} …)"
                 )
-                merge_all(cur, case_id, [j.report for j in batch])
-                for job in batch:
-                    report.files.append(job.report)
-                    report.add_inserted("transfers", job.report.inserted)
-                    for table, n in job.report.tables.items():
+                merge_all(cur, case_id, reports)
+                for fr in reports:
+                    report.files.append(fr)
+                    report.add_inserted("transfers", fr.inserted)
+                    for table, n in fr.tables.items():
                         report.add_inserted(table, n)
                     report.skipped_duplicates["transfers"] = (
-                        report.skipped_duplicates.get("transfers", 0) + job.report.merged
+                        report.skipped_duplicates.get("transfers", 0) + fr.merged
                     )
             db.refresh_addresses(cur, case_id)
         except BaseException as exc:

@@ -9,6 +9,7 @@ than the token has; ``decimal_from_raw`` turns a uint256 string into
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import duckdb
@@ -29,11 +30,18 @@ def lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_STAGED = re.compile(r'"c[0-9]+"')
+
+
 def text(expr: str | None) -> str:
     """A text field: trimmed, empty as NULL; a missing column is NULL. (``N/A`` in a hash or address
-    column is refused by the checks; in a number it is unknown: see ``number``.)"""
+    column is refused by the checks; in a number it is unknown: see ``number``.) A column of a
+    staged CSV (``"c3"``) is trimmed already (``csvfile.stage_csv``): it is used as it is, since
+    DuckDB would evaluate ``nullif(trim(…))`` again at every use, twice each."""
     if expr is None:
         return "NULL"
+    if _STAGED.fullmatch(expr):
+        return expr
     return f"nullif(trim({expr}), '')"
 
 
@@ -43,7 +51,12 @@ def number(expr: str | None) -> str:
         return "NULL"
     t = text(expr)
     cleaned = f"replace(replace(replace({t}, ',', ''), '$', ''), ' ', '')"
-    return f"CASE WHEN upper({t}) IN {UNKNOWN_TEXTS} THEN NULL ELSE nullif({cleaned}, '') END"
+    # most values are plain already (a digit first, nothing to drop): those skip the clean-up
+    plain = f"(NOT contains({t}, ',') AND NOT contains({t}, '$') AND NOT contains({t}, ' ') AND {t}[1] BETWEEN '0' AND '9')"
+    return (
+        f"CASE WHEN {t} IS NULL THEN NULL WHEN {plain} THEN {t} "
+        f"WHEN upper({t}) IN {UNKNOWN_TEXTS} THEN NULL ELSE nullif({cleaned}, '') END"
+    )
 
 
 def bad_number(expr: str, pattern: str = DECIMAL_RE) -> str:

@@ -6,12 +6,13 @@ import random
 from pathlib import Path
 
 import hypothesis.strategies as st
+import pytest
 from export_fixtures import DAI, ERC20_HEADER, USDT, a, erc20_row, write_csv
 from hypothesis import HealthCheck, given, settings
 
 from tahrix_lab.agent.duck import connect
 from tahrix_lab.case.db import CaseDB
-from tahrix_lab.case.loaders import load_file, load_files
+from tahrix_lab.case.loaders import LoadError, load_file, load_files
 
 Q = "SELECT transfer_id, from_address, to_address, amount_raw, amount, usd_value FROM transfers WHERE case_id = ? ORDER BY 1"
 
@@ -117,3 +118,42 @@ def test_random_overlapping_exports_give_the_same_movements(tmp_path_factory, hi
     assert seen[0] == seen[1]
     assert seen[0][2] == expected
     assert seen[0][1] == round(sum(float(r[7].strip("$").replace(",", "")) for r in rows), 6)
+
+
+# -- several exports of one layout are staged with one read: refusals still name their own file and line ------
+
+
+def test_a_refusal_in_a_group_of_exports_names_its_file_line_and_column(db: CaseDB, tmp_path: Path) -> None:
+    fa, fb = wallet_exports(tmp_path)
+    rows = [
+        erc20_row(5, a(1), a(2), "1", "$1"),
+        erc20_row(6, a(1), a(2), "2", "$2"),
+        erc20_row(7, a(1), a(2), "3", "$3"),
+    ]
+    rows[2][4] = "0x12"  # From, on the file's 4th line (the header is line 1)
+    bad = write_csv(tmp_path / "bad.csv", ERC20_HEADER, rows)
+    worse = write_csv(tmp_path / "worse.csv", ERC20_HEADER, [erc20_row(8, a(1), a(2), "x", "$1")])
+    with pytest.raises(LoadError) as err:
+        load_files(db, "C", [fa, bad, fb, worse])
+    assert (err.value.file, err.value.line, err.value.column) == (str(bad), 4, "From")
+    assert "'0x12' is not an address" in err.value.message
+    assert db.scalar("SELECT count(*) FROM transfers") == 0
+    short = tmp_path / "short.csv"
+    header = ",".join(f'"{c}"' for c in ERC20_HEADER)
+    good = ",".join(f'"{c}"' for c in erc20_row(9, a(1), a(2), "1", "$1"))
+    short.write_text(f"{header}\n{good}\n{good}\n{good}\n{good.rsplit(',', 2)[0]}\n")
+    with pytest.raises(LoadError, match="fewer fields") as err2:
+        load_files(db, "C", [fa, fb, short])
+    assert (err2.value.file, err2.value.line) == (str(short), 5)
+
+
+def test_exports_staged_together_report_their_own_rows(db: CaseDB, tmp_path: Path) -> None:
+    fa, fb = wallet_exports(tmp_path)
+    one = write_csv(tmp_path / "one.csv", ERC20_HEADER, [erc20_row(5, a(1), a(2), "1", "N/A")])
+    report = load_files(db, "C", [one, fa, fb])
+    assert [Path(f.file).name for f in report.files] == ["one.csv", "wallet_a.csv", "wallet_b.csv"]
+    assert [(f.rows_read, f.inserted, f.merged, f.unpriced) for f in report.files] == [
+        (1, 1, 0, 1), (4, 4, 0, 0), (4, 1, 3, 0)
+    ]  # fmt: skip
+    stored = db.rows("SELECT file, report FROM load_reports ORDER BY file")
+    assert [Path(r["file"]).name for r in stored] == ["one.csv", "wallet_a.csv", "wallet_b.csv"]
