@@ -100,10 +100,17 @@ def _list(values: list[int]) -> str:
     return "CAST([" + ", ".join(str(int(v)) for v in values) + "] AS BIGINT[])"
 
 
+_FILE_RE = re.compile(r"^\s*file = (.+)$", re.MULTILINE)
+
+
 def _read_error(file: Path, n: int, exc: duckdb.Error) -> LoadError:
     text = str(exc)
     m = _LINE_RE.search(text)
     line = int(m.group(1)) + 1 if m else None
+    if "quoted new lines" in text:  # DuckDB names the record's first line here, the header counted
+        return LoadError(file, "a quoted field holds a line break; remove the line breaks inside the "
+                         "quotes (or export the file again) and load it again",
+                         line=line - 1 if line else None)  # fmt: skip
     if "Expected Number of Columns" in text or "too many" in text.lower():
         return LoadError(file, f"this row has more fields than the header ({n})", line=line)
     return LoadError(file, f"the file could not be read: {text.splitlines()[0][:200]}", line=line)
@@ -136,13 +143,11 @@ def stage_csv(cur: duckdb.DuckDBPyConnection, files: Path | Sequence[Path], tabl
     try:
         cur.execute(read, [[str(f) for f in paths], _NULL, types])
     except duckdb.Error as exc:
-        # which file: read them one by one (only on this failure path)
-        for f in paths:
-            try:
-                cur.execute(read, [[str(f)], _NULL, types])
-            except duckdb.Error as one:
-                raise _read_error(f, n, one) from None
-        raise _read_error(paths[0], n, exc) from None
+        # DuckDB's message names the file (``file = …``); the transaction is aborted now, so
+        # the files cannot be read again one by one to find it
+        named = _FILE_RE.search(str(exc))
+        culprit = next((f for f in paths if named and str(f) == named.group(1).strip()), paths[0])
+        raise _read_error(culprit, n, exc) from None
     # Lines count from each file's first row: rowids follow the files in order (inside a
     # transaction they start at a large offset), so a file's first rowid is its base. A view, not
     # a copy: the later steps read the staged rows a few times, a copy would write them all again.

@@ -157,3 +157,18 @@ def test_exports_staged_together_report_their_own_rows(db: CaseDB, tmp_path: Pat
     ]  # fmt: skip
     stored = db.rows("SELECT file, report FROM load_reports ORDER BY file")
     assert [Path(r["file"]).name for r in stored] == ["one.csv", "wallet_a.csv", "wallet_b.csv"]
+
+
+def test_a_quoted_line_break_is_refused_with_its_file_and_line(db: CaseDB, tmp_path: Path) -> None:
+    """DuckDB's parallel reader refuses a line break inside quotes; the refusal names the file
+    among those staged together and the record's first line (not "transaction aborted")."""
+    fa, fb = wallet_exports(tmp_path)
+    header = ",".join(f'"{c}"' for c in ERC20_HEADER)
+    rows = [erc20_row(i, a(1), a(2), "1", "$1") for i in (1, 2, 3)]
+    rows[2][-2] = "Tether\nUSD"  # the token name, quoted, over two lines
+    path = tmp_path / "broken.csv"
+    path.write_text("\n".join([header, *(",".join(f'"{c}"' for c in r) for r in rows)]) + "\n")
+    with pytest.raises(LoadError, match="line break") as err:
+        load_files(db, "C", [fa, path, fb])
+    assert (err.value.file, err.value.line) == (str(path), 4)
+    assert db.scalar("SELECT count(*) FROM transfers") == 0
