@@ -36,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tahrix_lab.flow import history_chunks
 from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
+from tahrix_lab.jobs.fastpoll import FastPoll
 from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
 from tahrix_lab.jobs.sse import sse_events
 from tahrix_lab.resources import resource_dir
@@ -418,8 +419,10 @@ def create_app(service: Service) -> FastAPI:
         return HTMLResponse((widgets / "page.html").read_text())
 
     app.mount("/static", StaticFiles(directory=widgets), name="static")
-    # Outermost: refuse big bodies before anything parses them.
+    # Refuse big bodies before anything parses them.
     app.add_middleware(BodyLimit, limit=service.max_body_bytes)
+    # Outermost: a well-formed poll skips FastAPI's layers (the route above is its contract).
+    app.add_middleware(FastPoll, prefix=PREFIX, tokens=service.tokens, read=own_state, refused=_Refused)
     return app
 
 

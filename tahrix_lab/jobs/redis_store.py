@@ -117,8 +117,8 @@ class RedisJobStore(BatchedWrites, JobStore):
         self._redis = redis
         self.client: Any = _make_client(redis, url)
         self._scripts = {name: self.client.register_script(getattr(lua, name)) for name in
-                         ("CREATE", "APPEND", "RESTORE", "READ", "CANCEL", "POSITION", "SESSION",
-                          "RENEW", "WORKERS", "CLAIM")}  # fmt: skip
+                         ("CREATE", "APPEND", "RESTORE", "READ", "CANCEL", "CANCELS", "POSITIONS",
+                          "SESSION", "RENEW", "WORKERS", "CLAIM")}  # fmt: skip
         self._mirrors: dict[str, Mirror] = {}
         self._dirty: dict[str, None] = {}  # insertion-ordered set
         self._cond = threading.Condition()
@@ -293,14 +293,7 @@ class RedisJobStore(BatchedWrites, JobStore):
     def cancel_requested(self, job_ids: list[str]) -> set[str]:
         if not job_ids:
             return set()
-        pipe = self.client.pipeline(transaction=False)
-        for job_id in job_ids:
-            key = job_key(job_id)
-            pipe.hget(key, "cancel")
-            pipe.expire(key, self._ttl())
-            pipe.expire(key + ":chunks", self._ttl())
-        out = self._call(pipe.execute)
-        wanted = {j for j, flag in zip(job_ids, out[0::3], strict=True) if flag == "1"}
+        wanted = set(self._call(self._scripts["CANCELS"], args=[self._ttl(), *job_ids]))
         with self._cond:
             for job_id in wanted:
                 if (m := self._mirrors.get(job_id)) is not None:
@@ -310,10 +303,10 @@ class RedisJobStore(BatchedWrites, JobStore):
     def set_queue_position(self, positions: dict[str, int]) -> None:
         if not positions:
             return
-        pipe = self.client.pipeline(transaction=False)
+        args: list[Any] = [self._ttl()]
         for job_id, pos in positions.items():
-            self._scripts["POSITION"](keys=[job_key(job_id)], args=[pos, self._ttl()], client=pipe)
-        self._call(pipe.execute)
+            args += [job_id, pos]
+        self._call(self._scripts["POSITIONS"], args=args)
 
     # -- leases ------------------------------------------------------------------
     def renew(self, worker_id: str, job_ids: list[str], lease_s: float) -> None:
