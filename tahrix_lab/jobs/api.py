@@ -421,8 +421,14 @@ def create_app(service: Service) -> FastAPI:
     app.mount("/static", StaticFiles(directory=widgets), name="static")
     # Refuse big bodies before anything parses them.
     app.add_middleware(BodyLimit, limit=service.max_body_bytes)
-    # Outermost: a well-formed poll skips FastAPI's layers (the route above is its contract).
-    app.add_middleware(FastPoll, prefix=PREFIX, tokens=service.tokens, read=own_state, refused=_Refused)
+    # Outermost, outside even FastAPI's own layers: a well-formed poll skips them all (the
+    # route above stays its contract and answers everything else).
+    build_stack = app.build_middleware_stack
+
+    def with_fast_poll() -> ASGIApp:
+        return FastPoll(build_stack(), prefix=PREFIX, tokens=service.tokens, read=own_state, refused=_Refused)
+
+    app.build_middleware_stack = with_fast_poll  # type: ignore[method-assign]
     return app
 
 

@@ -43,6 +43,7 @@ from tahrix_lab.jobs.chunklog import (
     state,
 )
 from tahrix_lab.jobs.chunklog import StoreUnavailable as StoreUnavailable
+from tahrix_lab.jobs.redis_batch import ScriptBatcher
 from tahrix_lab.jobs.redis_wake import Waker
 from tahrix_lab.jobs.redis_writer import BatchedWrites, Mirror, job_key
 from tahrix_lab.jobs.redis_writer import redact_url as redact_url
@@ -89,6 +90,11 @@ def _make_async_client(url: str) -> Any:
         url, timeout=SOCKET_TIMEOUT_S, retry=redis.asyncio.retry.Retry(backoff(), 1), **opts
     )
     return redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: aclose closes it
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def _parse(reply: list[Any], since: int) -> dict[str, Any] | None:
@@ -168,10 +174,10 @@ class RedisJobStore(BatchedWrites, JobStore):
         max_running: int | None = None, enqueue: bool = False,
     ) -> int:  # fmt: skip
         """``create`` on the event loop (a POST parks no thread)."""
-        self._async_parts()  # the event loop's client and scripts
+        _client, calls, _waker = self._async_parts()  # the event loop's client and scripts
         keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
-        try:
-            got = int(await self._async[4](keys=keys, args=args))
+        try:  # a burst of POSTs shares one pipeline
+            got = int(await calls.call(self._async[4]["CREATE"], keys, args))
         except self._redis.RedisError as exc:
             raise self._err(exc) from exc
         if got < 0:
@@ -235,15 +241,18 @@ class RedisJobStore(BatchedWrites, JobStore):
         loop = asyncio.get_running_loop()
         if self._async is None or self._async[0] is not loop:
             client = _make_async_client(self.url)
-            self._async = (loop, client, client.register_script(lua.READ), Waker(client),
-                           client.register_script(lua.CREATE))  # fmt: skip
+            calls = ScriptBatcher(client, self._redis)
+            self._async = (loop, client, calls, Waker(client),
+                           {"READ": client.register_script(lua.READ),
+                            "CREATE": client.register_script(lua.CREATE)})  # fmt: skip
         return self._async[1], self._async[2], self._async[3]
 
     async def aread(
         self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
         linger: float = 0.0,
     ) -> dict[str, Any] | None:  # fmt: skip
-        _client, script, waker = self._async_parts()
+        _client, calls, waker = self._async_parts()
+        read_script = self._async[4]["READ"]
         key = job_key(job_id)
         since = max(0, since)
         loop = asyncio.get_running_loop()
@@ -251,7 +260,7 @@ class RedisJobStore(BatchedWrites, JobStore):
 
         async def once() -> dict[str, Any] | None:
             try:
-                return _parse(await script(keys=[key, key + ":chunks"], args=[since]), since)
+                return _parse(await calls.call(read_script, [key, key + ":chunks"], [since]), since)
             except self._redis.RedisError as exc:
                 raise self._err(exc) from exc
 
@@ -268,9 +277,13 @@ class RedisJobStore(BatchedWrites, JobStore):
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(fut), remaining)
-                if fut.done():
+                # One timer resolves the wake-up future at the deadline (cheaper than wait_for).
+                timer = loop.call_at(deadline, _resolve, fut)
+                try:
+                    await fut
+                finally:
+                    timer.cancel()
+                if loop.time() < deadline:
                     waker.unregister(job_id, fut)
                     fut = waker.register(job_id)
                     if linger > 0:  # under load: let more chunks gather into this answer

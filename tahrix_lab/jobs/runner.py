@@ -65,6 +65,7 @@ INTERNAL_MESSAGE = (
     "Something went wrong on our side while answering. The details are in the log for the operator."
 )
 DEFAULT_MAX_RUNNING = 8
+STARTS_AT_ONCE = 2
 
 
 @dataclass
@@ -110,6 +111,7 @@ class JobRunner:
         self.lease_s = lease_s
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
         self._pending: deque[_Job] = deque()
+        self._starting = threading.BoundedSemaphore(STARTS_AT_ONCE)
         self._published: dict[str, int] = {}  # queue positions as last written (absent: 0)
         self._running: dict[str, _Job] = {}
         self._cond = threading.Condition()
@@ -289,6 +291,13 @@ class JobRunner:
             self.store.set_queue_position(positions)
 
     def _start(self, job: _Job) -> tuple[Session, Any]:
+        # A few starts at a time: a burst of jobs would otherwise put hundreds of threads on
+        # the GIL at once (DuckDB writes are one at a time anyway) and starve the event loop,
+        # whose admissions then miss their deadline.
+        with self._starting:
+            return self._start_one(job)
+
+    def _start_one(self, job: _Job) -> tuple[Session, Any]:
         req = job.req
         if job.resume_session is not None:  # taken over: the question is already stored
             session = self.own_session(job.resume_session, req.user)
