@@ -127,7 +127,7 @@ class FastPaths:
                 body = self.body_model.model_validate_json(raw)
             except ValidationError:
                 body = None
-        if body is None:  # FastAPI answers it (401, 413, 422) from the same bytes
+        if body is None or user is None:  # FastAPI answers it (401, 413, 422) from the same bytes
             replayed = False
 
             async def replay() -> Message:
