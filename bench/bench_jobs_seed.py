@@ -11,8 +11,10 @@ one client per job reads them:
   their ``lastChunkIdx``.
 
 Prints per run: delivery latency produce -> received (p50/p95/max), POST
-answer times (p95, the admission target), chunks lost or reordered, server
-CPU, and the seed/ours p95 ratio. Targets (2-core machine, clients on the same
+answer times (p95, the admission target), chunks lost or reordered, the CPU
+of the server, of the clients (all in this process, on bare keep-alive
+connections: they must stay light, or the run measures them) and of
+redis-server, and the seed/ours p95 ratio. Targets (2-core machine, clients on the same
 machine): 20 jobs p95 <= 10 ms; 500 jobs p95 <= 250 ms; POST p95 <= 50 ms for
 200 simultaneous requests; nothing lost or reordered.
 
@@ -125,24 +127,28 @@ async def drive(url: str, jobs: int, seed: bool) -> tuple[list[list[tuple[int, f
     return got, post_ms
 
 
-def one(name: str, jobs: int, count: int, redis_url: str) -> dict[str, Any]:
+def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dict[str, Any]:
     interval = 1 / RATE
     seed = name == "seed"
     server: Any = SeedServer(redis_url, count, interval) if seed else Server(
         redis_url=redis_url, count=count, interval=interval, workers=jobs)  # fmt: skip
     RETRIED.clear()
     with server as srv:
-        cpu0, wall0 = cpu_seconds(srv.pid), time.monotonic()
+        cpu0, wall0, ccpu0 = cpu_seconds(srv.pid), time.monotonic(), time.process_time()
+        rcpu0 = cpu_seconds(redis_pid)
         got, post_ms = asyncio.run(drive(srv.url, jobs, seed))
         cpu, wall = cpu_seconds(srv.pid) - cpu0, time.monotonic() - wall0
+        ccpu, rcpu = time.process_time() - ccpu0, cpu_seconds(redis_pid) - rcpu0
     lost = sum(1 for g in got if [s for s, _ in g] != list(range(count)))
     lat = [d * 1000 for g in got for _, d in g]
     row = {"design": name, "jobs": jobs, "p50_ms": round(pct(lat, 50), 1), "p95_ms": round(pct(lat, 95), 1),
            "max_ms": round(max(lat), 1), "post_p95_ms": round(pct(post_ms, 95), 1), "lost_or_reordered_jobs": lost,
-           "server_cpu_pct": round(100 * cpu / wall), "post_503_retries": len(RETRIED)}  # fmt: skip
+           "server_cpu_pct": round(100 * cpu / wall), "client_cpu_pct": round(100 * ccpu / wall),
+           "redis_cpu_pct": round(100 * rcpu / wall), "post_503_retries": len(RETRIED)}  # fmt: skip
     print(f"  {name:4s} {jobs:4d} jobs: delivery p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  "
           f"max {row['max_ms']:8.1f} ms | POST p95 {row['post_p95_ms']:7.1f} ms ({len(RETRIED)} 503 retried) | lost/reordered jobs {lost} | "
-          f"server CPU {row['server_cpu_pct']}% | load avg {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+          f"CPU server {row['server_cpu_pct']}%, clients {row['client_cpu_pct']}%, redis {row['redis_cpu_pct']}% | "
+          f"load avg {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
     return row
 
 
@@ -163,7 +169,7 @@ def main() -> None:
             for name in ("ours", "seed"):
                 if args.only in (None, name):
                     redis.Redis.from_url(redis_proc.url).flushall()
-                    rows.append(one(name, jobs, count, redis_proc.url))
+                    rows.append(one(name, jobs, count, redis_proc.url, redis_proc.proc.pid))
     finally:
         redis_proc.close()
     targets = {20: 10.0, 500: 250.0}

@@ -28,11 +28,10 @@ def create_seed_app(redis_url: str, count: int, interval: float) -> FastAPI:
     import redis.asyncio
 
     app = FastAPI()
-    # A bounded pool that queues (the default would open one connection per request in a burst).
-    pool = redis.asyncio.BlockingConnectionPool.from_url(
-        redis_url, decode_responses=True, max_connections=64, timeout=None
-    )
-    client = redis.asyncio.Redis(connection_pool=pool)
+    # As the seed's client: a connection per concurrent command (redis-py 8 caps its default
+    # pool, so the cap is set far above the load). A bounded pool of 64 starved this reference:
+    # at 200 jobs its p95 read 24 s instead of 0.9 s, the wait for a connection, not the design.
+    client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True, max_connections=10_000)
     tasks: set[asyncio.Task[None]] = set()
 
     async def run(job_id: str) -> None:

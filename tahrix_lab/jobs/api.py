@@ -36,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tahrix_lab.flow import history_chunks
 from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
+from tahrix_lab.jobs.fastpaths import FastPaths
 from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
 from tahrix_lab.jobs.sse import sse_events
 from tahrix_lab.resources import resource_dir
@@ -292,6 +293,9 @@ def create_app(service: Service) -> FastAPI:
     )
     async def start_job(body: ChatJobBody, user: User) -> dict[str, Any]:
         """Start answering ``message``; returns at once with the job id."""
+        return await admit(body, user)
+
+    async def admit(body: ChatJobBody, user: str) -> dict[str, Any]:
         req = JobRequest(
             user=user,
             message=body.message,
@@ -418,8 +422,17 @@ def create_app(service: Service) -> FastAPI:
         return HTMLResponse((widgets / "page.html").read_text())
 
     app.mount("/static", StaticFiles(directory=widgets), name="static")
-    # Outermost: refuse big bodies before anything parses them.
+    # Refuse big bodies before anything parses them.
     app.add_middleware(BodyLimit, limit=service.max_body_bytes)
+    # Outermost, outside even FastAPI's own layers: a well-formed poll or start skips them all
+    # (the routes above stay the contract and answer everything else).
+    build_stack = app.build_middleware_stack
+
+    def with_fast_poll() -> ASGIApp:
+        return FastPaths(build_stack(), prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
+                         body_model=ChatJobBody, max_body=service.max_body_bytes, refused=(_Refused, JobRejected))  # fmt: skip
+
+    app.build_middleware_stack = with_fast_poll  # type: ignore[method-assign]
     return app
 
 

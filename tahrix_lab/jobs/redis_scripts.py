@@ -140,11 +140,30 @@ redis.call('HSET', KEYS[1], 'cancel', '1')
 return 1
 """
 
-# KEYS: hash. ARGV: position, ttl. Only on a job that exists (HSET would recreate it).
-POSITION = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'queue_position', ARGV[1])
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+# ARGV: ttl, job ids... Which of the jobs were asked to cancel, refreshing their TTL on the way
+# (quiet jobs, e.g. inside a long tool call, write nothing that would). One call for them all.
+CANCELS = f"""
+local ttl = tonumber(ARGV[1])
+local out = {{}}
+for i = 2, #ARGV do
+  local h = '{P}' .. ARGV[i]
+  if redis.call('HGET', h, 'cancel') == '1' then table.insert(out, ARGV[i]) end
+  redis.call('EXPIRE', h, ttl)
+  redis.call('EXPIRE', h .. ':chunks', ttl)
+end
+return out
+"""
+
+# ARGV: ttl, then job id / position pairs. Only on jobs that exist (HSET would recreate them).
+POSITIONS = f"""
+local ttl = tonumber(ARGV[1])
+for i = 2, #ARGV, 2 do
+  local h = '{P}' .. ARGV[i]
+  if redis.call('EXISTS', h) == 1 then
+    redis.call('HSET', h, 'queue_position', ARGV[i + 1])
+    redis.call('EXPIRE', h, ttl)
+  end
+end
 return 1
 """
 

@@ -15,7 +15,8 @@ writer retries; ``finish`` waits (at most ``grace_s``) for the end to land.
 
 Reads (the API, ``aread``): one script returns the state and the chunks from
 ``since``; a long-poll waits for the wake-up message of its job (one pubsub
-connection per process), then reads again. Commands have short socket
+connection per process), then reads again. The reads and admissions asked in
+one event-loop turn share one pipeline (``redis_batch``). Commands have short socket
 timeouts and a dead pooled connection is retried once; no command blocks in
 Redis, so no request outlives its ``wait`` by more than the socket timeout.
 """
@@ -43,6 +44,7 @@ from tahrix_lab.jobs.chunklog import (
     state,
 )
 from tahrix_lab.jobs.chunklog import StoreUnavailable as StoreUnavailable
+from tahrix_lab.jobs.redis_batch import ScriptBatcher
 from tahrix_lab.jobs.redis_wake import Waker
 from tahrix_lab.jobs.redis_writer import BatchedWrites, Mirror, job_key
 from tahrix_lab.jobs.redis_writer import redact_url as redact_url
@@ -91,6 +93,11 @@ def _make_async_client(url: str) -> Any:
     return redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: aclose closes it
 
 
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 def _parse(reply: list[Any], since: int) -> dict[str, Any] | None:
     flat, entries = reply
     header = dict(zip(flat[0::2], flat[1::2], strict=True))
@@ -117,8 +124,8 @@ class RedisJobStore(BatchedWrites, JobStore):
         self._redis = redis
         self.client: Any = _make_client(redis, url)
         self._scripts = {name: self.client.register_script(getattr(lua, name)) for name in
-                         ("CREATE", "APPEND", "RESTORE", "READ", "CANCEL", "POSITION", "SESSION",
-                          "RENEW", "WORKERS", "CLAIM")}  # fmt: skip
+                         ("CREATE", "APPEND", "RESTORE", "READ", "CANCEL", "CANCELS", "POSITIONS",
+                          "SESSION", "RENEW", "WORKERS", "CLAIM")}  # fmt: skip
         self._mirrors: dict[str, Mirror] = {}
         self._dirty: dict[str, None] = {}  # insertion-ordered set
         self._cond = threading.Condition()
@@ -168,10 +175,10 @@ class RedisJobStore(BatchedWrites, JobStore):
         max_running: int | None = None, enqueue: bool = False,
     ) -> int:  # fmt: skip
         """``create`` on the event loop (a POST parks no thread)."""
-        self._async_parts()  # the event loop's client and scripts
+        _client, calls, _waker = self._async_parts()  # the event loop's client and scripts
         keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
-        try:
-            got = int(await self._async[4](keys=keys, args=args))
+        try:  # a burst of POSTs shares one pipeline
+            got = int(await calls.call(self._async[4]["CREATE"], keys, args))
         except self._redis.RedisError as exc:
             raise self._err(exc) from exc
         if got < 0:
@@ -235,15 +242,18 @@ class RedisJobStore(BatchedWrites, JobStore):
         loop = asyncio.get_running_loop()
         if self._async is None or self._async[0] is not loop:
             client = _make_async_client(self.url)
-            self._async = (loop, client, client.register_script(lua.READ), Waker(client),
-                           client.register_script(lua.CREATE))  # fmt: skip
+            calls = ScriptBatcher(client, self._redis)
+            self._async = (loop, client, calls, Waker(client),
+                           {"READ": client.register_script(lua.READ),
+                            "CREATE": client.register_script(lua.CREATE)})  # fmt: skip
         return self._async[1], self._async[2], self._async[3]
 
     async def aread(
         self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
         linger: float = 0.0,
     ) -> dict[str, Any] | None:  # fmt: skip
-        _client, script, waker = self._async_parts()
+        _client, calls, waker = self._async_parts()
+        read_script = self._async[4]["READ"]
         key = job_key(job_id)
         since = max(0, since)
         loop = asyncio.get_running_loop()
@@ -251,7 +261,7 @@ class RedisJobStore(BatchedWrites, JobStore):
 
         async def once() -> dict[str, Any] | None:
             try:
-                return _parse(await script(keys=[key, key + ":chunks"], args=[since]), since)
+                return _parse(await calls.call(read_script, [key, key + ":chunks"], [since]), since)
             except self._redis.RedisError as exc:
                 raise self._err(exc) from exc
 
@@ -268,9 +278,13 @@ class RedisJobStore(BatchedWrites, JobStore):
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(fut), remaining)
-                if fut.done():
+                # One timer resolves the wake-up future at the deadline (cheaper than wait_for).
+                timer = loop.call_at(deadline, _resolve, fut)
+                try:
+                    await fut
+                finally:
+                    timer.cancel()
+                if loop.time() < deadline:
                     waker.unregister(job_id, fut)
                     fut = waker.register(job_id)
                     if linger > 0:  # under load: let more chunks gather into this answer
@@ -293,14 +307,7 @@ class RedisJobStore(BatchedWrites, JobStore):
     def cancel_requested(self, job_ids: list[str]) -> set[str]:
         if not job_ids:
             return set()
-        pipe = self.client.pipeline(transaction=False)
-        for job_id in job_ids:
-            key = job_key(job_id)
-            pipe.hget(key, "cancel")
-            pipe.expire(key, self._ttl())
-            pipe.expire(key + ":chunks", self._ttl())
-        out = self._call(pipe.execute)
-        wanted = {j for j, flag in zip(job_ids, out[0::3], strict=True) if flag == "1"}
+        wanted = set(self._call(self._scripts["CANCELS"], args=[self._ttl(), *job_ids]))
         with self._cond:
             for job_id in wanted:
                 if (m := self._mirrors.get(job_id)) is not None:
@@ -310,10 +317,10 @@ class RedisJobStore(BatchedWrites, JobStore):
     def set_queue_position(self, positions: dict[str, int]) -> None:
         if not positions:
             return
-        pipe = self.client.pipeline(transaction=False)
+        args: list[Any] = [self._ttl()]
         for job_id, pos in positions.items():
-            self._scripts["POSITION"](keys=[job_key(job_id)], args=[pos, self._ttl()], client=pipe)
-        self._call(pipe.execute)
+            args += [job_id, pos]
+        self._call(self._scripts["POSITIONS"], args=args)
 
     # -- leases ------------------------------------------------------------------
     def renew(self, worker_id: str, job_ids: list[str], lease_s: float) -> None:

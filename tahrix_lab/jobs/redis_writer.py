@@ -192,20 +192,25 @@ class BatchedWrites:
             args += [k, folded[k]]
         return "APPEND", [key, key + ":chunks"], args
 
+    def _pipelined(self, ops: list[tuple[str, tuple[str, list[str], list[Any]]]]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for _job_id, (name, keys, args) in ops:
+            pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
+        pipe.publish(WAKE_CHANNEL, " ".join(job_id for job_id, _ in ops))
+        return list(pipe.execute(raise_on_error=False))
+
     def _send(self, ops: list[tuple[str, tuple[str, list[str], list[Any]]]]) -> bool:
         try:
             # EVALSHA straight away: a pipeline of Script objects would first ask SCRIPT EXISTS,
             # one more round trip per batch. After a Redis restart the scripts are loaded again
             # and the batch is retried (a script that was not found did not run).
-            pipe = self.client.pipeline(transaction=False)
-            for _job_id, (name, keys, args) in ops:
-                pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
-            pipe.publish(WAKE_CHANNEL, " ".join(job_id for job_id, _ in ops))
-            results = pipe.execute(raise_on_error=False)
+            results = self._pipelined(ops)
             if any(isinstance(r, self._redis.exceptions.NoScriptError) for r in results):
                 for script in self._scripts.values():
                     self.client.script_load(script.script)
-                results = [self._redis.ConnectionError("scripts reloaded")] * (len(ops) + 1)
+                # Again at once: a script that was not found did not run (no backoff, no
+                # "unreachable": a fresh or restarted Redis simply had not loaded them yet).
+                results = self._pipelined(ops)
         except self._redis.RedisError as exc:
             results = [exc] * (len(ops) + 1)
         ok = True

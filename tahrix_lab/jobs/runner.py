@@ -65,6 +65,7 @@ INTERNAL_MESSAGE = (
     "Something went wrong on our side while answering. The details are in the log for the operator."
 )
 DEFAULT_MAX_RUNNING = 8
+STARTS_AT_ONCE = 2
 
 
 @dataclass
@@ -110,6 +111,8 @@ class JobRunner:
         self.lease_s = lease_s
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
         self._pending: deque[_Job] = deque()
+        self._starting = threading.BoundedSemaphore(STARTS_AT_ONCE)
+        self._published: dict[str, int] = {}  # queue positions as last written (absent: 0)
         self._running: dict[str, _Job] = {}
         self._cond = threading.Condition()
         self._stopping = threading.Event()
@@ -200,6 +203,7 @@ class JobRunner:
                 return  # claimed after its lease lapsed and popped from the queue: run it once
             self.store.take(req.job_id, user=req.user, request=req.to_dict())
             self._pending.append(_Job(req, resume_session))
+            self._published[req.job_id] = -1  # not known here yet: published once at the next change
             self._cond.notify()
 
     def prepare(self, req: JobRequest) -> tuple[Session, Any, int]:
@@ -274,14 +278,26 @@ class JobRunner:
                 self._publish_positions(positions)
 
     def _positions(self) -> dict[str, int]:
+        """The queue positions that changed since last published (under the lock). Only the
+        changes: a burst of n jobs would otherwise write n positions at each of n starts."""
         busy = len(self._running) >= self.workers
-        return {j.job_id: (i + 1 if busy else 0) for i, j in enumerate(self._pending)}
+        now = {j.job_id: (i + 1 if busy else 0) for i, j in enumerate(self._pending)}
+        changed = {k: v for k, v in now.items() if self._published.get(k, 0) != v}
+        self._published = now
+        return changed
 
     def _publish_positions(self, positions: dict[str, int]) -> None:
         with contextlib.suppress(StoreUnavailable):
             self.store.set_queue_position(positions)
 
     def _start(self, job: _Job) -> tuple[Session, Any]:
+        # A few starts at a time: a burst of jobs would otherwise put hundreds of threads on
+        # the GIL at once (DuckDB writes are one at a time anyway) and starve the event loop,
+        # whose admissions then miss their deadline.
+        with self._starting:
+            return self._start_one(job)
+
+    def _start_one(self, job: _Job) -> tuple[Session, Any]:
         req = job.req
         if job.resume_session is not None:  # taken over: the question is already stored
             session = self.own_session(job.resume_session, req.user)

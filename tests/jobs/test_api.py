@@ -405,3 +405,33 @@ def test_schema_fuzz_has_no_server_errors(tmp_path: Path) -> None:
 
             check()
         assert failures == []
+
+
+def test_the_hot_paths_answer_as_the_routes_do(tmp_path: Path, mode: str | None) -> None:
+    """A well-formed POST/poll is served before FastAPI (fastpaths.py); one it declines (here:
+    a ``+json`` Content-Type, which FastAPI still reads as JSON) goes through the routes."""
+    with service(tmp_path, ECHO, redis_url=mode) as (client, _built):
+        body = json.dumps({"message": "hi", "history": [{"role": "user", "content": "earlier"}]})
+        fast = client.post(JOB, content=body, headers={**ALICE, "Content-Type": "application/json"})
+        routed = client.post(JOB, content=body, headers={**ALICE, "Content-Type": "application/vnd.x+json"})
+        assert fast.status_code == routed.status_code == 200
+        assert fast.headers["content-type"] == routed.headers["content-type"] == "application/json"
+        a, b = fast.json(), routed.json()
+        assert a["job_id"] != b["job_id"]
+        assert a["meta"].keys() == b["meta"].keys() and a["meta"]["model"] == b["meta"]["model"]
+        end_a, chunks_a = poll_to_end(client, ALICE, a["job_id"])
+        end_b, chunks_b = poll_to_end(client, ALICE, b["job_id"])
+        assert [(c["type"], c.get("text")) for c in chunks_a] == [
+            (c["type"], c.get("text")) for c in chunks_b
+        ]
+        assert end_a.keys() == end_b.keys()
+        assert (
+            (end_a["status"], end_a["content"])
+            == (end_b["status"], end_b["content"])
+            == ("done", "You asked: hi")
+        )
+        # what the fast path refuses to guess at, the routes answer as documented
+        assert client.get(f"{JOB}/{a['job_id']}", params={"since": "x"}, headers=ALICE).status_code == 422
+        assert client.get(f"{JOB}/{a['job_id']}", params={"since": -1}, headers=ALICE).status_code == 422
+        assert client.get(f"{JOB}/{a['job_id']}", headers=BOB).status_code == 404
+        assert client.get(f"{JOB}/{a['job_id']}", headers={"Authorization": "Basic x"}).status_code == 401
