@@ -167,9 +167,9 @@ def stage_csv(cur: duckdb.DuckDBPyConnection, files: Path | Sequence[Path], tabl
     for f, count, fewer, more in per_file:
         file = paths[f]
         if fewer is not None and (more is None or fewer <= more):
-            raise LoadError(file, f"this row has fewer fields than the header ({n})", line=int(fewer))
+            raise LoadError(file, f"this row has fewer fields than the header ({n})", record=int(fewer))
         if more is not None:
-            raise LoadError(file, f"this row has more fields than the header ({n})", line=int(more))
+            raise LoadError(file, f"this row has more fields than the header ({n})", record=int(more))
         rows[f] = int(count)
     keys: dict[str, str] = {}
     for i, h in enumerate(header):
@@ -201,4 +201,4 @@ def first_bad(cur: duckdb.DuckDBPyConnection, st: Staged, checks: list[tuple[str
         else None
     )
     shown = repr(str(value)[:60]) if value is not None else "an empty value"
-    raise LoadError(st.files[f], message.format(value=shown), line=int(line), column=column)
+    raise LoadError(st.files[f], message.format(value=shown), record=int(line), column=column)

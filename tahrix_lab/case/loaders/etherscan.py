@@ -303,7 +303,7 @@ def _stage_tokens(
         raise LoadError(
             st.files[bad_f],
             f"{value[0]!r} has more fraction digits than the token's {value[1] if standard == 'erc20' else 0} decimals",
-            line=int(bad),
+            record=int(bad),
             column=col,
         )
     cur.execute(

@@ -173,7 +173,7 @@ class EtlSet:
             st.file, f"no block time for this row: {st.file.name} has no block_timestamp column and no "
             f"blocks.csv (ethereum-etl export_blocks_and_transactions --blocks-output) or transactions.csv "
             f"with this block or transaction was given beside it",
-            line=int(bad), column=col,
+            record=int(bad), column=col,
         )  # fmt: skip
 
     # -- one stager per file kind ------------------------------------------------------

@@ -130,11 +130,13 @@ def _check(
         return plan
     row, (col, problem, _) = min(hits, key=lambda h: (h[0], list(spec).index(h[1][0])))
     line = int(row) + first_line
+    # a CSV's record number becomes its line (blank lines, quoted line breaks); Parquet has rows
+    where = {"line": line} if file.suffix.lower() == ".parquet" else {"record": line}
     if problem == "missing":
-        raise LoadError(file, "a value is required here", line=line, column=col)
+        raise LoadError(file, "a value is required here", column=col, **where)
     value = fetch_one(cur, f"SELECT {_q(col)} FROM {stage} WHERE rowid = ?", [row])
     shown = str(value[0] if value else "")[:60]
-    raise LoadError(file, f"{shown!r} is not a valid {problem.lower()}", line=line, column=col)
+    raise LoadError(file, f"{shown!r} is not a valid {problem.lower()}", column=col, **where)
 
 
 def _stage(cur: duckdb.DuckDBPyConnection, file: Path, stage: str) -> int:

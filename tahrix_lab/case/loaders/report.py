@@ -10,6 +10,7 @@ pandas DataFrame.
 
 from __future__ import annotations
 
+import csv
 import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,27 @@ from tahrix_lab.agent.errors import UserFacingError
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+def physical_line(file: str | os.PathLike[str], record: int) -> int:
+    """The line an editor shows for a CSV file's ``record``-th record (the header is 1).
+
+    DuckDB's reader skips blank lines and reads a quoted field over several lines as one
+    record, so its record numbers drift from the lines. Read again here, only when a load
+    is refused; a file that cannot be read so keeps the record number."""
+    seen, end = 0, 0
+    try:
+        with open(file, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh)
+            for row in reader:
+                start, end = end + 1, reader.line_num
+                if row:
+                    seen += 1
+                    if seen == record:
+                        return start
+    except (OSError, UnicodeDecodeError, csv.Error):
+        pass
+    return record
 
 
 class LoadError(UserFacingError):
@@ -30,7 +52,10 @@ class LoadError(UserFacingError):
         *,
         line: int | None = None,
         column: str | None = None,
+        record: int | None = None,
     ):
+        if record is not None:  # the record number DuckDB's reader gives: as the file's line
+            line = physical_line(file, record)
         where = str(file)
         if line is not None:
             where += f", line {line}"

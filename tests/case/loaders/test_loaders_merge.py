@@ -172,3 +172,23 @@ def test_a_quoted_line_break_is_refused_with_its_file_and_line(db: CaseDB, tmp_p
         load_files(db, "C", [fa, path, fb])
     assert (err.value.file, err.value.line) == (str(path), 4)
     assert db.scalar("SELECT count(*) FROM transfers") == 0
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+def test_a_refusal_after_blank_lines_names_the_line_an_editor_shows(
+    db: CaseDB, tmp_path: Path, crlf: bool
+) -> None:
+    """DuckDB's reader skips blank lines, so its record numbers drift from the file's lines."""
+    header = ",".join(f'"{c}"' for c in ERC20_HEADER)
+    good = [",".join(f'"{c}"' for c in erc20_row(i, a(1), a(2), "1", "$1")) for i in (1, 2)]
+    bad = erc20_row(4, a(1), a(2), "1", "$1")
+    bad[4] = "0x12"
+    end = "\r\n" if crlf else "\n"
+    path = tmp_path / "blanks.csv"
+    path.write_bytes(
+        end.join([header, good[0], "", good[1], "", "", ",".join(f'"{c}"' for c in bad)]).encode()
+    )
+    with pytest.raises(LoadError) as err:
+        load_file(db, "C", path)
+    # header 1, row 2, blank 3, row 4, blanks 5 and 6, the bad row 7
+    assert (err.value.line, err.value.column) == (7, "From")
