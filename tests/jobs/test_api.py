@@ -407,6 +407,18 @@ def test_schema_fuzz_has_no_server_errors(tmp_path: Path) -> None:
         assert failures == []
 
 
+def _coalesced(chunks: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """Chunk types and texts with consecutive text deltas of one type joined."""
+    out: list[tuple[str, str | None]] = []
+    for c in chunks:
+        kind, text = c["type"], c.get("text")
+        if out and text is not None and out[-1][0] == kind and out[-1][1] is not None:
+            out[-1] = (kind, out[-1][1] + text)
+        else:
+            out.append((kind, text))
+    return out
+
+
 def test_the_hot_paths_answer_as_the_routes_do(tmp_path: Path, mode: str | None) -> None:
     """A well-formed POST/poll is served before FastAPI (fastpaths.py); one it declines (here:
     a ``+json`` Content-Type, which FastAPI still reads as JSON) goes through the routes."""
@@ -421,9 +433,8 @@ def test_the_hot_paths_answer_as_the_routes_do(tmp_path: Path, mode: str | None)
         assert a["meta"].keys() == b["meta"].keys() and a["meta"]["model"] == b["meta"]["model"]
         end_a, chunks_a = poll_to_end(client, ALICE, a["job_id"])
         end_b, chunks_b = poll_to_end(client, ALICE, b["job_id"])
-        assert [(c["type"], c.get("text")) for c in chunks_a] == [
-            (c["type"], c.get("text")) for c in chunks_b
-        ]
+        # the same chunks, up to where text deltas were coalesced (that depends on timing)
+        assert _coalesced(chunks_a) == _coalesced(chunks_b)
         assert end_a.keys() == end_b.keys()
         assert (
             (end_a["status"], end_a["content"])
