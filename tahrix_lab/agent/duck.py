@@ -252,6 +252,9 @@ class Database:
     def _attach(self) -> None:
         try:
             self._attach_retrying()
+        except BaseException:  # an interrupt mid-attach: the file is not ours, nor its holder lock
+            self._release_holder()
+            raise
         finally:
             if self._turnstile is not None:
                 self._turnstile.leave()
