@@ -29,6 +29,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from tahrix_lab.flow import Chunk
@@ -39,6 +40,7 @@ from tahrix_lab.jobs.chunklog import (
     KEY_PREFIX,
     TERMINAL,
     CapReached,
+    EndStatus,
     JobStore,
     Lapsed,
     state,
@@ -129,6 +131,8 @@ class RedisJobStore(BatchedWrites, JobStore):
         self._mirrors: dict[str, Mirror] = {}
         self._dirty: dict[str, None] = {}  # insertion-ordered set
         self._cond = threading.Condition()
+        self._inbox: deque[tuple[str, list[Chunk], EndStatus | None]] = deque()
+        self._nudge = threading.Event()  # the writer has something to do
         self._writer_thread: threading.Thread | None = None
         self._closing = False
         self._inflight = False
@@ -332,7 +336,7 @@ class RedisJobStore(BatchedWrites, JobStore):
                         m.restore = True  # Redis restarted empty: write the job anew now
                         self._dirty[job_id] = None
                 self._cond.notify_all()
-                self._start_writer()
+            self._kick()
 
     def claim_lapsed(
         self, worker_id: str, lease_s: float, message: str, held: list[str] | None = None
@@ -357,6 +361,7 @@ class RedisJobStore(BatchedWrites, JobStore):
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+        self._nudge.set()
         if self._writer_thread is not None:
             self._writer_thread.join(SOCKET_TIMEOUT_S * 2)
             self._writer_thread = None

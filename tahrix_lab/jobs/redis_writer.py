@@ -20,6 +20,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ from tahrix_lab.jobs.redis_wake import WAKE_CHANNEL
 log = logging.getLogger(__name__)
 
 BUSY_JOBS = 16  # a batch with this many jobs means load: gather for WINDOW_S before the next
-WINDOW_S = 0.02
+WINDOW_S = 0.05
 
 
 def job_key(job_id: str) -> str:
@@ -78,6 +79,8 @@ class BatchedWrites:
     _mirrors: dict[str, Mirror]
     _dirty: dict[str, None]
     _cond: threading.Condition
+    _inbox: deque[tuple[str, list[Chunk], EndStatus | None]]
+    _nudge: threading.Event
     _writer_thread: threading.Thread | None
     _closing: bool
     _inflight: bool
@@ -89,27 +92,21 @@ class BatchedWrites:
         return redact_url(self.url)
 
     # -- writing ---------------------------------------------------------------
+    # The run threads (hundreds under load) only put their chunks in the inbox, a deque whose
+    # append is atomic: no lock they would all contend for. The writer takes the inbox in order.
     def append(self, job_id: str, chunks: list[Chunk]) -> bool:
-        with self._cond:
-            mirror = self._mirrors.get(job_id)
-            if mirror is None:
-                mirror = self._mirrors[job_id] = Mirror(user="", request={})
-            mirror.pending.extend(chunks)
-            self._dirty[job_id] = None
-            self._cond.notify_all()
-            self._start_writer()
-            return mirror.cancel
+        self._inbox.append((job_id, chunks, None))
+        self._kick()
+        mirror = self._mirrors.get(job_id)
+        return mirror is not None and mirror.cancel
 
     def finish(self, job_id: str, status: EndStatus, chunks: list[Chunk]) -> None:
         with self._cond:
             mirror = self._mirrors.get(job_id)
             if mirror is None:
                 mirror = self._mirrors[job_id] = Mirror(user="", request={})
-            mirror.pending.extend(chunks)
-            mirror.end = status
-            self._dirty[job_id] = None
-            self._cond.notify_all()
-            self._start_writer()
+        self._inbox.append((job_id, chunks, status))  # after this job's earlier chunks
+        self._kick()
         if not mirror.written.wait(self.grace_s):
             with self._cond:
                 self._mirrors.pop(job_id, None)
@@ -122,24 +119,44 @@ class BatchedWrites:
         """Wait until every chunk queued so far is written (tests; a clean shutdown)."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while (self._dirty or self._inflight) and time.monotonic() < deadline:
+            while (self._inbox or self._dirty or self._inflight) and time.monotonic() < deadline:
                 self._cond.wait(0.05)
 
-    def _start_writer(self) -> None:
+    def _kick(self) -> None:
+        """Wake the writer (started on first use). Cheap when it is already awake."""
+        if not self._nudge.is_set():
+            self._nudge.set()
         if self._writer_thread is None:
-            self._writer_thread = threading.Thread(
-                target=self._drain, name="tahrix-redis-writer", daemon=True
-            )
-            self._writer_thread.start()
+            with self._cond:
+                if self._writer_thread is None:
+                    self._writer_thread = threading.Thread(
+                        target=self._drain, name="tahrix-redis-writer", daemon=True
+                    )
+                    self._writer_thread.start()
+
+    def _take_inbox(self) -> None:
+        """Move what the runs appended into the mirrors (under the lock)."""
+        while self._inbox:
+            job_id, chunks, end = self._inbox.popleft()
+            mirror = self._mirrors.get(job_id)
+            if mirror is None:
+                mirror = self._mirrors[job_id] = Mirror(user="", request={})
+            mirror.pending.extend(chunks)
+            if end is not None:
+                mirror.end = end
+            self._dirty[job_id] = None
 
     def _drain(self) -> None:
         failing = False
         while True:
+            self._nudge.wait()
+            self._nudge.clear()  # before taking: an append after this sets it again
             with self._cond:
-                while not self._dirty and not self._closing:
-                    self._cond.wait()
+                self._take_inbox()
                 if self._closing and not self._dirty:
                     return
+                if not self._dirty:
+                    continue
                 batch = list(self._dirty)
                 self._dirty.clear()
                 ops = [(job_id, self._op(job_id)) for job_id in batch if job_id in self._mirrors]
@@ -149,6 +166,8 @@ class BatchedWrites:
             finally:
                 with self._cond:
                     self._inflight = False
+                    if self._dirty:
+                        self._nudge.set()  # retries and the rest of a job: the next batch
                     self._cond.notify_all()
             if not ok:
                 if not failing:
