@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -167,6 +167,19 @@ class TranscriptStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The writes of the block commit together, or none of them (then the next positions
+        known here are as before)."""
+        with self._db.write_lock:
+            before = dict(self._positions)
+            try:
+                with self._db.write():
+                    yield
+            except BaseException:
+                self._positions = before
+                raise
+
     # -- sessions --------------------------------------------------------
     def create_session(
         self,
@@ -187,6 +200,8 @@ class TranscriptStore:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title],
             )
+            if session is None:  # an id made here has no messages anywhere: no look needed
+                self._positions[s.id] = 0
         return s
 
     def get_session(self, session_id: str) -> Session:

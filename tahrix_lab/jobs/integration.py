@@ -24,7 +24,9 @@ class JobIntegration(Protocol):
 
     purpose: str
 
-    def start_session(self, store: TranscriptStore, *, user: str, case_id: str | None) -> Session: ...
+    def start_session(self, store: TranscriptStore, *, user: str, case_id: str | None) -> Session:
+        """A new session for a job, with no messages yet (the runner adds history and question)."""
+        ...
 
     def context_for(self, store: TranscriptStore, session: Session) -> Any:
         """Passed to the loop as ``run_agent(context=...)``."""

@@ -30,7 +30,6 @@ import os
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +53,7 @@ from tahrix_lab.jobs.chunklog import (
 from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
 from tahrix_lab.jobs.request import JobRejected as JobRejected
 from tahrix_lab.jobs.request import JobRequest as JobRequest
+from tahrix_lab.jobs.starts import GroupStarts
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,8 @@ INTERNAL_MESSAGE = (
     "Something went wrong on our side while answering. The details are in the log for the operator."
 )
 DEFAULT_MAX_RUNNING = 8
-STARTS_AT_ONCE = 2
+ADMIT_QUIET_S = 0.005  # admissions this close together are a burst
+ADMIT_FIRST_MAX_S = 0.25
 
 
 @dataclass
@@ -110,9 +111,15 @@ class JobRunner:
         self.max_running_per_user = max_running_per_user
         self.lease_s = lease_s
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
-        self._pending: deque[_Job] = deque()
-        self._starting = threading.BoundedSemaphore(STARTS_AT_ONCE)
+        self._pending: dict[str, _Job] = {}  # the queue, in order (a dict: membership is cheap)
+        self._starts: GroupStarts[_Job, tuple[Session, Any, int | None]] = GroupStarts(
+            self._start_one, transcripts.transaction
+        )
+        self._last_admit = 0.0  # monotonic time of the last admission here
+        self._gate = threading.Lock()
+        self._watching = False  # a worker waits for a burst of admissions to pause
         self._published: dict[str, int] = {}  # queue positions as last written (absent: 0)
+        self._unpublished: set[str] = set()  # queued here, their position not written yet
         self._running: dict[str, _Job] = {}
         self._cond = threading.Condition()
         self._stopping = threading.Event()
@@ -135,7 +142,7 @@ class JobRunner:
         """Cancel what runs, end what waits, and join the threads."""
         self._stopping.set()
         with self._cond:
-            queued = list(self._pending)
+            queued = list(self._pending.values())
             self._pending.clear()
             for job in self._running.values():
                 job.cancel.set()
@@ -191,6 +198,7 @@ class JobRunner:
             return max(0, len(self._pending) + 1 - (self.workers - len(self._running)))
 
     def _admitted(self, req: JobRequest, position: int) -> dict[str, Any]:
+        self._last_admit = time.monotonic()
         self.enqueue(req)
         meta = {"session_id": req.session_id, "backend": self.backend.name, "model": self.model,
                 "queue_position": position}  # fmt: skip
@@ -199,23 +207,25 @@ class JobRunner:
     def enqueue(self, req: JobRequest, *, resume_session: str | None = None) -> None:
         """Queue an admitted job for a worker thread (from ``submit``, the Redis intake, a takeover)."""
         with self._cond:
-            if req.job_id in self._running or any(j.job_id == req.job_id for j in self._pending):
+            if req.job_id in self._running or req.job_id in self._pending:
                 return  # claimed after its lease lapsed and popped from the queue: run it once
             self.store.take(req.job_id, user=req.user, request=req.to_dict())
-            self._pending.append(_Job(req, resume_session))
-            self._published[req.job_id] = -1  # not known here yet: published once at the next change
-            self._cond.notify()
+            self._pending[req.job_id] = _Job(req, resume_session)
+            self._unpublished.add(req.job_id)  # not known here yet: published once at the next change
+            if not self._watching:  # else the watcher wakes the others when the burst pauses
+                self._cond.notify()
 
     def prepare(self, req: JobRequest) -> tuple[Session, Any, int]:
         """The start of a run: session, budget check, the user's message stored. Returns the
         session, the loop's context and how many messages came before the question."""
-        session = self._session_for(req)
+        session, before = self._session_for(req)
         if self.budget is not None:
             try:
                 self.budget.check(req.user, store=self.transcripts)
             except BudgetExceeded as exc:
                 raise JobRejected(429, exc.message) from None
-        before = len(self.transcripts.load_messages(session.id))
+        if before is None:
+            before = len(self.transcripts.load_messages(session.id))
         self.transcripts.append_message(session.id, Message.user(req.message))
         return session, self.integration.context_for(self.transcripts, session), before
 
@@ -225,7 +235,8 @@ class JobRunner:
         return run_agent(session, store=self.transcripts, backend=self.backend, model=self.model,
                          context=context, budget=self.budget, registry=self.integration.registry())  # fmt: skip
 
-    def _session_for(self, req: JobRequest) -> Session:
+    def _session_for(self, req: JobRequest) -> tuple[Session, int | None]:
+        """The job's session and, for a new one, how many messages it holds (else None)."""
         if req.session_id is None:
             try:
                 session = self.integration.start_session(self.transcripts, user=req.user, case_id=req.case_id)
@@ -240,10 +251,10 @@ class JobRunner:
                 else:
                     msg = Message(role="assistant", parts=[Part.of_text(text)], stop_reason="end_turn")
                     self.transcripts.append_message(session.id, msg)
-            return session
+            return session, len(req.history or [])
         if req.history:
             raise JobRejected(422, "history is only accepted when starting a new session.", "history")
-        return self.own_session(req.session_id, req.user)
+        return self.own_session(req.session_id, req.user), None
 
     def own_session(self, session_id: str, user: str) -> Session:
         found: Session | None
@@ -263,7 +274,16 @@ class JobRunner:
                     self._cond.wait()
                 if self._stopping.is_set():
                     return
-                job = self._pending.popleft()
+            # Admissions first: while POSTs keep arriving, a worker waits until they pause (at
+            # most ADMIT_FIRST_MAX_S), so a burst of requests gets its job ids at once and its
+            # jobs start right after, instead of hundreds of woken threads taking the GIL.
+            self._admissions_first()
+            with self._cond:
+                if not self._pending:
+                    continue
+                job = self._pending.pop(next(iter(self._pending)))
+                if self._pending:
+                    self._cond.notify()  # the next idle worker takes the next job
                 self._running[job.job_id] = job
                 positions = self._positions()
             self._publish_positions(positions)
@@ -281,8 +301,14 @@ class JobRunner:
         """The queue positions that changed since last published (under the lock). Only the
         changes: a burst of n jobs would otherwise write n positions at each of n starts."""
         busy = len(self._running) >= self.workers
-        now = {j.job_id: (i + 1 if busy else 0) for i, j in enumerate(self._pending)}
-        changed = {k: v for k, v in now.items() if self._published.get(k, 0) != v}
+        # Only while all workers are busy do positions count up (then every start moves them
+        # all); otherwise each is 0 and only the ones not yet written as 0 are written.
+        now = {k: i + 1 for i, k in enumerate(self._pending)} if busy else {}
+        changed = {k: v for k, v in now.items() if self._published.get(k) != v}
+        for k in (*self._published, *self._unpublished):
+            if k not in now and k in self._pending:
+                changed[k] = 0
+        self._unpublished.clear()
         self._published = now
         return changed
 
@@ -291,21 +317,36 @@ class JobRunner:
             self.store.set_queue_position(positions)
 
     def _start(self, job: _Job) -> tuple[Session, Any]:
-        # A few starts at a time: a burst of jobs would otherwise put hundreds of threads on
-        # the GIL at once (DuckDB writes are one at a time anyway) and starve the event loop,
-        # whose admissions then miss their deadline.
-        with self._starting:
-            return self._start_one(job)
+        # Starts waiting together share one transcript transaction (see starts.py): a burst of
+        # jobs starts in a few transactions instead of hundreds of threads taking turns.
+        session, context, before = self._starts.start(job)
+        if before is not None:  # the question is committed: say where its session is
+            with contextlib.suppress(StoreUnavailable):
+                self.store.set_session(job.job_id, session.id, message=job.req.message, history_len=before)
+        return session, context
 
-    def _start_one(self, job: _Job) -> tuple[Session, Any]:
+    def _admissions_first(self) -> None:
+        """Wait while admissions come in a burst. One thread watches; while it does, enqueue
+        wakes no other (each woken thread would take the GIL from the event loop)."""
+        with self._gate:
+            with self._cond:
+                self._watching = True
+            try:
+                until = time.monotonic() + ADMIT_FIRST_MAX_S
+                while (now := time.monotonic()) < until and now - self._last_admit < ADMIT_QUIET_S:
+                    time.sleep(ADMIT_QUIET_S)
+            finally:
+                with self._cond:
+                    self._watching = False
+
+    def _start_one(self, job: _Job) -> tuple[Session, Any, int | None]:
+        """Inside the group's transaction: session, context and (for a new question) how many
+        messages came before it."""
         req = job.req
         if job.resume_session is not None:  # taken over: the question is already stored
             session = self.own_session(job.resume_session, req.user)
-            return session, self.integration.context_for(self.transcripts, session)
-        session, context, before = self.prepare(req)
-        with contextlib.suppress(StoreUnavailable):
-            self.store.set_session(job.job_id, session.id, message=req.message, history_len=before)
-        return session, context
+            return session, self.integration.context_for(self.transcripts, session), None
+        return self.prepare(req)
 
     def _run(self, job: _Job) -> None:
         if job.cancel.is_set():  # cancelled while it waited
@@ -359,7 +400,7 @@ class JobRunner:
     # -- watching: cancels, leases ------------------------------------------
     def _held(self) -> list[str]:
         with self._cond:
-            return [*self._running, *(j.job_id for j in self._pending)]
+            return [*self._running, *self._pending]
 
     def _renew(self) -> None:
         with contextlib.suppress(StoreUnavailable):
@@ -407,7 +448,7 @@ class JobRunner:
         quiet = time.monotonic() - self.watch_interval
         with self._cond:
             ids = [j.job_id for j in self._running.values() if j.last_write <= quiet]
-            ids += [j.job_id for j in self._pending]
+            ids += list(self._pending)
         if not ids:
             return
         try:
@@ -420,8 +461,7 @@ class JobRunner:
             for job_id in wanted:
                 if job_id in self._running:
                     self._running[job_id].cancel.set()
-            dropped = [j for j in self._pending if j.job_id in wanted]
-            self._pending = deque(j for j in self._pending if j.job_id not in wanted)
+            dropped = [self._pending.pop(k) for k in list(self._pending) if k in wanted]
             positions = self._positions() if dropped else {}
         for job in dropped:
             self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])

@@ -274,3 +274,28 @@ def test_many_simultaneous_long_polls(store: JobStore) -> None:
 
     states = asyncio.run(scenario())
     assert [s["chunks"] for s in states if s is not None] == [[{"type": "content", "text": j}] for j in ids]
+
+
+def test_the_end_lands_after_every_chunk_appended_before_it(store: JobStore) -> None:
+    """Runs append from many threads at once (the Redis writer takes them from an inbox):
+    each job's end is written after all its chunks, and every waiting finish returns."""
+    jobs = [f"e{i}" for i in range(24)]
+    for j in jobs:
+        store.create(j, user="u", request={})
+
+    def run(job: str) -> None:
+        for i in range(50):
+            store.append(job, [{"type": "content", "text": f"{i},"}])
+        store.finish(job, "done", [{"type": "done", "stop_reason": "end_turn"}])
+
+    threads = [threading.Thread(target=run, args=(j,)) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert not any(t.is_alive() for t in threads)  # every finish returned
+    for j in jobs:
+        state = store.read(j)
+        assert state is not None and state["status"] == "done"
+        assert state["content"] == "".join(f"{i}," for i in range(50))
+        assert state["chunks"][-1] == {"type": "done", "stop_reason": "end_turn"}

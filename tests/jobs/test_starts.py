@@ -1,0 +1,156 @@
+"""Job starts in groups (``jobs/starts.py``) and the transcript transaction they share."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.transcript import Message
+from tahrix_lab.jobs.demo import ScriptedBackend
+from tahrix_lab.jobs.integration import ChatIntegration
+from tahrix_lab.jobs.memory_store import MemoryJobStore
+from tahrix_lab.jobs.request import JobRejected, JobRequest
+from tahrix_lab.jobs.runner import JobRunner
+from tahrix_lab.jobs.starts import GroupStarts
+
+
+class Recorder:
+    """A transaction that records which jobs ran inside which group, and can fail on demand."""
+
+    def __init__(self, fail_group_with: str | None = None) -> None:
+        self.groups: list[list[str]] = []
+        self.current: list[str] | None = None
+        self.fail_group_with = fail_group_with
+        self.alone: list[str] = []
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.current = []
+        try:
+            yield
+            self.groups.append(self.current)
+        finally:
+            self.current = None
+
+    def run_one(self, job: str) -> str:
+        time.sleep(0.002)  # long enough for the other threads to queue behind the leader
+        if job == "refused":
+            raise JobRejected(404, "no such session", "session_id")
+        if job == self.fail_group_with:
+            if self.current is not None:
+                raise RuntimeError("the database refused the group")  # fails the transaction
+            self.alone.append(job)
+        if self.current is not None:
+            self.current.append(job)
+        else:
+            self.alone.append(job)
+        return job.upper()
+
+
+def start_all(starts: GroupStarts[str, str], jobs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    barrier = threading.Barrier(len(jobs))
+
+    def one(job: str) -> None:
+        barrier.wait()
+        try:
+            out[job] = starts.start(job)
+        except Exception as exc:
+            out[job] = exc
+
+    threads = [threading.Thread(target=one, args=(j,)) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    return out
+
+
+def test_a_burst_of_starts_shares_few_transactions() -> None:
+    rec = Recorder()
+    starts = GroupStarts(rec.run_one, rec.transaction, max_batch=8)
+    jobs = [f"j{i}" for i in range(40)]
+    out = start_all(starts, jobs)
+    assert out == {j: j.upper() for j in jobs}  # each thread gets its own result
+    ran = [j for g in rec.groups for j in g]
+    assert sorted(ran) == sorted(jobs)  # every start ran once, inside a transaction
+    assert all(len(g) <= 8 for g in rec.groups)
+    assert len(rec.groups) < len(jobs)  # grouped: fewer transactions than starts
+    assert starts.groups == len(rec.groups)
+
+
+def test_a_refused_start_is_refused_alone() -> None:
+    rec = Recorder()
+    starts = GroupStarts(rec.run_one, rec.transaction)
+    out = start_all(starts, ["a", "refused", "b", "c"])
+    assert isinstance(out["refused"], JobRejected) and out["refused"].status == 404
+    assert {k: v for k, v in out.items() if k != "refused"} == {"a": "A", "b": "B", "c": "C"}
+    assert not rec.alone  # the refusal did not break its group's transaction
+
+
+def test_a_failing_transaction_runs_each_start_on_its_own() -> None:
+    rec = Recorder(fail_group_with="bad")
+    starts = GroupStarts(rec.run_one, rec.transaction)
+    jobs = ["a", "bad", "b", "c", "d"]
+    out = start_all(starts, jobs)
+    assert out == {j: j.upper() for j in jobs}  # the neighbours of the failure still start
+    assert "bad" in rec.alone  # it ran again outside a group
+
+
+def test_the_lead_passes_on_when_the_leader_is_done() -> None:
+    """Starts that arrive while a group runs are not stranded: the next thread leads."""
+    rec = Recorder()
+    starts = GroupStarts(rec.run_one, rec.transaction, max_batch=1)
+    out = start_all(starts, [f"j{i}" for i in range(10)])
+    assert len(out) == 10 and all(isinstance(v, str) for v in out.values())
+    assert len(rec.groups) == 10
+
+
+def test_transaction_rolls_back_messages_and_positions(tmp_path: Path) -> None:
+    with TranscriptStore(str(tmp_path / "t.duckdb")) as store:
+        kept = store.create_session(user="u")
+        store.append_message(kept.id, Message.user("first"))
+
+        def fails_halfway() -> None:
+            with store.transaction():
+                store.append_message(kept.id, Message.user("lost"))
+                store.create_session(user="u", title="lost too")
+                raise RuntimeError("boom")
+
+        with pytest.raises(RuntimeError):
+            fails_halfway()
+        assert [m.text for m in store.load_messages(kept.id)] == ["first"]
+        assert [s.title for s in store.list_sessions(user="u")] == [None]
+        later = store.append_message(kept.id, Message.user("second"))
+        assert later.position == 1  # no gap where the rolled-back message was
+
+
+def test_a_burst_of_jobs_starts_in_groups_with_every_question_stored(tmp_path: Path) -> None:
+    store = MemoryJobStore(ttl=60)
+    script = {"delay": 0.0, "turns": [[{"kind": "text", "text": "ok"}]]}
+    with TranscriptStore(str(tmp_path / "t.duckdb")) as transcripts:
+        runner = JobRunner(store, transcripts=transcripts, backend=ScriptedBackend(script), model="m",
+                           integration=ChatIntegration(), workers=30, max_running_per_user=None).start()  # fmt: skip
+        try:
+            reqs = [JobRequest(user="u", message=f"question {i}") for i in range(30)]
+            for req in reqs:
+                runner.submit(req)
+            deadline = time.monotonic() + 30
+            while any((store.read(r.job_id) or {}).get("status") != "done" for r in reqs):
+                assert time.monotonic() < deadline, "the burst did not finish"
+                time.sleep(0.05)
+        finally:
+            runner.stop()
+        for req in reqs:
+            state = store.read(req.job_id)
+            assert state is not None and state["session_id"]
+            texts = [m.text for m in transcripts.load_messages(state["session_id"])]
+            assert texts == [req.message, "ok"]
+        assert runner._starts.groups < len(reqs)
