@@ -60,9 +60,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve_child(port: int, redis_url: str | None, db: str, count: int, interval: float, workers: int) -> None:
-    """The server process: the real service wiring with the stamping backend."""
+def serve_child(
+    port: int, redis_url: str | None, db: str, count: int, interval: float, workers: int, role: str = "all"
+) -> None:
+    """A server process: the real service wiring with the stamping backend. ``role`` as for
+    ``tahrix serve --role``: ``all`` (API and jobs in this process), ``api`` or ``worker``."""
     import logging
+    import threading
 
     import uvicorn
 
@@ -76,8 +80,10 @@ def serve_child(port: int, redis_url: str | None, db: str, count: int, interval:
 
         sys.setswitchinterval(float(os.environ["TAHRIX_BENCH_SWITCH"]))
     settings = Settings(tokens={TOKEN: "bench"}, db=db, redis_url=redis_url, workers=workers,
-                        max_running_per_user=None)  # fmt: skip
+                        max_running_per_user=None, role=role)  # type: ignore[arg-type]  # fmt: skip
     built = build(settings, backend=StampBackend(count, interval))
+    if role == "worker":
+        threading.Event().wait()  # the runner's threads do the work until terminated
     assert built.service is not None
     uvicorn.run(create_app(built.service), host="127.0.0.1", port=port, log_level="warning", backlog=4096)
 
@@ -128,6 +134,43 @@ class Server(ChildServer):
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
         self.tmp.cleanup()
+
+
+class SplitServer:
+    """``tahrix serve --role worker`` and ``--role api`` as two processes on one Redis (the
+    documented way to use both cores); ``pid``/``pids`` are the API's / both."""
+
+    def __init__(self, *, redis_url: str, count: int, interval: float, workers: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.tmp = tempfile.TemporaryDirectory()
+        db = os.path.join(self.tmp.name, "bench.duckdb")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.worker = ctx.Process(target=serve_child,
+                                  args=(0, redis_url, db, count, interval, workers, "worker"))  # fmt: skip
+        self.api = ctx.Process(target=serve_child,
+                               args=(self.port, redis_url, db, count, interval, workers, "api"))  # fmt: skip
+
+    def __enter__(self) -> SplitServer:
+        self.worker.start()
+        self.api.start()
+        wait_healthy(self.url)
+        deadline = time.monotonic() + 60
+        while httpx.get(self.url + "/readyz", timeout=2).status_code != 200:  # the worker runs
+            if time.monotonic() > deadline:
+                raise RuntimeError("the bench worker did not become ready")
+            time.sleep(0.1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in (self.api, self.worker):
+            proc.terminate()
+            proc.join(10)
+        self.tmp.cleanup()
+
+    @property
+    def pids(self) -> list[int]:
+        return [int(p.pid) for p in (self.api, self.worker) if p.pid is not None]
 
 
 class RedisProc:

@@ -35,13 +35,17 @@ import time
 from typing import Any
 
 import redis
+import uvloop
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_jobs_concurrency import RawConn, cpu_seconds
-from bench_jobs_latency import JOB, ChildServer, RedisProc, Server, free_port, parse, pct
+from bench_jobs_latency import JOB, ChildServer, RedisProc, Server, SplitServer, free_port, parse, pct
 from seed_reference import serve_seed
 
 RATE = 20.0
+# ours: one `tahrix serve --role all` process; split: `--role api` + `--role worker` on the
+# same Redis (two interpreters, the documented scale-out); seed: one process, as the seed ran.
+DESIGNS = ["ours", "split", "seed"]
 RETRIED: list[int] = []
 
 
@@ -54,7 +58,16 @@ class SeedServer(ChildServer):
         )
 
 
-async def long_poller(conn: RawConn, job: str, got: list[tuple[int, float]]) -> None:
+def mark(got: list[tuple[int, float]], seen: list[float]) -> None:
+    """``seen``: when the job's first token and its latest token arrived (monotonic)."""
+    if got:
+        now = time.monotonic()
+        if not seen:
+            seen += [now, now]
+        seen[1] = now
+
+
+async def long_poller(conn: RawConn, job: str, got: list[tuple[int, float]], seen: list[float]) -> None:
     since = 0
     while True:
         status, state = await conn.request("GET", f"{JOB}/{job}?since={since}&wait=20")
@@ -64,12 +77,13 @@ async def long_poller(conn: RawConn, job: str, got: list[tuple[int, float]]) -> 
         if status != 200:
             raise RuntimeError(f"poll of job {job} answered {status}: {state}")
         parse(state["chunks"], time.time(), got)
+        mark(got, seen)
         since = state["next"]
         if state["status"] != "streaming":
             return
 
 
-async def seed_poller(conn: RawConn, job: str, got: list[tuple[int, float]]) -> None:
+async def seed_poller(conn: RawConn, job: str, got: list[tuple[int, float]], seen: list[float]) -> None:
     """Written to the seed's contract only: poll every 500 ms, render after lastChunkIdx."""
     last = 0
     while True:
@@ -81,6 +95,7 @@ async def seed_poller(conn: RawConn, job: str, got: list[tuple[int, float]]) -> 
             raise RuntimeError(f"poll of job {job} answered {status}: {state}")
         chunks = state.get("chunks", [])
         parse(chunks[last:], time.time(), got)
+        mark(got, seen)
         last = len(chunks)
         if state["status"] in ("done", "error"):
             return
@@ -109,13 +124,15 @@ async def drive(url: str, jobs: int, seed: bool) -> tuple[list[list[tuple[int, f
         return out
 
     got: list[list[tuple[int, float]]] = [[] for _ in conns]
+    seen: list[list[float]] = [[] for _ in conns]
     reader = seed_poller if seed else long_poller
+    started = time.monotonic()
 
     async def job(i: int, c: RawConn) -> None:  # each client polls as soon as its POST answers
         status, body = await post(i, c)
         if status != 200:
             raise SystemExit(f"a job was refused: {status} {body}")
-        await reader(c, body["job_id"], got[i])
+        await reader(c, body["job_id"], got[i], seen[i])
 
     try:
         for c in conns:  # connect first: the POSTs then leave together
@@ -124,30 +141,52 @@ async def drive(url: str, jobs: int, seed: bool) -> tuple[list[list[tuple[int, f
     finally:
         for c in conns:
             c.close()
-    return got, post_ms
+    first = [(sn[0] - started) * 1000 for sn in seen if sn]
+    edges = sorted([(sn[0], 1) for sn in seen if sn] + [(sn[1], -1) for sn in seen if sn])
+    peak = running = 0
+    for _t, step in edges:
+        running += step
+        peak = max(peak, running)
+    return got, post_ms, first, peak
 
 
 def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dict[str, Any]:
     interval = 1 / RATE
     seed = name == "seed"
-    server: Any = SeedServer(redis_url, count, interval) if seed else Server(
-        redis_url=redis_url, count=count, interval=interval, workers=jobs)  # fmt: skip
+    server: Any
+    if seed:
+        server = SeedServer(redis_url, count, interval)
+    elif name == "split":
+        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs)
+    else:
+        server = Server(redis_url=redis_url, count=count, interval=interval, workers=jobs)
     RETRIED.clear()
     with server as srv:
-        cpu0, wall0, ccpu0 = cpu_seconds(srv.pid), time.monotonic(), time.process_time()
+        pids = getattr(srv, "pids", None) or [srv.pid]
+
+        def server_cpu() -> float:
+            return sum(cpu_seconds(pid) for pid in pids)
+
+        each0 = [cpu_seconds(pid) for pid in pids]
+        cpu0, wall0, ccpu0 = sum(each0), time.monotonic(), time.process_time()
         rcpu0 = cpu_seconds(redis_pid)
-        got, post_ms = asyncio.run(drive(srv.url, jobs, seed))
-        cpu, wall = cpu_seconds(srv.pid) - cpu0, time.monotonic() - wall0
+        got, post_ms, first, peak = uvloop.run(drive(srv.url, jobs, seed))
+        each = [cpu_seconds(pid) - c0 for pid, c0 in zip(pids, each0, strict=True)]
+        cpu, wall = server_cpu() - cpu0, time.monotonic() - wall0
         ccpu, rcpu = time.process_time() - ccpu0, cpu_seconds(redis_pid) - rcpu0
     lost = sum(1 for g in got if [s for s, _ in g] != list(range(count)))
     lat = [d * 1000 for g in got for _, d in g]
     row = {"design": name, "jobs": jobs, "p50_ms": round(pct(lat, 50), 1), "p95_ms": round(pct(lat, 95), 1),
-           "max_ms": round(max(lat), 1), "post_p95_ms": round(pct(post_ms, 95), 1), "lost_or_reordered_jobs": lost,
-           "server_cpu_pct": round(100 * cpu / wall), "client_cpu_pct": round(100 * ccpu / wall),
+           "max_ms": round(max(lat), 1), "post_p95_ms": round(pct(post_ms, 95), 1),
+           "first_token_p50_ms": round(pct(first, 50)), "first_token_p95_ms": round(pct(first, 95)),
+           "peak_streaming_jobs": peak, "lost_or_reordered_jobs": lost,
+           "server_cpu_pct": round(100 * cpu / wall),
+           "server_cpu_pct_each": [round(100 * c / wall) for c in each], "client_cpu_pct": round(100 * ccpu / wall),
            "redis_cpu_pct": round(100 * rcpu / wall), "post_503_retries": len(RETRIED)}  # fmt: skip
-    print(f"  {name:4s} {jobs:4d} jobs: delivery p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  "
-          f"max {row['max_ms']:8.1f} ms | POST p95 {row['post_p95_ms']:7.1f} ms ({len(RETRIED)} 503 retried) | lost/reordered jobs {lost} | "
-          f"CPU server {row['server_cpu_pct']}%, clients {row['client_cpu_pct']}%, redis {row['redis_cpu_pct']}% | "
+    print(f"  {name:5s} {jobs:4d} jobs: delivery p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  "
+          f"max {row['max_ms']:8.1f} ms | first token p50 {row['first_token_p50_ms']} ms, p95 "
+          f"{row['first_token_p95_ms']} ms, peak {peak} streaming | POST p95 {row['post_p95_ms']:7.1f} ms ({len(RETRIED)} 503 retried) | lost/reordered jobs {lost} | "
+          f"CPU server {'+'.join(f'{c}%' for c in row['server_cpu_pct_each'])}, clients {row['client_cpu_pct']}%, redis {row['redis_cpu_pct']}% | "
           f"load avg {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
     return row
 
@@ -156,7 +195,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", default="20,200", help="comma-separated job counts (default 20,200)")
     ap.add_argument("--seconds", type=float, default=5.0, help="how long each job streams (default 5)")
-    ap.add_argument("--only", choices=["ours", "seed"], default=None, help="run one design only")
+    ap.add_argument("--only", choices=DESIGNS, default=None, help="run one design only")
     args = ap.parse_args()
     counts = [int(n) for n in args.jobs.split(",") if n]
     count = int(args.seconds * RATE)
@@ -166,7 +205,7 @@ def main() -> None:
     redis_proc = RedisProc()
     try:
         for jobs in counts:
-            for name in ("ours", "seed"):
+            for name in DESIGNS:
                 if args.only in (None, name):
                     redis.Redis.from_url(redis_proc.url).flushall()
                     rows.append(one(name, jobs, count, redis_proc.url, redis_proc.proc.pid))
@@ -174,17 +213,20 @@ def main() -> None:
         redis_proc.close()
     targets = {20: 10.0, 500: 250.0}
     for jobs in counts:
-        ours = next((r for r in rows if r["design"] == "ours" and r["jobs"] == jobs), None)
         seed = next((r for r in rows if r["design"] == "seed" and r["jobs"] == jobs), None)
-        bits = []
-        if ours and seed:
-            bits.append(f"seed/ours p95 ratio {seed['p95_ms'] / max(ours['p95_ms'], 0.001):.1f}x")
-        if ours and jobs in targets:
-            met = "met" if ours["p95_ms"] <= targets[jobs] else "NOT met"
-            bits.append(f"target p95 <= {targets[jobs]:g} ms: {met}")
-        if ours and jobs >= 200:
-            bits.append(f"POST p95 <= 50 ms: {'met' if ours['post_p95_ms'] <= 50 else 'NOT met'}")
-        print(f"  {jobs} jobs: " + "; ".join(bits))
+        for design in ("ours", "split"):
+            ours = next((r for r in rows if r["design"] == design and r["jobs"] == jobs), None)
+            if ours is None:
+                continue
+            bits = []
+            if seed:
+                bits.append(f"seed/{design} p95 ratio {seed['p95_ms'] / max(ours['p95_ms'], 0.001):.1f}x")
+            if jobs in targets:
+                met = "met" if ours["p95_ms"] <= targets[jobs] else "NOT met"
+                bits.append(f"target p95 <= {targets[jobs]:g} ms: {met}")
+            if jobs >= 200:
+                bits.append(f"POST p95 <= 50 ms: {'met' if ours['post_p95_ms'] <= 50 else 'NOT met'}")
+            print(f"  {jobs} jobs, {design}: " + "; ".join(bits))
     print(json.dumps(rows))
 
 
