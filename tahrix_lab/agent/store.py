@@ -108,6 +108,7 @@ _MESSAGE_COLUMNS = (
     "tools_offered, latency_ms, ttft_ms, parts"
 )
 _INSERT_MESSAGE = f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES ({', '.join(['?'] * 17)})"
+_SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title'
 
 
 def default_path() -> str:
@@ -140,6 +141,9 @@ class TranscriptStore:
             self.path = str(path) if path is not None else default_path()
             self._db = Database.open(self.path)
         self._positions: dict[str, int] = {}  # next position per session, under the write lock
+        # Rows held back by ``transaction(buffered=True)``: written as one INSERT per table at
+        # its end (only the thread holding the write lock ever sees it set).
+        self._held: tuple[list[list[Any]], list[list[Any]]] | None = None
         self._listeners: list[Callable[[str, Message], None]] = []
         with self._db.lease():
             apply_migrations(self._db, "transcript", MIGRATIONS)
@@ -168,17 +172,37 @@ class TranscriptStore:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, *, buffered: bool = False) -> Iterator[None]:
         """The writes of the block commit together, or none of them (then the next positions
-        known here are as before)."""
+        known here are as before). ``buffered``: new sessions and messages are written at the
+        end of the block, one INSERT per table (a group of job starts: two statements instead
+        of two per start); reads inside the block do not see them yet."""
         with self._db.write_lock:
             before = dict(self._positions)
+            outer = self._held is not None
+            if buffered and not outer:
+                self._held = ([], [])
             try:
-                with self._db.write():
+                with self._db.write() as cur:
                     yield
+                    if self._held is not None and not outer:
+                        self._write_held(cur, *self._held)
             except BaseException:
                 self._positions = before
                 raise
+            finally:
+                if not outer:
+                    self._held = None
+
+    def _write_held(
+        self, cur: duckdb.DuckDBPyConnection, sessions: list[list[Any]], messages: list[list[Any]]
+    ) -> None:
+        for table, columns, rows in (("sessions", _SESSION_COLUMNS, sessions),
+                                     ("messages", _MESSAGE_COLUMNS, messages)):  # fmt: skip
+            if rows:
+                one = "(" + ", ".join(["?"] * len(rows[0])) + ")"
+                cur.execute(f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([one] * len(rows)),
+                            [v for row in rows for v in row])  # fmt: skip
 
     # -- sessions --------------------------------------------------------
     def create_session(
@@ -194,12 +218,12 @@ class TranscriptStore:
         s = session or Session(
             user=user, purpose=purpose, system_prompt=system_prompt, title=title, replay_of=replay_of
         )
+        row = [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title]
         with self._db.write() as cur:
-            cur.execute(
-                'INSERT INTO sessions (id, "user", purpose, status, system_prompt, created_at, replay_of, title) '
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title],
-            )
+            if self._held is not None:
+                self._held[0].append(row)
+            else:
+                cur.execute(f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
             if session is None:  # an id made here has no messages anywhere: no look needed
                 self._positions[s.id] = 0
         return s
@@ -275,7 +299,10 @@ class TranscriptStore:
                 message.latency_ms, message.ttft_ms, parts,
             ]  # fmt: skip
             try:
-                cur.execute(_INSERT_MESSAGE, params)
+                if self._held is not None:
+                    self._held[1].append(params)
+                else:
+                    cur.execute(_INSERT_MESSAGE, params)
             except duckdb.ConstraintException:
                 # Another store object on this database wrote to the session: re-read and retry once.
                 self._positions.pop(session_id, None)

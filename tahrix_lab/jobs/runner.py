@@ -113,7 +113,7 @@ class JobRunner:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
         self._pending: dict[str, _Job] = {}  # the queue, in order (a dict: membership is cheap)
         self._starts: GroupStarts[_Job, tuple[Session, Any, int | None]] = GroupStarts(
-            self._start_one, transcripts.transaction
+            self._start_one, lambda: transcripts.transaction(buffered=True)
         )
         self._last_admit = 0.0  # monotonic time of the last admission here
         self._gate = threading.Lock()

@@ -6,7 +6,8 @@ statement also waits for the GIL again afterwards: a burst of 500 jobs took
 about 45 s to start on two cores. Here the first thread to arrive leads: it
 takes every start queued so far (at most ``max_batch``), runs them in one
 transaction and hands the lead to the next waiting thread; the others wait
-without waking. A start that is refused (``JobRejected``) is refused alone.
+without waking. The runner's transaction is the transcript store's buffered
+one: the group's new sessions and messages are written as one INSERT each. A start that is refused (``JobRejected``) is refused alone.
 If the transaction itself fails, each start of the group is run again on its
 own, so one bad start cannot fail its neighbours.
 """
@@ -50,7 +51,7 @@ class GroupStarts(Generic[J, R]):
         run_one: Callable[[J], R],
         transaction: Callable[[], AbstractContextManager[object]],
         *,
-        max_batch: int = 8,
+        max_batch: int = 32,
     ) -> None:
         self.run_one = run_one
         self.transaction = transaction

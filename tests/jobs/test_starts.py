@@ -154,3 +154,33 @@ def test_a_burst_of_jobs_starts_in_groups_with_every_question_stored(tmp_path: P
             texts = [m.text for m in transcripts.load_messages(state["session_id"])]
             assert texts == [req.message, "ok"]
         assert runner._starts.groups < len(reqs)
+
+
+def test_a_buffered_transaction_writes_its_rows_at_the_end(tmp_path: Path) -> None:
+    with TranscriptStore(str(tmp_path / "t.duckdb")) as store:
+        old = store.create_session(user="u")
+        store.append_message(old.id, Message.user("before"))
+        with store.transaction(buffered=True):
+            fresh = [store.create_session(user="u", title=f"s{i}") for i in range(5)]
+            for i, s in enumerate(fresh):
+                for k in range(i + 1):
+                    store.append_message(s.id, Message.user(f"{s.title}/{k}"))
+            store.append_message(old.id, Message.user("after"))
+            assert store.load_messages(fresh[0].id) == []  # held back until the end
+        for i, s in enumerate(fresh):
+            got = store.load_messages(s.id)
+            assert [m.text for m in got] == [f"s{i}/{k}" for k in range(i + 1)]
+            assert [m.position for m in got] == list(range(i + 1))
+        assert [m.text for m in store.load_messages(old.id)] == ["before", "after"]
+
+        def fails() -> None:
+            with store.transaction(buffered=True):
+                s = store.create_session(user="u", title="never")
+                store.append_message(s.id, Message.user("never"))
+                raise RuntimeError("boom")
+
+        with pytest.raises(RuntimeError):
+            fails()
+        assert "never" not in [s.title for s in store.list_sessions(user="u")]
+        store.append_message(old.id, Message.user("last"))  # outside: written at once again
+        assert [m.position for m in store.load_messages(old.id)] == [0, 1, 2]
