@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -164,20 +164,26 @@ def test_queue_position(store: JobStore) -> None:
     assert state["queue_position"] == 0
 
 
-def test_concurrent_writers_keep_each_job_in_order(store: JobStore) -> None:
-    jobs = [f"j{i}" for i in range(8)]
+def in_threads(store: JobStore, prefix: str, n: int, run: Callable[[str], None]) -> list[str]:
+    """Create ``n`` jobs and run ``run(job)`` for each in its own thread, all at once."""
+    jobs = [f"{prefix}{i}" for i in range(n)]
     for j in jobs:
         store.create(j, user="u", request={})
+    threads = [threading.Thread(target=run, args=(j,)) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert not any(t.is_alive() for t in threads)
+    return jobs
 
+
+def test_concurrent_writers_keep_each_job_in_order(store: JobStore) -> None:
     def write(job: str) -> None:
         for i in range(100):
             store.append(job, [{"type": "content", "text": f"{i},"}])
 
-    threads = [threading.Thread(target=write, args=(j,)) for j in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    jobs = in_threads(store, "j", 8, write)
     for j in jobs:
         store.flush()
         state = store.read(j)
@@ -279,21 +285,13 @@ def test_many_simultaneous_long_polls(store: JobStore) -> None:
 def test_the_end_lands_after_every_chunk_appended_before_it(store: JobStore) -> None:
     """Runs append from many threads at once (the Redis writer takes them from an inbox):
     each job's end is written after all its chunks, and every waiting finish returns."""
-    jobs = [f"e{i}" for i in range(24)]
-    for j in jobs:
-        store.create(j, user="u", request={})
 
     def run(job: str) -> None:
         for i in range(50):
             store.append(job, [{"type": "content", "text": f"{i},"}])
         store.finish(job, "done", [{"type": "done", "stop_reason": "end_turn"}])
 
-    threads = [threading.Thread(target=run, args=(j,)) for j in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(20)
-    assert not any(t.is_alive() for t in threads)  # every finish returned
+    jobs = in_threads(store, "e", 24, run)  # every finish returned
     for j in jobs:
         state = store.read(j)
         assert state is not None and state["status"] == "done"
