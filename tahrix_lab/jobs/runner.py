@@ -53,7 +53,7 @@ from tahrix_lab.jobs.chunklog import (
 from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
 from tahrix_lab.jobs.request import JobRejected as JobRejected
 from tahrix_lab.jobs.request import JobRequest as JobRequest
-from tahrix_lab.jobs.starts import GroupStarts
+from tahrix_lab.jobs.starts import BurstGate, GroupStarts
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,6 @@ INTERNAL_MESSAGE = (
     "Something went wrong on our side while answering. The details are in the log for the operator."
 )
 DEFAULT_MAX_RUNNING = 8
-ADMIT_QUIET_S = 0.005  # admissions this close together are a burst
-ADMIT_FIRST_MAX_S = 0.25
 
 
 @dataclass
@@ -115,9 +113,7 @@ class JobRunner:
         self._starts: GroupStarts[_Job, tuple[Session, Any, int | None]] = GroupStarts(
             self._start_one, lambda: transcripts.transaction(buffered=True)
         )
-        self._last_admit = 0.0  # monotonic time of the last admission here
-        self._gate = threading.Lock()
-        self._watching = False  # a worker waits for a burst of admissions to pause
+        self._burst = BurstGate()
         self._published: dict[str, int] = {}  # queue positions as last written (absent: 0)
         self._unpublished: set[str] = set()  # queued here, their position not written yet
         self._running: dict[str, _Job] = {}
@@ -198,7 +194,7 @@ class JobRunner:
             return max(0, len(self._pending) + 1 - (self.workers - len(self._running)))
 
     def _admitted(self, req: JobRequest, position: int) -> dict[str, Any]:
-        self._last_admit = time.monotonic()
+        self._burst.admitted()
         self.enqueue(req)
         meta = {"session_id": req.session_id, "backend": self.backend.name, "model": self.model,
                 "queue_position": position}  # fmt: skip
@@ -212,7 +208,7 @@ class JobRunner:
             self.store.take(req.job_id, user=req.user, request=req.to_dict())
             self._pending[req.job_id] = _Job(req, resume_session)
             self._unpublished.add(req.job_id)  # not known here yet: published once at the next change
-            if not self._watching:  # else the watcher wakes the others when the burst pauses
+            if not self._burst.watching:  # else the watcher wakes the others when it pauses
                 self._cond.notify()
 
     def prepare(self, req: JobRequest) -> tuple[Session, Any, int]:
@@ -274,10 +270,9 @@ class JobRunner:
                     self._cond.wait()
                 if self._stopping.is_set():
                     return
-            # Admissions first: while POSTs keep arriving, a worker waits until they pause (at
-            # most ADMIT_FIRST_MAX_S), so a burst of requests gets its job ids at once and its
-            # jobs start right after, instead of hundreds of woken threads taking the GIL.
-            self._admissions_first()
+            # Admissions first (starts.BurstGate): a burst of requests gets its job ids at once
+            # and its jobs start right after, instead of hundreds of woken threads taking the GIL.
+            self._burst.wait()
             with self._cond:
                 if not self._pending:
                     continue
@@ -324,20 +319,6 @@ class JobRunner:
             with contextlib.suppress(StoreUnavailable):
                 self.store.set_session(job.job_id, session.id, message=job.req.message, history_len=before)
         return session, context
-
-    def _admissions_first(self) -> None:
-        """Wait while admissions come in a burst. One thread watches; while it does, enqueue
-        wakes no other (each woken thread would take the GIL from the event loop)."""
-        with self._gate:
-            with self._cond:
-                self._watching = True
-            try:
-                until = time.monotonic() + ADMIT_FIRST_MAX_S
-                while (now := time.monotonic()) < until and now - self._last_admit < ADMIT_QUIET_S:
-                    time.sleep(ADMIT_QUIET_S)
-            finally:
-                with self._cond:
-                    self._watching = False
 
     def _start_one(self, job: _Job) -> tuple[Session, Any, int | None]:
         """Inside the group's transaction: session, context and (for a new question) how many

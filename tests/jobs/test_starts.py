@@ -18,7 +18,7 @@ from tahrix_lab.jobs.integration import ChatIntegration
 from tahrix_lab.jobs.memory_store import MemoryJobStore
 from tahrix_lab.jobs.request import JobRejected, JobRequest
 from tahrix_lab.jobs.runner import JobRunner
-from tahrix_lab.jobs.starts import GroupStarts
+from tahrix_lab.jobs.starts import BurstGate, GroupStarts
 
 
 class Recorder:
@@ -184,3 +184,36 @@ def test_a_buffered_transaction_writes_its_rows_at_the_end(tmp_path: Path) -> No
         assert "never" not in [s.title for s in store.list_sessions(user="u")]
         store.append_message(old.id, Message.user("last"))  # outside: written at once again
         assert [m.position for m in store.load_messages(old.id)] == [0, 1, 2]
+
+
+def test_the_burst_gate_waits_for_admissions_to_pause_and_no_longer_than_its_cap() -> None:
+    gate = BurstGate(quiet_s=0.01, max_s=0.5)
+    stop = threading.Event()
+
+    def admit_for(seconds: float) -> None:
+        until = time.monotonic() + seconds
+        while time.monotonic() < until and not stop.is_set():
+            gate.admitted()
+            time.sleep(0.002)
+
+    feeder = threading.Thread(target=admit_for, args=(0.15,))
+    feeder.start()
+    time.sleep(0.02)
+    t0 = time.monotonic()
+    gate.wait()  # returns once the admissions paused
+    waited = time.monotonic() - t0
+    feeder.join()
+    assert 0.1 <= waited < 0.5 and not gate.watching
+    gate.max_s = 0.1
+    feeder = threading.Thread(target=admit_for, args=(2.0,))
+    feeder.start()
+    time.sleep(0.02)
+    t0 = time.monotonic()
+    gate.wait()  # a burst that does not pause: the cap
+    capped = time.monotonic() - t0
+    stop.set()
+    feeder.join()
+    assert 0.1 <= capped < 0.5
+    t0 = time.monotonic()
+    gate.wait()  # nothing admitted lately: no wait
+    assert time.monotonic() - t0 < 0.05
