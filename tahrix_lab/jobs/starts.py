@@ -41,7 +41,6 @@ class _Slot(Generic[J, R]):
     job: J
     wake: threading.Event = field(default_factory=threading.Event)
     finished: bool = False
-    lead: bool = False
     result: R | None = None
     error: BaseException | None = None
 
@@ -66,7 +65,7 @@ class GroupStarts(Generic[J, R]):
         self.run_one = run_one
         self.transaction = transaction
         self.max_batch = max_batch
-        self.groups = 0  # how many transactions (for the benchmark and tests)
+        self.groups = 0  # how many transactions were run (tests read it)
         self._lock = threading.Lock()
         self._queue: list[_Slot[J, R]] = []
         self._leading = False
@@ -97,8 +96,7 @@ class GroupStarts(Generic[J, R]):
                 slot.finished = True
                 slot.wake.set()
             with self._lock:
-                if self._queue:  # the next waiting thread leads the next group
-                    self._queue[0].lead = True
+                if self._queue:  # woken unfinished, the next waiting thread leads the next group
                     self._queue[0].wake.set()
                 else:
                     self._leading = False
