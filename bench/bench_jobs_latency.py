@@ -140,19 +140,23 @@ class SplitServer:
     """``tahrix serve --role worker`` and ``--role api`` as two processes on one Redis (the
     documented way to use both cores); ``pid``/``pids`` are the API's / both."""
 
-    def __init__(self, *, redis_url: str, count: int, interval: float, workers: int) -> None:
+    def __init__(
+        self, *, redis_url: str, count: int, interval: float, workers: int, processes: int = 1
+    ) -> None:
         ctx = mp.get_context("spawn")
         self.tmp = tempfile.TemporaryDirectory()
         db = os.path.join(self.tmp.name, "bench.duckdb")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.worker = ctx.Process(target=serve_child,
-                                  args=(0, redis_url, db, count, interval, workers, "worker"))  # fmt: skip
+        self.workers = [ctx.Process(target=serve_child,
+                                    args=(0, redis_url, db, count, interval, workers, "worker"))
+                        for _ in range(processes)]  # fmt: skip
         self.api = ctx.Process(target=serve_child,
                                args=(self.port, redis_url, db, count, interval, workers, "api"))  # fmt: skip
 
     def __enter__(self) -> SplitServer:
-        self.worker.start()
+        for worker in self.workers:
+            worker.start()
         self.api.start()
         wait_healthy(self.url)
         deadline = time.monotonic() + 60
@@ -163,14 +167,14 @@ class SplitServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for proc in (self.api, self.worker):
+        for proc in (self.api, *self.workers):
             proc.terminate()
             proc.join(10)
         self.tmp.cleanup()
 
     @property
     def pids(self) -> list[int]:
-        return [int(p.pid) for p in (self.api, self.worker) if p.pid is not None]
+        return [int(p.pid) for p in (self.api, *self.workers) if p.pid is not None]
 
 
 class RedisProc:

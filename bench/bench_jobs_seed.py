@@ -48,8 +48,10 @@ from seed_reference import serve_seed
 RATE = 20.0
 # ours: one `tahrix serve --role all` process; split: `--role api` + `--role worker` on the
 # same Redis (two interpreters, the documented scale-out); seed: one process, as the seed ran.
-DESIGNS = ["ours", "split", "seed"]
+DESIGNS = ["ours", "split", "split2", "seed"]
 RETRIED: list[int] = []
+POLLS: list[int] = []  # one per poll answered (answers a second: how well they coalesce)
+ENDS: dict[int, Any] = {}  # how each job ended, for the report of a lost one
 
 
 class SeedServer(ChildServer):
@@ -62,18 +64,21 @@ class SeedServer(ChildServer):
 
 
 def mark(got: list[tuple[int, float]], seen: list[float]) -> None:
-    """``seen``: when the job's first token and its latest token arrived (monotonic)."""
+    """``seen``: when the job's first token and its latest token arrived (monotonic), then
+    when each token arrived."""
     if got:
         now = time.monotonic()
         if not seen:
             seen += [now, now]
         seen[1] = now
+        seen.extend([now] * (len(got) - (len(seen) - 2)))
 
 
 async def long_poller(conn: RawConn, job: str, got: list[tuple[int, float]], seen: list[float]) -> None:
     since = 0
     while True:
         status, state = await conn.request("GET", f"{JOB}/{job}?since={since}&wait=20")
+        POLLS.append(1)
         if status == 503:
             await asyncio.sleep(0.1)
             continue
@@ -83,6 +88,8 @@ async def long_poller(conn: RawConn, job: str, got: list[tuple[int, float]], see
         mark(got, seen)
         since = state["next"]
         if state["status"] != "streaming":
+            ENDS[id(got)] = (state["status"], state["stop_reason"],
+                             [c for c in state["chunks"] if c["type"] == "error"])  # fmt: skip
             return
 
 
@@ -150,7 +157,7 @@ async def drive(url: str, jobs: int, seed: bool) -> tuple[list[list[tuple[int, f
     for _t, step in edges:
         running += step
         peak = max(peak, running)
-    return got, post_ms, first, peak
+    return got, post_ms, first, peak, seen
 
 
 def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dict[str, Any]:
@@ -159,33 +166,53 @@ def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dic
     server: Any
     if seed:
         server = SeedServer(redis_url, count, interval)
-    elif name == "split":
-        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs)
+    elif name.startswith("split"):  # split2: two worker processes (each could take every job)
+        processes = int(name.removeprefix("split") or 1)
+        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs,
+                             processes=processes)  # fmt: skip
     else:
         server = Server(redis_url=redis_url, count=count, interval=interval, workers=jobs)
     RETRIED.clear()
+    POLLS.clear()
     with server as srv:
         pids = getattr(srv, "pids", None) or [srv.pid]
         each0 = [cpu_seconds(pid) for pid in pids]
         wall0, ccpu0 = time.monotonic(), time.process_time()
         rcpu0 = cpu_seconds(redis_pid)
-        got, post_ms, first, peak = uvloop.run(drive(srv.url, jobs, seed))
+        got, post_ms, first, peak, seen = uvloop.run(drive(srv.url, jobs, seed))
         each = [cpu_seconds(pid) - c0 for pid, c0 in zip(pids, each0, strict=True)]
         cpu, wall = sum(each), time.monotonic() - wall0
         ccpu, rcpu = time.process_time() - ccpu0, cpu_seconds(redis_pid) - rcpu0
     lost = sum(1 for g in got if [s for s, _ in g] != list(range(count)))
+    for g in got:
+        seqs = [s for s, _ in g]
+        if seqs != list(range(count)):
+            bad = next((i for i, s in enumerate(seqs) if s != i), len(seqs))
+            print(
+                f"    a job lost or reordered its tokens: {len(seqs)} of {count}, first wrong at "
+                f"{bad}: {seqs[max(0, bad - 2) : bad + 3]}; ended {ENDS.get(id(g))}"
+            )
     lat = [d * 1000 for g in got for _, d in g]
+    # Steady state: from the moment every job streams until the first one ends (no starts or
+    # ends competing for the worker); empty when the jobs never all streamed at once.
+    all_in = max((sn[0] for sn in seen if sn), default=0.0)
+    first_out = min((sn[1] for sn in seen if sn), default=0.0)
+    steady = [d * 1000 for g, sn in zip(got, seen, strict=True) for (_, d), at in zip(g, sn[2:], strict=False)
+              if all_in <= at <= first_out]  # fmt: skip
     row = {"design": name, "jobs": jobs, "p50_ms": round(pct(lat, 50), 1), "p95_ms": round(pct(lat, 95), 1),
            "max_ms": round(max(lat), 1), "post_p95_ms": round(pct(post_ms, 95), 1),
+           "steady_p95_ms": round(pct(steady, 95), 1) if steady else None,
            "first_token_p50_ms": round(pct(first, 50)), "first_token_p95_ms": round(pct(first, 95)),
            "peak_streaming_jobs": peak, "lost_or_reordered_jobs": lost,
            "server_cpu_pct": round(100 * cpu / wall),
            "server_cpu_pct_each": [round(100 * c / wall) for c in each], "client_cpu_pct": round(100 * ccpu / wall),
-           "redis_cpu_pct": round(100 * rcpu / wall), "post_503_retries": len(RETRIED)}  # fmt: skip
+           "redis_cpu_pct": round(100 * rcpu / wall), "post_503_retries": len(RETRIED),
+           "answers_per_s": round(len(POLLS) / wall)}  # fmt: skip
     print(f"  {name:5s} {jobs:4d} jobs: delivery p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  "
-          f"max {row['max_ms']:8.1f} ms | first token p50 {row['first_token_p50_ms']} ms, p95 "
+          f"max {row['max_ms']:8.1f} ms (all streaming: p95 {row['steady_p95_ms']} ms) | first token p50 {row['first_token_p50_ms']} ms, p95 "
           f"{row['first_token_p95_ms']} ms, peak {peak} streaming | POST p95 {row['post_p95_ms']:7.1f} ms ({len(RETRIED)} 503 retried) | lost/reordered jobs {lost} | "
           f"CPU server {'+'.join(f'{c}%' for c in row['server_cpu_pct_each'])}, clients {row['client_cpu_pct']}%, redis {row['redis_cpu_pct']}% | "
+          f"{row['answers_per_s']} poll answers/s | "
           f"load avg {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
     return row
 
@@ -213,7 +240,7 @@ def main() -> None:
     targets = {20: 10.0, 500: 250.0}
     for jobs in counts:
         seed = next((r for r in rows if r["design"] == "seed" and r["jobs"] == jobs), None)
-        for design in ("ours", "split"):
+        for design in ("ours", "split", "split2"):
             ours = next((r for r in rows if r["design"] == design and r["jobs"] == jobs), None)
             if ours is None:
                 continue

@@ -60,7 +60,7 @@ class Service:
     role: str = "all"
     # Under load a woken long-poll waits up to linger_s for more chunks, so one answer carries
     # several; below busy_polls waiting polls it answers at once (milliseconds when idle).
-    linger_s: float = 0.05
+    linger_s: float = 0.1
     busy_polls: int = 64
     waiting: int = 0
 

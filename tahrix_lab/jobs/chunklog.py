@@ -103,9 +103,19 @@ class Folder:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None
+    # The JSON fields as last encoded: a writer sends them with every append, and encoding
+    # them again per append cost more than the append itself under load.
+    encoded: dict[str, str] = field(
+        default_factory=lambda: {"tool_calls": "[]", "usage": "{}", "stop_reason": "null"}
+    )
 
     def apply(self, chunk: Chunk) -> tuple[str, str, dict[str, str]]:
         """Update the summary; return (content delta, reasoning delta, changed JSON fields)."""
+        text, thought, changed = self._apply(chunk)
+        self.encoded.update(changed)
+        return text, thought, changed
+
+    def _apply(self, chunk: Chunk) -> tuple[str, str, dict[str, str]]:
         kind = chunk.get("type")
         changed: dict[str, str] = {}
         if kind == "content":
@@ -142,13 +152,13 @@ class Folder:
         for call in self.tool_calls:
             if call["status"] == "running":
                 call["status"] = "cancelled" if status == "cancelled" else "error"
-        return {"tool_calls": json.dumps(self.tool_calls)}
+        changed = {"tool_calls": json.dumps(self.tool_calls)}
+        self.encoded.update(changed)
+        return changed
 
     def fields(self) -> dict[str, str]:
         """Every summary field, as the Redis hash holds them."""
-        return {"content": self.content, "reasoning": self.reasoning,
-                "tool_calls": json.dumps(self.tool_calls), "usage": json.dumps(self.usage),
-                "stop_reason": json.dumps(self.stop_reason)}  # fmt: skip
+        return {"content": self.content, "reasoning": self.reasoning, **self.encoded}
 
     def _add_usage(self, chunk: Chunk) -> None:
         u = self.usage

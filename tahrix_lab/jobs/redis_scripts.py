@@ -11,7 +11,7 @@ Layout (``{p}`` is ``chatjob:``)::
     {p}leases           sorted set: job -> lease deadline (ms, Redis clock)
     {p}workers          sorted set: worker -> last renewal (ms, Redis clock)
     {p}queue            list: requests admitted by API processes, for the worker
-    channel {p}wake     one message per written batch: the job ids, space-separated
+    channel {p}wake     one message per written batch: its news (redis_wake), or job ids
 """
 
 from __future__ import annotations
@@ -63,40 +63,55 @@ return 0
 """
 )
 
-# KEYS: hash, stream. ARGV: ttl, status ('' keeps it), expected next, content delta,
-# reasoning delta, n chunks, chunk JSON x n, then field/value pairs to set.
-# Returns -1: the job is gone (Redis lost it); -2: the log is not where the writer thinks
-# (an earlier write's answer was lost); -3: it already ended (a reaper ended it); else the
-# cancel flag. The writer answers -1 and -2 by writing the whole log again (RESTORE).
-APPEND = (
+# ARGV: ttl, then per job: job id, status ('' keeps it), expected next, content delta,
+# reasoning delta, n chunks, chunk JSON x n, tool_calls, usage, stop_reason (JSON), news.
+# One call for a whole batch of the writer. Returns per job -1: the job is gone (Redis lost
+# it); -2: the log is not where the writer thinks (an earlier write's answer was lost); -3: it
+# already ended (a reaper ended it); else the cancel flag (0/1). The writer answers -1 and -2 by
+# writing the whole log again (RESTORE). Then publishes one wake-up with the news of the jobs
+# whose chunks landed (redis_wake): after the writes, so a woken poll finds them.
+APPENDS = (
     _ENDED
-    + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-if redis.call('HGET', KEYS[1], 'status') ~= 'streaming' then return -3 end
-if tonumber(redis.call('HGET', KEYS[1], 'next') or '0') ~= tonumber(ARGV[3]) then return -2 end
-local n = tonumber(ARGV[6])
-for i = 1, n do
-  local idx = redis.call('HINCRBY', KEYS[1], 'next', 1)
-  redis.call('XADD', KEYS[2], '0-' .. idx, 'c', ARGV[6 + i])
-end
-if ARGV[4] ~= '' then
-  redis.call('HSET', KEYS[1], 'content', (redis.call('HGET', KEYS[1], 'content') or '') .. ARGV[4])
-end
-if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[1], 'reasoning', (redis.call('HGET', KEYS[1], 'reasoning') or '') .. ARGV[5])
-end
-for i = 7 + n, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('HSET', KEYS[1], 'queue_position', 0)
+    + f"""
 local ttl = tonumber(ARGV[1])
-redis.call('EXPIRE', KEYS[1], ttl)
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ttl) end
-local id = string.sub(KEYS[1], string.len('chatjob:') + 1)
-if ARGV[2] ~= '' then
-  redis.call('HSET', KEYS[1], 'status', ARGV[2])
-  ended(KEYS[1], id)
+local codes, news = {{}}, {{}}
+local i = 2
+while i <= #ARGV do
+  local id, status, expect = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local n = tonumber(ARGV[i + 5])
+  local after = i + 6 + n
+  local h = '{P}' .. id
+  local cur = redis.call('HMGET', h, 'status', 'next', 'cancel')
+  local code
+  if not cur[1] then code = -1
+  elseif cur[1] ~= 'streaming' then code = -3
+  elseif tonumber(cur[2] or '0') ~= expect then code = -2
+  else
+    for k = 1, n do redis.call('XADD', h .. ':chunks', '0-' .. (expect + k), 'c', ARGV[i + 5 + k]) end
+    if ARGV[i + 3] ~= '' then
+      redis.call('HSET', h, 'content', (redis.call('HGET', h, 'content') or '') .. ARGV[i + 3])
+    end
+    if ARGV[i + 4] ~= '' then
+      redis.call('HSET', h, 'reasoning', (redis.call('HGET', h, 'reasoning') or '') .. ARGV[i + 4])
+    end
+    redis.call('HSET', h, 'next', expect + n, 'tool_calls', ARGV[after], 'usage', ARGV[after + 1],
+      'stop_reason', ARGV[after + 2], 'queue_position', 0)
+    redis.call('EXPIRE', h, ttl)
+    redis.call('EXPIRE', h .. ':chunks', ttl)
+    if status ~= '' then
+      redis.call('HSET', h, 'status', status)
+      ended(h, id)
+    end
+    if cur[3] == '1' then code = 1 else code = 0 end
+    table.insert(news, ARGV[after + 3])
+  end
+  table.insert(codes, code)
+  i = after + 4
 end
-if redis.call('HGET', KEYS[1], 'cancel') == '1' then return 1 end
-return 0
+if #news > 0 then
+  redis.call('PUBLISH', '{P}wake', '{{"w":[' .. table.concat(news, ',') .. '],"x":[]}}')
+end
+return codes
 """
 )
 

@@ -1,11 +1,10 @@
 """Jobs in Redis, shared by several processes (layout in ``redis_scripts``).
 
-Writes: the runner's ``append`` only queues chunks. One writer thread sends,
-per batch, one atomic script per job that has news (its consecutive text
-deltas merged), pipelined across jobs, then one ``PUBLISH`` naming the jobs:
-one wake-up per batch. Idle, a batch is one chunk and leaves at once; under
-load batches grow by themselves (chunks gather while the last one is sent)
-and a short window lets them gather a little more.
+Writes (``redis_writer``): the runner's ``append`` only queues chunks. One
+writer thread sends, per batch, one script call for every job that has news
+(its consecutive text deltas merged), which also publishes one wake-up
+carrying the news. Idle, a batch is one chunk and leaves at once; under load a
+short window lets chunks gather.
 
 The writer keeps each running job's whole log. When Redis loses a job (it
 restarted empty) or a write's answer was lost, the next write finds the log
@@ -15,7 +14,8 @@ writer retries; ``finish`` waits (at most ``grace_s``) for the end to land.
 
 Reads (the API, ``aread``): one script returns the state and the chunks from
 ``since``; a long-poll waits for the wake-up message of its job (one pubsub
-connection per process), then reads again. The reads and admissions asked in
+connection per process) and answers from the tail the messages keep
+(``redis_wake``), reading Redis again only when the tail cannot answer. The reads and admissions asked in
 one event-loop turn share one pipeline (``redis_batch``). Commands have short socket
 timeouts and a dead pooled connection is retried once; no command blocks in
 Redis, so no request outlives its ``wait`` by more than the socket timeout.
@@ -58,8 +58,6 @@ QUEUE_KEY = f"{KEY_PREFIX}queue"
 
 MAX_CONNECTIONS = 4096
 ASYNC_POOL = 64
-BUSY_JOBS = 16  # a batch with this many jobs means load: gather for WINDOW_S before the next
-WINDOW_S = 0.02
 
 
 def _client_options() -> dict[str, Any]:
@@ -126,7 +124,7 @@ class RedisJobStore(BatchedWrites, JobStore):
         self._redis = redis
         self.client: Any = _make_client(redis, url)
         self._scripts = {name: self.client.register_script(getattr(lua, name)) for name in
-                         ("CREATE", "APPEND", "RESTORE", "READ", "CANCEL", "CANCELS", "POSITIONS",
+                         ("CREATE", "APPENDS", "RESTORE", "READ", "CANCEL", "CANCELS", "POSITIONS",
                           "SESSION", "RENEW", "WORKERS", "CLAIM")}  # fmt: skip
         self._mirrors: dict[str, Mirror] = {}
         self._dirty: dict[str, None] = {}  # insertion-ordered set
@@ -263,11 +261,19 @@ class RedisJobStore(BatchedWrites, JobStore):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, wait)
 
-        async def once() -> dict[str, Any] | None:
+        async def once(news: bool) -> dict[str, Any] | None:
+            # A long-poll answers from the tail the wake-ups keep (redis_wake) when it can.
+            got = waker.answer(job_id, since, news=news) if fut is not None else None
+            if got is not None:
+                return got
+            asked = waker.messages
             try:
-                return _parse(await calls.call(read_script, [key, key + ":chunks"], [since]), since)
+                got = _parse(await calls.call(read_script, [key, key + ":chunks"], [since]), since)
             except self._redis.RedisError as exc:
                 raise self._err(exc) from exc
+            if got is not None and fut is not None:
+                waker.keep(job_id, got, since, asked)
+            return got
 
         def ready(got: dict[str, Any] | None) -> bool:
             return got is None or bool(got["chunks"]) or got["status"] in TERMINAL
@@ -275,7 +281,7 @@ class RedisJobStore(BatchedWrites, JobStore):
         # Listen before reading: a write between the read and the wait still wakes us.
         fut = waker.register(job_id) if wait > 0 else None
         try:
-            got = await once()
+            got = await once(news=False)
             if got is None or (user is not None and got.get("user") != user):
                 return None
             while not ready(got) and fut is not None:
@@ -293,7 +299,7 @@ class RedisJobStore(BatchedWrites, JobStore):
                     fut = waker.register(job_id)
                     if linger > 0:  # under load: let more chunks gather into this answer
                         await asyncio.sleep(min(linger, max(0.0, deadline - loop.time())))
-                got = await once()
+                got = await once(news=True)
                 if got is None:
                     return None
             return got

@@ -1,24 +1,79 @@
-"""Wake-ups for long-polls: one pubsub connection per event loop, one message per batch.
+"""Wake-ups for long-polls, carrying the news: one pubsub connection per event loop.
 
-The Redis writer publishes the ids of the jobs it wrote, once per batch, on
-``chatjob:wake``; each API process listens on one connection and resolves the
-futures of the polls waiting on those jobs. After a reconnect every waiting
-poll re-reads (it may have missed a batch while nobody listened).
+After each batch the Redis writer publishes on ``chatjob:wake`` what the batch
+appended, as JSON: ``{"w": [[job, first index, status, [chunk...], tool_calls,
+usage, stop_reason], ...], "x": [job, ...]}``. ``w`` holds only appends Redis
+accepted; ``x`` names jobs whose state changed otherwise (written anew after
+Redis lost them, ended elsewhere). The scripts that change a job alone
+(``SESSION``, ``CLAIM``) publish its id, space-separated, as ``x`` does.
+
+Each API process listens on one connection. For a job one of its long-polls
+reads, it keeps the tail of the log (``Tail``: the state and the chunks from
+the latest poll's ``since``), seeded by a Redis read and extended by the
+messages, so a woken poll answers without reading Redis again: under load that
+is one Redis read less per answer, twice. A tail is kept only while it is
+exact: a message that does not continue it (a gap: a lost answer, a restart)
+or names its job in ``x`` drops it; after a reconnect every tail is dropped and
+every waiting poll reads Redis. A woken poll that finds nothing new in its
+tail reads Redis too, so a tail seeded a moment too early is mended at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import time
+from dataclasses import dataclass
 from typing import Any
 
-from tahrix_lab.jobs.chunklog import KEY_PREFIX
+from tahrix_lab.flow import Chunk
+from tahrix_lab.jobs.chunklog import KEY_PREFIX, TERMINAL
 
 log = logging.getLogger(__name__)
 
 WAKE_CHANNEL = f"{KEY_PREFIX}wake"
 CLOSE_TIMEOUT_S = 2.0
+TAIL_IDLE_S = 30.0  # a tail no poll asked for this long is dropped
+
+
+@dataclass
+class Tail:
+    """One job's state (``state()`` without chunks) and its chunks from ``base`` on."""
+
+    header: dict[str, Any]
+    base: int
+    chunks: list[Chunk]
+    used: float
+
+    @property
+    def next(self) -> int:
+        return self.base + len(self.chunks)
+
+    def extend(self, first: int, chunks: list[Chunk], status: str, fields: list[Any]) -> bool:
+        """Add what a message appended; False when it does not continue this tail (a gap)."""
+        if first > self.next:
+            return False
+        if first + len(chunks) < self.next:  # older than the read that seeded the tail
+            return True
+        fresh = chunks[self.next - first :]
+        h = self.header
+        for chunk in fresh:
+            kind = chunk.get("type")
+            if kind == "content":
+                h["content"] += chunk.get("text") or ""
+            elif kind == "reasoning":
+                h["reasoning"] += chunk.get("text") or ""
+        self.chunks.extend(fresh)
+        h["tool_calls"], h["usage"], h["stop_reason"] = fields
+        h["queue_position"] = 0
+        if status:
+            h["status"] = status
+        return True
+
+    def state(self, since: int) -> dict[str, Any]:
+        return {**self.header, "chunks": self.chunks[since - self.base :], "next": self.next}
 
 
 class Waker:
@@ -27,7 +82,13 @@ class Waker:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self.tails: dict[str, Tail] = {}
+        # Messages counted, and for jobs being read the count at the last message naming them:
+        # a read that a message overtook (its reply parsed after it) must not seed a tail.
+        self.messages = 0
+        self.touched: dict[str, int] = {}
         self.task: asyncio.Task[None] | None = None
+        self.listening = False  # subscribed: the tails are being kept up to date
 
     def register(self, job_id: str) -> asyncio.Future[None]:
         loop = asyncio.get_running_loop()
@@ -43,10 +104,77 @@ class Waker:
             group.discard(fut)
             if not group:
                 del self.waiters[job_id]
+                self.touched.pop(job_id, None)
 
     @property
     def waiting(self) -> int:
         return len(self.waiters)
+
+    # -- tails -------------------------------------------------------------------
+    def keep(self, job_id: str, got: dict[str, Any], since: int, asked: int) -> None:
+        """Seed (or replace) the tail from a Redis read of the chunks from ``since``, asked when
+        ``messages`` was ``asked``."""
+        chunks = got["chunks"]
+        overtaken = self.touched.get(job_id, -1) > asked  # the read may predate that message
+        if (not self.listening or overtaken or got["status"] in TERMINAL
+                or got["next"] != since + len(chunks)):  # fmt: skip
+            self.tails.pop(job_id, None)
+            return
+        header = {k: v for k, v in got.items() if k not in ("chunks", "next")}
+        self.tails[job_id] = Tail(header, since, list(chunks), time.monotonic())
+
+    def answer(self, job_id: str, since: int, *, news: bool) -> dict[str, Any] | None:
+        """The state from the tail, if it holds ``since`` (with ``news``: and chunks after it)."""
+        tail = self.tails.get(job_id)
+        if tail is None or not tail.base <= since <= tail.next:
+            return None
+        if news and since == tail.next and tail.header["status"] not in TERMINAL:
+            return None
+        tail.used = time.monotonic()
+        got = tail.state(since)
+        if got["status"] in TERMINAL:
+            del self.tails[job_id]  # answered its end: later reads go to Redis
+        elif since > tail.base:  # the client has what came before: let it go
+            del tail.chunks[: since - tail.base]
+            tail.base = since
+        return got
+
+    def _news(self, data: str) -> list[str] | None:
+        """Apply one message to the tails; the jobs it wakes (None: every waiting poll)."""
+        self.messages += 1
+        woken = self._apply(data)
+        for job_id in self.waiters if woken is None else woken:
+            if job_id in self.waiters:
+                self.touched[job_id] = self.messages
+        return woken
+
+    def _apply(self, data: str) -> list[str] | None:
+        if not data.startswith("{"):
+            ids = data.split()
+            for job_id in ids:
+                self.tails.pop(job_id, None)
+            return ids
+        try:
+            msg = json.loads(data)
+            woken: list[str] = []
+            for job_id, first, status, chunks, *fields in msg.get("w", ()):
+                woken.append(job_id)
+                tail = self.tails.get(job_id)
+                if tail is not None and not tail.extend(first, chunks, status, fields):
+                    del self.tails[job_id]
+            for job_id in msg.get("x", ()):
+                self.tails.pop(job_id, None)
+                woken.append(job_id)
+            return woken
+        except (ValueError, TypeError, KeyError) as exc:  # not ours: trust no tail
+            log.warning("unreadable wake-up message (%s); every poll reads Redis", exc)
+            self.tails.clear()
+            return None
+
+    def _sweep(self) -> None:
+        old = time.monotonic() - TAIL_IDLE_S
+        for job_id in [j for j, t in self.tails.items() if t.used < old]:
+            del self.tails[job_id]
 
     def _wake(self, job_ids: list[str] | None = None) -> None:
         for job_id in self.waiters if job_ids is None else job_ids:
@@ -56,21 +184,32 @@ class Waker:
 
     async def _listen(self) -> None:
         while True:
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            pubsub = self.client.pubsub()
+            swept = time.monotonic()
             try:
                 await pubsub.subscribe(WAKE_CHANNEL)
-                self._wake()  # writes made while nobody listened
                 while True:
                     msg = await pubsub.get_message(timeout=1.0)
-                    if msg is not None and msg.get("type") == "message":
-                        self._wake(str(msg["data"]).split())
+                    kind = msg.get("type") if msg is not None else None
+                    if kind == "message":
+                        self._wake(self._news(str(msg["data"])))
+                    elif kind == "subscribe":  # from here on no message is missed
+                        self.listening = True
+                        self._wake()  # writes made while nobody listened
+                    if time.monotonic() - swept > TAIL_IDLE_S / 3:
+                        self._sweep()
+                        swept = time.monotonic()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # Redis down or restarted: listen again shortly
                 log.debug("wake-up channel lost: %s", exc)
+                self.listening = False
+                self.tails.clear()  # messages will be missed: no tail stays exact
                 self._wake()
                 await asyncio.sleep(0.5)
             finally:
+                self.listening = False
+                self.tails.clear()
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(pubsub.aclose(), CLOSE_TIMEOUT_S)
 

@@ -1,11 +1,13 @@
-"""The Redis store's writes: per batch, one atomic script per job with news, pipelined.
+"""The Redis store's writes: one script call per batch, for every job with news.
 
 The runner's ``append`` only queues chunks. One writer thread sends, per
-batch, one script per job that has news (its consecutive text deltas
-merged), pipelined across jobs, then one ``PUBLISH`` naming the jobs: one
-wake-up per batch. Idle, a batch is one chunk and leaves at once; under load
-batches grow by themselves (chunks gather while the last one is sent) and a
-short window lets them gather a little more.
+batch, one ``APPENDS`` call holding every job that has news (its consecutive
+text deltas merged): each job's append is checked and applied on its own, and
+the script publishes one wake-up carrying what landed (``redis_wake``), so
+the API answers woken polls without reading Redis again. Idle, a batch is one
+chunk and leaves at once; under load (many jobs streaming) the writer waits a
+short window after each batch so chunks gather: the writes and wake-ups per
+second stay bounded however many jobs stream.
 
 The writer keeps each running job's whole log (``Mirror``). When Redis loses
 a job (it restarted empty) or a write's answer was lost, the next write finds
@@ -30,11 +32,19 @@ from tahrix_lab.jobs.redis_wake import WAKE_CHANNEL
 
 log = logging.getLogger(__name__)
 
-# A batch with BUSY_JOBS jobs or more means load: the writer waits before the next one, 0.1 ms
-# per job in the batch up to WINDOW_S, so chunks gather (64 jobs: 6 ms; 500 jobs: 50 ms).
-BUSY_JOBS = 64
-WINDOW_PER_JOB_S = 0.0001
-WINDOW_S = 0.05
+# BUSY_JOBS jobs or more streaming through this writer means load: after each batch it waits
+# 0.1 ms per streaming job, up to WINDOW_S, so chunks gather (100 jobs: 10 ms; 500: 50 ms).
+# Counted by jobs, not by the batch: jobs that tick out of step make many small batches, each
+# a round trip, and at 100 jobs those cost the worker three times the CPU of the runs.
+BUSY_JOBS = 32
+WINDOW_PER_JOB_S = 0.0002
+WINDOW_S = 0.1
+
+# One encoder for every chunk (json.dumps with options builds a new one per call).
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
+
+# A job's script call: (script name, keys, args, its news for the API's tails or None).
+Op = tuple[str, list[str], list[Any], str | None]
 
 
 def job_key(job_id: str) -> str:
@@ -184,16 +194,17 @@ class BatchedWrites:
             if failing:
                 log.warning("Redis at %s answers again; writing the waiting chunks", self._where())
                 failing = False
-            if len(ops) >= BUSY_JOBS:
-                time.sleep(min(WINDOW_S, len(ops) * WINDOW_PER_JOB_S))  # under load: let it gather
+            streaming = len(self._mirrors)
+            if streaming >= BUSY_JOBS:
+                time.sleep(min(WINDOW_S, streaming * WINDOW_PER_JOB_S))  # under load: let it gather
 
-    def _op(self, job_id: str) -> tuple[str, list[str], list[Any]]:
+    def _op(self, job_id: str) -> Op:
         """The script call that brings Redis up to date with this job (under the lock)."""
         m = self._mirrors[job_id]
         for chunk in merge_deltas(m.pending):
             m.folder.apply(chunk)
             m.chunks.append(chunk)
-            m.log.append(json.dumps(chunk, ensure_ascii=False))
+            m.log.append(_to_json(chunk))
         m.pending = []
         status = end_status(m.end) if m.end is not None else ""
         if m.end is not None:
@@ -205,23 +216,55 @@ class BatchedWrites:
             args: list[Any] = [self._ttl(), status or "streaming", len(m.log), *m.log]
             for k, v in header.items():
                 args += [k, v]
-            return "RESTORE", [key, key + ":chunks"], args
-        unsent = m.chunks[m.sent :]
-        content = "".join(c.get("text") or "" for c in unsent if c.get("type") == "content")
-        reasoning = "".join(c.get("text") or "" for c in unsent if c.get("type") == "reasoning")
-        args = [self._ttl(), status, m.sent, content, reasoning, len(unsent), *m.log[m.sent :]]
-        for k in ("tool_calls", "usage", "stop_reason"):
-            args += [k, folded[k]]
-        return "APPEND", [key, key + ":chunks"], args
+            return "RESTORE", [key, key + ":chunks"], args, None
+        unsent = m.log[m.sent :]
+        content = reasoning = ""
+        for c in m.chunks[m.sent :]:
+            kind = c.get("type")
+            if kind == "content":
+                content += c.get("text") or ""
+            elif kind == "reasoning":
+                reasoning += c.get("text") or ""
+        tool_calls, usage, stop_reason = folded["tool_calls"], folded["usage"], folded["stop_reason"]
+        # The news for the API's tails (redis_wake), published by the script if the append lands.
+        news = (f'[{_to_json(job_id)},{m.sent},"{status}",[{",".join(unsent)}],'
+                f"{tool_calls},{usage},{stop_reason}]")  # fmt: skip
+        group = [job_id, status, m.sent, content, reasoning, len(unsent), *unsent, tool_calls, usage,
+                 stop_reason, news]  # fmt: skip
+        return "APPENDS", [], group, news
 
-    def _pipelined(self, ops: list[tuple[str, tuple[str, list[str], list[Any]]]]) -> list[Any]:
+    def _pipelined(self, ops: list[tuple[str, Op]]) -> list[Any]:
+        """One ``APPENDS`` call for every append of the batch, one ``RESTORE`` per job written
+        anew; the answers in the order of ``ops``."""
         pipe = self.client.pipeline(transaction=False)
-        for _job_id, (name, keys, args) in ops:
-            pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
-        pipe.publish(WAKE_CHANNEL, " ".join(job_id for job_id, _ in ops))
-        return list(pipe.execute(raise_on_error=False))
+        appends: list[Any] = [self._ttl()]
+        n_appends = 0
+        for _job_id, (name, keys, args, _news) in ops:
+            if name == "APPENDS":
+                appends += args
+                n_appends += 1
+            else:
+                pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
+        if n_appends:
+            pipe.evalsha(self._scripts["APPENDS"].sha, 0, *appends)
+        got = list(pipe.execute(raise_on_error=False))
+        codes = got.pop() if n_appends else []
+        if not isinstance(codes, list):  # the batch call failed: each of its jobs sees why
+            codes = [codes] * n_appends
+        restores = iter(got)
+        appended = iter(codes)
+        return [next(appended) if op[0] == "APPENDS" else next(restores) for _job_id, op in ops]
 
-    def _send(self, ops: list[tuple[str, tuple[str, list[str], list[Any]]]]) -> bool:
+    def _publish(self, changed: list[str]) -> None:
+        """Wake the readers of jobs written anew (their tails are dropped: they read Redis).
+        Lost (Redis down): the API's listeners reconnect and re-read anyway."""
+        if changed:
+            try:
+                self.client.publish(WAKE_CHANNEL, " ".join(changed))
+            except self._redis.RedisError as exc:
+                log.debug("wake-up not published: %s", exc)
+
+    def _send(self, ops: list[tuple[str, Op]]) -> bool:
         try:
             # EVALSHA straight away: a pipeline of Script objects would first ask SCRIPT EXISTS,
             # one more round trip per batch. After a Redis restart the scripts are loaded again
@@ -234,11 +277,14 @@ class BatchedWrites:
                 # "unreachable": a fresh or restarted Redis simply had not loaded them yet).
                 results = self._pipelined(ops)
         except self._redis.RedisError as exc:
-            results = [exc] * (len(ops) + 1)
+            results = [exc] * len(ops)
         ok = True
+        changed: list[str] = []
         with self._cond:
-            for (job_id, _op), res in zip(ops, results, strict=False):
+            for (job_id, op), res in zip(ops, results, strict=False):
                 m = self._mirrors.get(job_id)
+                if op[0] == "RESTORE" and isinstance(res, int):
+                    changed.append(job_id)  # written anew: its readers read it again
                 if m is None:
                     continue
                 if isinstance(res, Exception):
@@ -272,4 +318,5 @@ class BatchedWrites:
                     self._mirrors.pop(job_id, None)
                 elif m.pending:
                     self._dirty[job_id] = None
+        self._publish(changed)
         return ok
