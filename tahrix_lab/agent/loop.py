@@ -211,12 +211,15 @@ def run_agent(
     cancel: threading.Event | None = None,
     pricer: Pricer | None = None,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    history: Sequence[Message] | None = None,
 ) -> Iterator[LoopEvent]:
     """Run the model on the session's stored history until it answers.
 
     The caller persists the user's message first (or uses ``ask``). ``tools``
     overrides the catalog for the session's purpose; ``context`` is passed to
-    every tool (a ``ContextProvider`` is resolved per call).
+    every tool (a ``ContextProvider`` is resolved per call). ``history``: the
+    session's messages as the caller just stored them (a new session), so the
+    loop does not read them back; by default it reads them from ``store``.
     """
     run = _Run(
         session=session if isinstance(session, Session) else store.get_session(session),
@@ -234,6 +237,7 @@ def run_agent(
         cancel=cancel,
         pricer=pricer or (budget.pricer if budget is not None else DEFAULT_PRICER),
         max_result_bytes=max_result_bytes,
+        history=history,
     )
     events = run.run()
     try:
@@ -298,6 +302,7 @@ class _Run:
     cancel: threading.Event | None
     pricer: Pricer
     max_result_bytes: int
+    history: Sequence[Message] | None = None  # as the caller stored it; None: read it
     sent: list[Message] = field(default_factory=list)  # the history as sent to the backend
 
     def _persist(self, message: Message) -> Message:
@@ -309,7 +314,8 @@ class _Run:
         return stored
 
     def run(self) -> Iterator[LoopEvent]:
-        self.sent = build_messages(self.store.load_messages(self.session.id), self.max_result_bytes)
+        stored = list(self.history) if self.history is not None else self.store.load_messages(self.session.id)
+        self.sent = build_messages(stored, self.max_result_bytes)
         specs = (
             list(self.tools) if self.tools is not None else self.registry.catalog_for(self.session.purpose)
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -20,6 +21,7 @@ import duckdb
 
 from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.errors import ConfigurationError
+from tahrix_lab.agent.group_commit import GroupCommit
 from tahrix_lab.agent.migrations import Migration, apply_migrations
 from tahrix_lab.agent.transcript import Message, Part, Session, Usage
 
@@ -111,6 +113,10 @@ _INSERT_MESSAGE = f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES ({', '.join
 _SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title'
 
 
+def _call(write: Callable[[], None]) -> None:
+    write()
+
+
 def default_path() -> str:
     return os.environ.get("TAHRIX_DB") or DEFAULT_DB
 
@@ -145,6 +151,8 @@ class TranscriptStore:
         # its end (only the thread holding the write lock ever sees it set).
         self._held: tuple[list[list[Any]], list[list[Any]]] | None = None
         self._listeners: list[Callable[[str, Message], None]] = []
+        self._grouped: GroupCommit[Callable[[], None], None] | None = None  # group_writes()
+        self._tx = threading.local()  # depth: this thread is inside transaction()
         with self._db.lease():
             apply_migrations(self._db, "transcript", MIGRATIONS)
 
@@ -182,6 +190,7 @@ class TranscriptStore:
             outer = self._held is not None
             if buffered and not outer:
                 self._held = ([], [])
+            self._tx.depth = getattr(self._tx, "depth", 0) + 1
             try:
                 with self._db.write() as cur:
                     yield
@@ -191,6 +200,7 @@ class TranscriptStore:
                 self._positions = before
                 raise
             finally:
+                self._tx.depth -= 1
                 if not outer:
                     self._held = None
 
@@ -285,8 +295,27 @@ class TranscriptStore:
         return [_session_from_row(r) for r in self.cursor().execute(sql, params).fetchall()]
 
     # -- messages --------------------------------------------------------
+    def group_writes(self, *, max_batch: int = 32) -> None:
+        """From now on, the messages and turn ends that many threads write at one moment share
+        one transaction (``agent.group_commit``): a service ending hundreds of answers at once
+        pays a few transactions instead of hundreds. Each call returns once its write committed."""
+        if self._grouped is None:
+            self._grouped = GroupCommit(_call, lambda: self.transaction(buffered=True), max_batch=max_batch)
+
+    def _write(self, write: Callable[[], None]) -> None:
+        if self._grouped is None or getattr(self._tx, "depth", 0) > 0:  # alone, or in a transaction
+            write()
+        else:
+            self._grouped.run(write)
+
     def append_message(self, session_id: str, message: Message) -> Message:
         """Persist a message with its parts in one statement; sets its position."""
+        self._write(lambda: self._write_message(session_id, message))
+        for listener in self._listeners:
+            listener(session_id, message)
+        return message
+
+    def _write_message(self, session_id: str, message: Message) -> None:
         usage = message.usage or Usage()
         parts = json.dumps([p.to_dict() for p in message.parts], ensure_ascii=False)
         with self._db.write_lock:
@@ -311,9 +340,6 @@ class TranscriptStore:
             self._positions[session_id] = position + 1
         message.session_id = session_id
         message.position = position
-        for listener in self._listeners:
-            listener(session_id, message)
-        return message
 
     def add_listener(self, listener: Callable[[str, Message], None]) -> None:
         """Call ``listener(session_id, message)`` after every append (the budget keeps its ledger so)."""
@@ -370,6 +396,11 @@ class TranscriptStore:
         error_message: str | None = None,
     ) -> None:
         """Record how the session's latest turn ended (after its last message)."""
+        self._write(lambda: self._write_turn_end(session_id, stop_reason, error_kind, error_message))
+
+    def _write_turn_end(
+        self, session_id: str, stop_reason: str | None, error_kind: str | None, error_message: str | None
+    ) -> None:
         with self._db.write_lock:
             cur = self.cursor()
             position = self._next_position(cur, session_id) - 1

@@ -55,6 +55,9 @@ from tahrix_lab.jobs.request import JobRejected as JobRejected
 from tahrix_lab.jobs.request import JobRequest as JobRequest
 from tahrix_lab.jobs.starts import BurstGate, GroupStarts
 
+# A start: session, the loop's context, messages before the question, the new session's messages.
+Prepared = tuple[Session, Any, int | None, list[Message] | None]
+
 log = logging.getLogger(__name__)
 
 LAPSED_MESSAGE = (
@@ -110,9 +113,10 @@ class JobRunner:
         self.lease_s = lease_s
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
         self._pending: dict[str, _Job] = {}  # the queue, in order (a dict: membership is cheap)
-        self._starts: GroupStarts[_Job, tuple[Session, Any, int | None]] = GroupStarts(
+        self._starts: GroupStarts[_Job, Prepared] = GroupStarts(
             self._start_one, lambda: transcripts.transaction(buffered=True)
         )
+        transcripts.group_writes()  # the loops' answers and turn ends, from many run threads
         self._burst = BurstGate()
         self._published: dict[str, int] = {}  # queue positions as last written (absent: 0)
         self._unpublished: set[str] = set()  # queued here, their position not written yet
@@ -211,43 +215,45 @@ class JobRunner:
             if not self._burst.watching:  # else the watcher wakes the others when it pauses
                 self._cond.notify()
 
-    def prepare(self, req: JobRequest) -> tuple[Session, Any, int]:
+    def prepare(self, req: JobRequest) -> Prepared:
         """The start of a run: session, budget check, the user's message stored. Returns the
-        session, the loop's context and how many messages came before the question."""
-        session, before = self._session_for(req)
+        session, the loop's context, how many messages came before the question and, for a new
+        session, every message it holds (the loop need not read them back)."""
+        session, written = self._session_for(req)
         if self.budget is not None:
             try:
                 self.budget.check(req.user, store=self.transcripts)
             except BudgetExceeded as exc:
                 raise JobRejected(429, exc.message) from None
-        if before is None:
-            before = len(self.transcripts.load_messages(session.id))
-        self.transcripts.append_message(session.id, Message.user(req.message))
-        return session, self.integration.context_for(self.transcripts, session), before
+        before = len(written) if written is not None else len(self.transcripts.load_messages(session.id))
+        question = self.transcripts.append_message(session.id, Message.user(req.message))
+        history = [*written, question] if written is not None else None
+        return session, self.integration.context_for(self.transcripts, session), before, history
 
     def stream(self, req: JobRequest) -> Iterator[LoopEvent]:
         """Run one question outside the pool and the job store (the SSE endpoint)."""
-        session, context, _before = self.prepare(req)
-        return run_agent(session, store=self.transcripts, backend=self.backend, model=self.model,
+        session, context, _before, history = self.prepare(req)
+        return run_agent(session, store=self.transcripts, backend=self.backend, model=self.model, history=history,
                          context=context, budget=self.budget, registry=self.integration.registry())  # fmt: skip
 
-    def _session_for(self, req: JobRequest) -> tuple[Session, int | None]:
-        """The job's session and, for a new one, how many messages it holds (else None)."""
+    def _session_for(self, req: JobRequest) -> tuple[Session, list[Message] | None]:
+        """The job's session and, for a new one, the messages written to it (else None)."""
         if req.session_id is None:
             try:
                 session = self.integration.start_session(self.transcripts, user=req.user, case_id=req.case_id)
             except UserFacingError as exc:
                 raise JobRejected(422, exc.message, "case_id") from None
+            written: list[Message] = []
             for item in req.history or []:
                 role = item.get("role")
                 # The seed's chat messages say `content`; ours say `text`.
                 text = str(item.get("text") or item.get("content") or "")
                 if role == "user":
-                    self.transcripts.append_message(session.id, Message.user(text))
+                    msg = Message.user(text)
                 else:
                     msg = Message(role="assistant", parts=[Part.of_text(text)], stop_reason="end_turn")
-                    self.transcripts.append_message(session.id, msg)
-            return session, len(req.history or [])
+                written.append(self.transcripts.append_message(session.id, msg))
+            return session, written
         if req.history:
             raise JobRejected(422, "history is only accepted when starting a new session.", "history")
         return self.own_session(req.session_id, req.user), None
@@ -311,22 +317,22 @@ class JobRunner:
         with contextlib.suppress(StoreUnavailable):
             self.store.set_queue_position(positions)
 
-    def _start(self, job: _Job) -> tuple[Session, Any]:
+    def _start(self, job: _Job) -> tuple[Session, Any, list[Message] | None]:
         # Starts waiting together share one transcript transaction (see starts.py): a burst of
         # jobs starts in a few transactions instead of hundreds of threads taking turns.
-        session, context, before = self._starts.start(job)
+        session, context, before, history = self._starts.start(job)
         if before is not None:  # the question is committed: say where its session is
             with contextlib.suppress(StoreUnavailable):
                 self.store.set_session(job.job_id, session.id, message=job.req.message, history_len=before)
-        return session, context
+        return session, context, history
 
-    def _start_one(self, job: _Job) -> tuple[Session, Any, int | None]:
+    def _start_one(self, job: _Job) -> Prepared | tuple[Session, Any, None, None]:
         """Inside the group's transaction: session, context and (for a new question) how many
         messages came before it."""
         req = job.req
         if job.resume_session is not None:  # taken over: the question is already stored
             session = self.own_session(job.resume_session, req.user)
-            return session, self.integration.context_for(self.transcripts, session), None
+            return session, self.integration.context_for(self.transcripts, session), None, None
         return self.prepare(req)
 
     def _run(self, job: _Job) -> None:
@@ -334,7 +340,7 @@ class JobRunner:
             self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
             return
         try:
-            session, context = self._start(job)
+            session, context, history = self._start(job)
         except JobRejected as exc:
             refused = {"type": "error", "message": exc.message, "kind": "refused", "status": exc.status,
                        "field": exc.field}  # fmt: skip
@@ -343,7 +349,7 @@ class JobRunner:
         status: EndStatus = "done"
         last: list[Chunk] = []
         try:
-            events = run_agent(session, store=self.transcripts, backend=self.backend, model=self.model,
+            events = run_agent(session, store=self.transcripts, backend=self.backend, model=self.model, history=history,
                                context=context, budget=self.budget, registry=self.integration.registry(),
                                cancel=job.cancel)  # fmt: skip
             for event, payload in events:

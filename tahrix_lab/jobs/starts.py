@@ -6,7 +6,7 @@ other, so the event loop answers every POST of a burst before threads take the
 interpreter lock to start jobs.
 
 ``GroupStarts``: the starts waiting at one moment share one transcript
-transaction.
+transaction (``agent.group_commit``).
 
 Starting a job writes to DuckDB (a new session, earlier turns, the question).
 One at a time, each start pays its own transaction, and under load each
@@ -27,33 +27,18 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TypeVar
 
+from tahrix_lab.agent.group_commit import GroupCommit
 from tahrix_lab.jobs.request import JobRejected
 
 J = TypeVar("J")
 R = TypeVar("R")
 
 
-@dataclass
-class _Slot(Generic[J, R]):
-    job: J
-    wake: threading.Event = field(default_factory=threading.Event)
-    finished: bool = False
-    result: R | None = None
-    error: BaseException | None = None
-
-    def outcome(self) -> R:
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
-
-
-class GroupStarts(Generic[J, R]):
+class GroupStarts(GroupCommit[J, R]):
     """``start(job)`` runs ``run_one(job)`` inside ``transaction()``, grouped with the starts
-    queued beside it; returns its result or raises its error."""
+    queued beside it; a refused start (``JobRejected``) is refused alone."""
 
     def __init__(
         self,
@@ -62,61 +47,10 @@ class GroupStarts(Generic[J, R]):
         *,
         max_batch: int = 32,
     ) -> None:
-        self.run_one = run_one
-        self.transaction = transaction
-        self.max_batch = max_batch
-        self.groups = 0  # how many transactions were run (tests read it)
-        self._lock = threading.Lock()
-        self._queue: list[_Slot[J, R]] = []
-        self._leading = False
+        super().__init__(run_one, transaction, max_batch=max_batch, alone=(JobRejected,))
 
     def start(self, job: J) -> R:
-        slot: _Slot[J, R] = _Slot(job)
-        with self._lock:
-            self._queue.append(slot)
-            lead = not self._leading
-            self._leading = True
-        if not lead:
-            slot.wake.wait()
-            if slot.finished:
-                return slot.outcome()
-        self._lead()  # this slot heads the queue: the group below includes it
-        return slot.outcome()
-
-    def _lead(self) -> None:
-        with self._lock:
-            group = self._queue[: self.max_batch]
-            del self._queue[: self.max_batch]
-        try:
-            self._run(group)
-        finally:
-            for slot in group:
-                if slot.result is None and slot.error is None:  # interrupted mid-group
-                    slot.error = RuntimeError("the start was interrupted")
-                slot.finished = True
-                slot.wake.set()
-            with self._lock:
-                if self._queue:  # woken unfinished, the next waiting thread leads the next group
-                    self._queue[0].wake.set()
-                else:
-                    self._leading = False
-
-    def _run(self, group: list[_Slot[J, R]]) -> None:
-        self.groups += 1
-        try:
-            with self.transaction():
-                for slot in group:
-                    self._one(slot, only=JobRejected)
-        except Exception:
-            for slot in group:  # each on its own: one failure fails only its own start
-                slot.result = slot.error = None
-                self._one(slot, only=Exception)
-
-    def _one(self, slot: _Slot[J, R], *, only: type[Exception]) -> None:
-        try:
-            slot.result = self.run_one(slot.job)
-        except only as exc:
-            slot.error = exc
+        return self.run(job)
 
 
 class BurstGate:

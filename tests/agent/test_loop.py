@@ -393,3 +393,37 @@ def test_a_stop_before_the_call_sends_nothing(store: TranscriptStore, reg: ToolR
     events = list(ask(store, session, "q", backend=backend, model="m", registry=reg, cancel=cancel))
     assert events == [("done", {"session_id": session.id, "stop_reason": "cancelled"})]
     assert backend.requests == []
+
+
+def test_a_history_handed_in_is_sent_as_read_back_and_not_read(
+    store: TranscriptStore, reg: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller that just stored a new session's messages hands them in (the job service
+    does: one statement less per start); the backend is sent the same as from the store."""
+    from tahrix_lab.agent import run_agent
+
+    script = [[tool_call("lookup_address", {"address": "0xabc"}, id="t1")], [text("Done.")]]
+    read_back, handed = FakeBackend(script), FakeBackend(script)
+    for backend, hand in ((read_back, False), (handed, True)):
+        session = store.create_session(user="ana", system_prompt="Be precise.")
+        history = [store.append_message(session.id, Message.user(q)) for q in ("Hi.", "Who is 0xabc?")]
+        reads: list[str] = []
+
+        def counted(sid: str, reads: list[str] = reads, load: Any = store.load_messages) -> Any:
+            reads.append(sid)
+            return load(sid)
+
+        monkeypatch.setattr(store, "load_messages", counted)
+        events = list(run_agent(session, store=store, backend=backend, model="fake-model", registry=reg,
+                                retry=NO_SLEEP, history=history if hand else None))  # fmt: skip
+        monkeypatch.undo()
+        assert kinds(events)[-1] == "done"
+        assert reads == ([] if hand else [session.id])
+
+    def sent(request: Any) -> list[Any]:  # what the backend saw, but how long the tool took
+        return [(m.role, [{k: v for k, v in p.to_dict().items() if k != "duration_ms"} for p in m.parts])
+                for m in request.messages]  # fmt: skip
+
+    for a, b in zip(read_back.requests, handed.requests, strict=True):
+        assert sent(a) == sent(b)
+    assert [m.role for m in handed.requests[1].messages] == ["user", "user", "assistant", "tool"]
