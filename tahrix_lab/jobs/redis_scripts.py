@@ -201,7 +201,10 @@ redis.call('ZADD', '{P}workers', now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', '{P}workers', '-inf', now - 600000)
 local missing = {{}}
 for i = 3, #ARGV do
-  if redis.call('EXISTS', '{P}' .. ARGV[i]) == 1 then redis.call('ZADD', '{P}leases', deadline, ARGV[i])
+  local h = '{P}' .. ARGV[i]
+  if redis.call('EXISTS', h) == 1 then
+    redis.call('ZADD', '{P}leases', deadline, ARGV[i])
+    redis.call('HSET', h, 'held', '1')  -- a worker holds it: a lapse means that worker stopped
   else table.insert(missing, ARGV[i]) end
 end
 return missing
@@ -213,8 +216,10 @@ WORKERS = _NOW + f"return redis.call('ZCOUNT', '{P}workers', now - tonumber(ARGV
 
 # ARGV: worker id, lease ms, error chunk JSON, ttl, then the jobs the claimer holds (their
 # leases are renewed first, so a live worker never claims its own). Claims up to 50 lapsed jobs:
-# one that produced nothing is leased to the claimer (it runs it); any other ends with the
-# error chunk. Returns {job id, 'take'|'end', request, session id} per claimed job.
+# one that produced nothing is leased to the claimer (it runs it; one still queued leaves the
+# queue, so it runs once, and one popped but never renewed gets one more lease first); any
+# other ends with the error chunk. Returns {job id, 'take'|'end', request, session id} per
+# claimed job.
 CLAIM = (
     _NOW
     + _ENDED
@@ -230,8 +235,16 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', '{P}leases', '-inf', now, 'LIMIT
     local sid = ''  -- the session only once the worker stored the question in it
     if redis.call('HEXISTS', h, 'history_len') == 1 then sid = redis.call('HGET', h, 'session_id') end
     if tonumber(redis.call('HGET', h, 'next') or '0') == 0 then
+      -- Not started. Still queued: taken out of the queue, so no other worker pops it too.
+      -- Popped but never renewed (its worker took it a moment ago, or died at once): one
+      -- more lease for that worker first. Held (renewed) and lapsed: its worker stopped.
+      local queued = redis.call('LREM', '{P}queue', 1, request) > 0
       redis.call('ZADD', '{P}leases', now + tonumber(ARGV[2]), id)
-      table.insert(out, {{id, 'take', request, sid}})
+      if queued or redis.call('HGET', h, 'held') == '1' or redis.call('HGET', h, 'grace') == '1' then
+        table.insert(out, {{id, 'take', request, sid}})
+      else
+        redis.call('HSET', h, 'grace', '1')
+      end
     else
       local idx = redis.call('HINCRBY', h, 'next', 1)
       redis.call('XADD', h .. ':chunks', '0-' .. idx, 'c', ARGV[3])
