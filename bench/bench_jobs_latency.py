@@ -71,7 +71,7 @@ def serve_child(
     import uvicorn
 
     from tahrix_lab.jobs.api import create_app
-    from tahrix_lab.jobs.commands import build
+    from tahrix_lab.jobs.commands import build, settle_heap
     from tahrix_lab.jobs.settings import Settings
 
     logging.basicConfig(level=logging.WARNING)
@@ -82,6 +82,7 @@ def serve_child(
     settings = Settings(tokens={TOKEN: "bench"}, db=db, redis_url=redis_url, workers=workers,
                         max_running_per_user=None, role=role)  # type: ignore[arg-type]  # fmt: skip
     built = build(settings, backend=StampBackend(count, interval))
+    settle_heap()  # as tahrix serve does
     if role == "worker":
         threading.Event().wait()  # the runner's threads do the work until terminated
     assert built.service is not None

@@ -33,9 +33,9 @@ from tahrix_lab.jobs.redis_wake import WAKE_CHANNEL
 log = logging.getLogger(__name__)
 
 # BUSY_JOBS jobs or more streaming through this writer means load: after each batch it waits
-# 0.1 ms per streaming job, up to WINDOW_S, so chunks gather (100 jobs: 10 ms; 500: 50 ms).
+# 0.2 ms per streaming job, up to WINDOW_S, so chunks gather (100 jobs: 20 ms; 500: 100 ms).
 # Counted by jobs, not by the batch: jobs that tick out of step make many small batches, each
-# a round trip, and at 100 jobs those cost the worker three times the CPU of the runs.
+# a round trip, and at 100 jobs those cost the worker twice the CPU of the runs themselves.
 BUSY_JOBS = 32
 WINDOW_PER_JOB_S = 0.0002
 WINDOW_S = 0.1
@@ -71,9 +71,13 @@ class Mirror:
     request: dict[str, Any]
     header: dict[str, str] = field(default_factory=dict)  # session_id, message, history_len
     folder: Folder = field(default_factory=Folder)
-    chunks: list[Chunk] = field(default_factory=list)  # every chunk, in index order
-    log: list[str] = field(default_factory=list)  # the same as JSON
+    # Every chunk, in index order, as JSON only: strings, which the cyclic garbage collector
+    # does not track. Kept as dicts, 500 jobs' logs made its full collections pause the
+    # process for up to 600 ms, growing with every token.
+    log: list[str] = field(default_factory=list)
     sent: int = 0  # how many of them Redis holds
+    text_delta: str = ""  # the content and reasoning of the chunks Redis does not hold yet
+    thought_delta: str = ""
     pending: list[Chunk] = field(default_factory=list)
     end: EndStatus | None = None
     restore: bool = False
@@ -202,8 +206,9 @@ class BatchedWrites:
         """The script call that brings Redis up to date with this job (under the lock)."""
         m = self._mirrors[job_id]
         for chunk in merge_deltas(m.pending):
-            m.folder.apply(chunk)
-            m.chunks.append(chunk)
+            text, thought, _changed = m.folder.apply(chunk)
+            m.text_delta += text
+            m.thought_delta += thought
             m.log.append(_to_json(chunk))
         m.pending = []
         status = end_status(m.end) if m.end is not None else ""
@@ -218,13 +223,7 @@ class BatchedWrites:
                 args += [k, v]
             return "RESTORE", [key, key + ":chunks"], args, None
         unsent = m.log[m.sent :]
-        content = reasoning = ""
-        for c in m.chunks[m.sent :]:
-            kind = c.get("type")
-            if kind == "content":
-                content += c.get("text") or ""
-            elif kind == "reasoning":
-                reasoning += c.get("text") or ""
+        content, reasoning = m.text_delta, m.thought_delta
         tool_calls, usage, stop_reason = folded["tool_calls"], folded["usage"], folded["stop_reason"]
         # The news for the API's tails (redis_wake), published by the script if the append lands.
         news = (f'[{_to_json(job_id)},{m.sent},"{status}",[{",".join(unsent)}],'
@@ -308,6 +307,7 @@ class BatchedWrites:
                     continue
                 m.restore = False
                 m.sent = len(m.log)
+                m.text_delta = m.thought_delta = ""
                 if code == -3:  # a reaper ended it (its lease lapsed): stop the run
                     m.cancel = True
                     m.end = m.end or "error"
