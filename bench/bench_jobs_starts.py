@@ -50,7 +50,9 @@ def one(jobs: int, grouped: bool) -> dict[str, Any]:
     redis_proc = RedisProc()
     tmp = tempfile.TemporaryDirectory()
     db = os.path.join(tmp.name, "bench.duckdb")
-    proc = mp.get_context("spawn").Process(target=worker, args=(grouped, 0, redis_proc.url, db, 1, 0.05, jobs, "worker"))
+    proc = mp.get_context("spawn").Process(
+        target=worker, args=(grouped, 0, redis_proc.url, db, 1, 0.05, jobs, "worker")
+    )
     proc.start()
     store = RedisJobStore(redis_proc.url)
     try:
