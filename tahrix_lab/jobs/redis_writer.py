@@ -43,8 +43,8 @@ WINDOW_S = 0.1
 # One encoder for every chunk (json.dumps with options builds a new one per call).
 _to_json = json.JSONEncoder(ensure_ascii=False).encode
 
-# A job's script call: (script name, keys, args, its news for the API's tails or None).
-Op = tuple[str, list[str], list[Any], str | None]
+# A job's script call: (script name, keys, args).
+Op = tuple[str, list[str], list[Any]]
 
 
 def job_key(job_id: str) -> str:
@@ -221,7 +221,7 @@ class BatchedWrites:
             args: list[Any] = [self._ttl(), status or "streaming", len(m.log), *m.log]
             for k, v in header.items():
                 args += [k, v]
-            return "RESTORE", [key, key + ":chunks"], args, None
+            return "RESTORE", [key, key + ":chunks"], args
         unsent = m.log[m.sent :]
         content, reasoning = m.text_delta, m.thought_delta
         tool_calls, usage, stop_reason = folded["tool_calls"], folded["usage"], folded["stop_reason"]
@@ -230,7 +230,7 @@ class BatchedWrites:
                 f"{tool_calls},{usage},{stop_reason}]")  # fmt: skip
         group = [job_id, status, m.sent, content, reasoning, len(unsent), *unsent, tool_calls, usage,
                  stop_reason, news]  # fmt: skip
-        return "APPENDS", [], group, news
+        return "APPENDS", [], group
 
     def _pipelined(self, ops: list[tuple[str, Op]]) -> list[Any]:
         """One ``APPENDS`` call for every append of the batch, one ``RESTORE`` per job written
@@ -238,7 +238,7 @@ class BatchedWrites:
         pipe = self.client.pipeline(transaction=False)
         appends: list[Any] = [self._ttl()]
         n_appends = 0
-        for _job_id, (name, keys, args, _news) in ops:
+        for _job_id, (name, keys, args) in ops:
             if name == "APPENDS":
                 appends += args
                 n_appends += 1
