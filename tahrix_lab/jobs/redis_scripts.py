@@ -109,7 +109,7 @@ while i <= #ARGV do
   i = after + 4
 end
 if #news > 0 then
-  redis.call('PUBLISH', '{P}wake', '{{"w":[' .. table.concat(news, ',') .. '],"x":[]}}')
+  redis.call('PUBLISH', '{P}wake', '{{"w":[' .. table.concat(news, ',') .. ']}}')
 end
 return codes
 """

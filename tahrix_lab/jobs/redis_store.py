@@ -15,10 +15,11 @@ writer retries; ``finish`` waits (at most ``grace_s``) for the end to land.
 Reads (the API, ``aread``): one script returns the state and the chunks from
 ``since``; a long-poll waits for the wake-up message of its job (one pubsub
 connection per process) and answers from the tail the messages keep
-(``redis_wake``), reading Redis again only when the tail cannot answer. The reads and admissions asked in
-one event-loop turn share one pipeline (``redis_batch``). Commands have short socket
-timeouts and a dead pooled connection is retried once; no command blocks in
-Redis, so no request outlives its ``wait`` by more than the socket timeout.
+(``redis_wake``), reading Redis again only when the tail cannot answer. The
+reads and admissions asked in one event-loop turn share one pipeline
+(``redis_batch``). Commands have short socket timeouts and a dead pooled
+connection is retried once; no command blocks in Redis, so no request outlives
+its ``wait`` by more than the socket timeout.
 """
 
 from __future__ import annotations

@@ -2,10 +2,9 @@
 
 After each batch the Redis writer publishes on ``chatjob:wake`` what the batch
 appended, as JSON: ``{"w": [[job, first index, status, [chunk...], tool_calls,
-usage, stop_reason], ...], "x": [job, ...]}``. ``w`` holds only appends Redis
-accepted; ``x`` names jobs whose state changed otherwise (written anew after
-Redis lost them, ended elsewhere). The scripts that change a job alone
-(``SESSION``, ``CLAIM``) publish its id, space-separated, as ``x`` does.
+usage, stop_reason], ...]}``, only the appends Redis accepted. A job whose state
+changed otherwise (written anew after Redis lost it, its session set, ended by
+a reaper) is named by its id alone, space-separated ids being the other form.
 
 Each API process listens on one connection. For a job one of its long-polls
 reads, it keeps the tail of the log (``Tail``: the state and the chunks from
@@ -13,7 +12,7 @@ the latest poll's ``since``), seeded by a Redis read and extended by the
 messages, so a woken poll answers without reading Redis again: under load that
 is one Redis read less per answer, twice. A tail is kept only while it is
 exact: a message that does not continue it (a gap: a lost answer, a restart)
-or names its job in ``x`` drops it; after a reconnect every tail is dropped and
+or names its job by id drops it; after a reconnect every tail is dropped and
 every waiting poll reads Redis. A woken poll that finds nothing new in its
 tail reads Redis too, so a tail seeded a moment too early is mended at once.
 """
@@ -162,9 +161,6 @@ class Waker:
                 tail = self.tails.get(job_id)
                 if tail is not None and not tail.extend(first, chunks, status, fields):
                     del self.tails[job_id]
-            for job_id in msg.get("x", ()):
-                self.tails.pop(job_id, None)
-                woken.append(job_id)
             return woken
         except (ValueError, TypeError, KeyError) as exc:  # not ours: trust no tail
             log.warning("unreadable wake-up message (%s); every poll reads Redis", exc)

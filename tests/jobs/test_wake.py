@@ -19,7 +19,7 @@ FIELDS = [[], {}, None]  # tool_calls, usage, stop_reason as a message carries t
 
 
 def news(job: str, first: int, chunks: list[dict[str, Any]], status: str = "") -> str:
-    return json.dumps({"w": [[job, first, status, chunks, *FIELDS]], "x": []})
+    return json.dumps({"w": [[job, first, status, chunks, *FIELDS]]})
 
 
 def text(i: int) -> dict[str, Any]:
