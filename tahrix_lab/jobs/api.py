@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -391,8 +392,8 @@ def create_app(service: Service) -> FastAPI:
 
     @app.get("/healthz", include_in_schema=False)
     async def health() -> dict[str, Any]:
-        """Liveness: the process answers."""
-        return {"ok": True, "role": service.role}
+        """Liveness: the process answers (``pid``: which one, behind a shared port)."""
+        return {"ok": True, "role": service.role, "pid": os.getpid()}
 
     @app.get("/readyz", include_in_schema=False)
     async def ready() -> JSONResponse:

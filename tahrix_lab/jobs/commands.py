@@ -29,6 +29,7 @@ from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.jobs.api import Service, create_app
+from tahrix_lab.jobs.api_processes import Children, listen_socket
 from tahrix_lab.jobs.broker import RedisIntake, RedisSubmitter
 from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
 from tahrix_lab.jobs.runner import JobRunner
@@ -50,6 +51,8 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
         "--workers", type=int, default=4, help="jobs run at once; more wait in a queue (default 4)"
     )
     p.add_argument("--role", choices=["all", "api", "worker"], default="all", help="see docs/service.md")
+    p.add_argument("--api-processes", type=int, default=1,
+                   help="with --role api: this many processes share the port (SO_REUSEPORT; default 1)")  # fmt: skip
     p.add_argument("--redis-url", default=os.environ.get("TAHRIX_REDIS_URL"), help="share jobs via Redis")
     p.add_argument("--tokens-file", default=os.environ.get("TAHRIX_TOKENS_FILE"),
                    help='JSON {"<token>": "<user>"}; without it a throw-away token is printed')  # fmt: skip
@@ -74,6 +77,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         port=args.port,
         workers=args.workers,
         role=args.role,
+        api_processes=max(1, args.api_processes),
         redis_url=args.redis_url,
         tokens=tokens,
         backend=args.backend,
@@ -225,8 +229,8 @@ def settle_heap() -> None:
 
 
 def serve(settings: Settings, integration_factory: IntegrationFactory | None = None) -> int:
-    import uvicorn
-
+    if settings.api_processes > 1 and settings.role != "api":
+        raise ConfigurationError("--api-processes needs --role api (the workers run in their own process).")
     if not settings.tokens and settings.role != "worker":
         token = dev_token()
         settings.tokens = {token: "analyst"}
@@ -236,6 +240,7 @@ def serve(settings: Settings, integration_factory: IntegrationFactory | None = N
     where = f"jobs in Redis at {settings.redis_url}" if settings.redis_url else "jobs in memory"
     for note in built.notes:
         print(f"tahrix serve: {note}", flush=True)
+    children: Children | None = None
     try:
         if built.service is None or settings.role == "worker":
             print(f"tahrix serve: worker running ({where}, transcripts in {built.transcripts and built.transcripts.path})",
@@ -245,23 +250,38 @@ def serve(settings: Settings, integration_factory: IntegrationFactory | None = N
             signal.signal(signal.SIGINT, lambda *_: stop.set())
             stop.wait()
             return 0
-        sock = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((settings.host, settings.port))
-        sock.listen(4096)  # accept (queue) connections from the moment the address is printed
+        many = settings.api_processes > 1
+        sock = listen_socket(settings.host, settings.port, reuse_port=many)
         port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            create_app(built.service),
-            log_level="warning",
-            timeout_graceful_shutdown=2,
-            limit_concurrency=None,
-            backlog=4096,
-        )
-        server = uvicorn.Server(config)
+        if many:
+            # uvicorn re-raises the SIGTERM it caught once it has stopped: exit through the
+            # finally below then, so the children are stopped too.
+            signal.signal(signal.SIGTERM, _exit)
+            children = Children(settings, port, settings.api_processes - 1).start()
         print(f"tahrix serve: listening on http://{settings.host}:{port} (role {built.service.role}, {where})",
               flush=True)  # fmt: skip
-        server.run(sockets=[sock])
+        run_http(built.service, sock)
         return 0
     finally:
+        if children is not None:
+            children.stop()
         built.close()
         sys.stdout.flush()
+
+
+def _exit(*_: object) -> None:
+    raise SystemExit(0)
+
+
+def run_http(service: Service, sock: socket.socket) -> None:
+    """Serve the API on ``sock`` until SIGTERM or SIGINT."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        create_app(service),
+        log_level="warning",
+        timeout_graceful_shutdown=2,
+        limit_concurrency=None,
+        backlog=4096,
+    )
+    uvicorn.Server(config).run(sockets=[sock])

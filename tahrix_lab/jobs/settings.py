@@ -28,6 +28,7 @@ class Settings:
     port: int = 8000
     workers: int = 4
     role: Role = "all"
+    api_processes: int = 1  # role api: processes sharing the port (api_processes.py)
     redis_url: str | None = None
     tokens: dict[str, str] = field(default_factory=dict)
     backend: str | None = None
