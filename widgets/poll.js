@@ -66,7 +66,7 @@ export function createPollingChat({ baseUrl = "", token, flow, wait = 20, onMeta
     for (;;) {
       let state;
       try {
-        state = await call("GET", `${JOB_PATH}/${encodeURIComponent(id)}?since=${since}&wait=${wait}`);
+        state = await call("GET", `${JOB_PATH}/${encodeURIComponent(id)}?since=${since}&wait=${wait}&content=false`);
         failures = 0;
         seen = true;
       } catch (err) {

@@ -125,11 +125,17 @@ class ToolCallState(BaseModel):
     status: str
 
 
+CONTENT_HELP = (
+    "false: leave out `content` and `reasoning`, the whole text so far, which the chunks carry "
+    "piece by piece; a client that keeps the chunks then receives each word once, not once per poll."
+)
+
+
 class JobState(BaseModel):
     status: Literal["streaming", "done", "error"]
     stop_reason: str | None = Field(description="From the last chunk: end_turn, cancelled, error...")
-    content: str
-    reasoning: str
+    content: str | None = Field(None, description="The answer's text so far; left out with content=false")
+    reasoning: str | None = Field(None, description="Its reasoning so far; left out with content=false")
     chunks: list[dict[str, Any]]
     next: int
     tool_calls: list[ToolCallState]
@@ -311,7 +317,9 @@ def create_app(service: Service) -> FastAPI:
             raise StoreUnavailable("the job store did not admit the job in time") from None
         return result
 
-    async def own_state(job_id: str, user: str, since: int, wait: float) -> dict[str, Any]:
+    async def own_state(
+        job_id: str, user: str, since: int, wait: float, content: bool = True
+    ) -> dict[str, Any]:
         wait = min(wait, service.max_wait_s)
         service.waiting += 1
         try:
@@ -325,6 +333,9 @@ def create_app(service: Service) -> FastAPI:
         if state is None:
             raise _Refused(problem(404, "There is no job with this id (it may have expired)."))
         state.pop("user", None)
+        if not content:  # the client builds the text from the chunks: don't send it all again
+            state.pop("content", None)
+            state.pop("reasoning", None)
         return state
 
     @app.get(f"{PREFIX}/chat-stream-job/{{job_id}}", response_model=JobState, responses=ERRORS)
@@ -333,10 +344,11 @@ def create_app(service: Service) -> FastAPI:
         user: User,
         since: Annotated[int, Query(ge=0, le=10_000_000, description="First chunk index wanted.")] = 0,
         wait: Annotated[float, Query(ge=0, le=25, description="Long-poll up to this many seconds.")] = 0.0,
+        content: Annotated[bool, Query(description=CONTENT_HELP)] = True,
     ) -> JSONResponse:
         """The job's state with the chunks from ``since`` on."""
         # The hot path: the state is already plain JSON, so skip re-validating it.
-        return JSONResponse(await own_state(job_id, user, since, wait))
+        return JSONResponse(await own_state(job_id, user, since, wait, content))
 
     @app.delete(f"{PREFIX}/chat-stream-job/{{job_id}}", response_model=CancelAnswer, responses=ERRORS)
     async def cancel_job(job_id: str, user: User) -> dict[str, Any]:

@@ -29,11 +29,22 @@ from tahrix_lab.jobs.chunklog import StoreUnavailable
 log = logging.getLogger(__name__)
 
 _JOB_ID = re.compile(r"[^/]+")
+# What FastAPI reads as a bool query parameter; anything else goes to it (and is a 422).
+_BOOLS = {
+    "1": True,
+    "true": True,
+    "on": True,
+    "yes": True,
+    "0": False,
+    "false": False,
+    "off": False,
+    "no": False,
+}
 STORE_DOWN = "The job store is unreachable right now. Please try again in a moment."
 
 
 class FastPaths:
-    """ASGI middleware: see the module docstring. ``read(job_id, user, since, wait)`` and
+    """ASGI middleware: see the module docstring. ``read(job_id, user, since, wait, content)`` and
     ``admit(body, user)`` are the routes' functions; an exception of a ``refused`` type
     carries its answer (``response``, or ``status``/``message``/``field``)."""
 
@@ -43,7 +54,7 @@ class FastPaths:
         *,
         prefix: str,
         tokens: dict[str, str],
-        read: Callable[[str, str, int, float], Awaitable[dict[str, Any]]],
+        read: Callable[[str, str, int, float, bool], Awaitable[dict[str, Any]]],
         admit: Callable[[Any, str], Awaitable[dict[str, Any]]],
         body_model: type[BaseModel],
         max_body: int,
@@ -66,26 +77,29 @@ class FastPaths:
                 return self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
         return None
 
-    def _poll(self, scope: Scope) -> tuple[str, str, int, float] | None:
-        """(job id, user, since, wait) of a well-formed poll, else None (FastAPI answers it)."""
+    def _poll(self, scope: Scope) -> tuple[str, str, int, float, bool] | None:
+        """(job id, user, since, wait, content) of a well-formed poll, else None (FastAPI
+        answers it)."""
         job_id = scope["path"][len(self.path_prefix) :]
         if not _JOB_ID.fullmatch(job_id):
             return None
         user = self._user(scope)
         if user is None:
             return None
-        since, wait = 0, 0.0
+        since, wait, content = 0, 0.0, True
         try:
             for key, value in parse_qsl(scope["query_string"].decode("latin-1")):
                 if key == "since":
                     since = int(value)
                 elif key == "wait":
                     wait = float(value)
-        except ValueError:
+                elif key == "content":
+                    content = _BOOLS[value.lower()]
+        except (ValueError, KeyError):
             return None
         if not (0 <= since <= 10_000_000 and 0 <= wait <= 25):  # the route's bounds; NaN fails too
             return None
-        return job_id, user, since, wait
+        return job_id, user, since, wait, content
 
     def _json_post(self, scope: Scope) -> bool:
         declared = -1

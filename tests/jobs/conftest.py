@@ -142,3 +142,9 @@ class AppServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def mode(request: pytest.FixtureRequest) -> str | None:
+    """Each test twice: jobs in memory (None), and on the real Redis (its URL)."""
+    return request.getfixturevalue("redis_url") if request.param == "redis" else None

@@ -98,11 +98,6 @@ def sid(client: httpx.Client, headers: dict[str, str], job_id: str) -> str:
     return str(state["session_id"])
 
 
-@pytest.fixture(params=["memory", "redis"])
-def mode(request: pytest.FixtureRequest) -> str | None:
-    return request.getfixturevalue("redis_url") if request.param == "redis" else None
-
-
 def test_a_job_streams_and_ends_done(tmp_path: Path, mode: str | None) -> None:
     with service(tmp_path, ECHO, redis_url=mode) as (client, built):
         created = run_job(client, ALICE, {"message": "what is 0xabc?"})
