@@ -68,10 +68,8 @@ def serve_child(
     import logging
     import threading
 
-    import uvicorn
-
-    from tahrix_lab.jobs.api import create_app
-    from tahrix_lab.jobs.commands import build, settle_heap
+    from tahrix_lab.jobs.api_processes import listen_socket
+    from tahrix_lab.jobs.commands import build, run_http, settle_heap
     from tahrix_lab.jobs.settings import Settings
 
     logging.basicConfig(level=logging.WARNING)
@@ -83,10 +81,13 @@ def serve_child(
                         max_running_per_user=None, role=role)  # type: ignore[arg-type]  # fmt: skip
     built = build(settings, backend=StampBackend(count, interval))
     settle_heap()  # as tahrix serve does
+    if os.environ.get("TAHRIX_BENCH_LINGER") and built.service is not None:  # tuning probes
+        built.service.linger_s = float(os.environ["TAHRIX_BENCH_LINGER"])
     if role == "worker":
         threading.Event().wait()  # the runner's threads do the work until terminated
     assert built.service is not None
-    uvicorn.run(create_app(built.service), host="127.0.0.1", port=port, log_level="warning", backlog=4096)
+    # As tahrix serve listens (SO_REUSEPORT: several API processes may share the port).
+    run_http(built.service, listen_socket("127.0.0.1", port, reuse_port=True))
 
 
 def wait_healthy(url: str, timeout: float = 60) -> None:
@@ -139,10 +140,11 @@ class Server(ChildServer):
 
 class SplitServer:
     """``tahrix serve --role worker`` and ``--role api`` as two processes on one Redis (the
-    documented way to use both cores); ``pid``/``pids`` are the API's / both."""
+    documented way to use both cores); ``pid``/``pids`` are the API's / all. ``processes``
+    workers; ``apis`` API processes sharing the port (``--api-processes``)."""
 
     def __init__(
-        self, *, redis_url: str, count: int, interval: float, workers: int, processes: int = 1
+        self, *, redis_url: str, count: int, interval: float, workers: int, processes: int = 1, apis: int = 1
     ) -> None:
         ctx = mp.get_context("spawn")
         self.tmp = tempfile.TemporaryDirectory()
@@ -152,14 +154,21 @@ class SplitServer:
         self.workers = [ctx.Process(target=serve_child,
                                     args=(0, redis_url, db, count, interval, workers, "worker"))
                         for _ in range(processes)]  # fmt: skip
-        self.api = ctx.Process(target=serve_child,
-                               args=(self.port, redis_url, db, count, interval, workers, "api"))  # fmt: skip
+        self.apis = [ctx.Process(target=serve_child,
+                                 args=(self.port, redis_url, db, count, interval, workers, "api"))
+                     for _ in range(apis)]  # fmt: skip
+        self.api = self.apis[0]
 
     def __enter__(self) -> SplitServer:
-        for worker in self.workers:
-            worker.start()
-        self.api.start()
+        for proc in (*self.workers, *self.apis):
+            proc.start()
         wait_healthy(self.url)
+        seen: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < len(self.apis):  # every API process listens (new connections spread)
+            if time.monotonic() > deadline:
+                raise RuntimeError("the bench API processes did not all start")
+            seen.add(httpx.get(self.url + "/healthz", timeout=2).json()["pid"])
         deadline = time.monotonic() + 60
         while httpx.get(self.url + "/readyz", timeout=2).status_code != 200:  # the worker runs
             if time.monotonic() > deadline:
@@ -168,14 +177,14 @@ class SplitServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for proc in (self.api, *self.workers):
+        for proc in (*self.apis, *self.workers):
             proc.terminate()
             proc.join(10)
         self.tmp.cleanup()
 
     @property
     def pids(self) -> list[int]:
-        return [int(p.pid) for p in (self.api, *self.workers) if p.pid is not None]
+        return [int(p.pid) for p in (*self.apis, *self.workers) if p.pid is not None]
 
 
 class RedisProc:

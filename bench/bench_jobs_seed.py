@@ -5,8 +5,10 @@ streams 20 tokens a second from the same fake source (" seq:unix-time"), and
 one client per job reads them:
 
 * ours: ``tahrix`` service wiring with Redis (``--role all``), clients
-  long-poll with ``since``/``wait=20``;
+  long-poll with ``since``/``wait=20``/``content=false`` (as poll.js does);
 * split: the same as two processes, ``--role api`` and ``--role worker``;
+* split2: one API process and two workers; api2: two API processes sharing the
+  port (``--api-processes 2``) and one worker;
 * seed: ``bench/seed_reference.py`` (FastAPI + Redis, the whole JSON state
   rewritten per chunk under ``chatjob:{id}``), clients poll every 500 ms from
   their ``lastChunkIdx``.
@@ -47,8 +49,9 @@ from seed_reference import serve_seed
 
 RATE = 20.0
 # ours: one `tahrix serve --role all` process; split: `--role api` + `--role worker` on the
-# same Redis (two interpreters, the documented scale-out); seed: one process, as the seed ran.
-DESIGNS = ["ours", "split", "split2", "seed"]
+# same Redis (two interpreters, the documented scale-out); split2: two workers; api2: two API
+# processes on one port (--api-processes 2) and one worker; seed: one process, as the seed ran.
+DESIGNS = ["ours", "split", "split2", "api2", "seed"]
 RETRIED: list[int] = []
 POLLS: list[int] = []  # one per poll answered (answers a second: how well they coalesce)
 ENDS: dict[int, Any] = {}  # how each job ended, for the report of a lost one
@@ -77,7 +80,8 @@ def mark(got: list[tuple[int, float]], seen: list[float]) -> None:
 async def long_poller(conn: RawConn, job: str, got: list[tuple[int, float]], seen: list[float]) -> None:
     since = 0
     while True:
-        status, state = await conn.request("GET", f"{JOB}/{job}?since={since}&wait=20")
+        # as poll.js asks: the text comes once, in the chunks
+        status, state = await conn.request("GET", f"{JOB}/{job}?since={since}&wait=20&content=false")
         POLLS.append(1)
         if status == 503:
             await asyncio.sleep(0.1)
@@ -170,6 +174,8 @@ def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dic
         processes = int(name.removeprefix("split") or 1)
         server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs,
                              processes=processes)  # fmt: skip
+    elif name == "api2":
+        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs, apis=2)
     else:
         server = Server(redis_url=redis_url, count=count, interval=interval, workers=jobs)
     RETRIED.clear()
@@ -240,7 +246,7 @@ def main() -> None:
     targets = {20: 10.0, 500: 250.0}
     for jobs in counts:
         seed = next((r for r in rows if r["design"] == "seed" and r["jobs"] == jobs), None)
-        for design in ("ours", "split", "split2"):
+        for design in ("ours", "split", "split2", "api2"):
             ours = next((r for r in rows if r["design"] == design and r["jobs"] == jobs), None)
             if ours is None:
                 continue
