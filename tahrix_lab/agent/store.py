@@ -22,95 +22,12 @@ import duckdb
 from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.group_commit import GroupCommit
-from tahrix_lab.agent.migrations import Migration, apply_migrations
+from tahrix_lab.agent.migrations import apply_migrations
+from tahrix_lab.agent.schema import INSERT_MESSAGE, MESSAGE_COLUMNS, MIGRATIONS, SESSION_COLUMNS
 from tahrix_lab.agent.transcript import Message, Part, Session, Usage
 
 DEFAULT_DB = "tahrix.duckdb"
-
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        "0001_transcript",
-        """
-        CREATE TABLE sessions (
-            id VARCHAR PRIMARY KEY,
-            "user" VARCHAR NOT NULL,
-            purpose VARCHAR NOT NULL,
-            status VARCHAR NOT NULL DEFAULT 'active',
-            system_prompt VARCHAR,
-            created_at TIMESTAMPTZ NOT NULL,
-            replay_of VARCHAR,
-            title VARCHAR
-        );
-        -- One row per message; its parts ride along as a JSON array so a
-        -- message and its parts are written by one statement (atomic, and
-        -- one fsync). The parts view below gives SQL one row per part.
-        CREATE TABLE messages (
-            session_id VARCHAR NOT NULL,
-            position INTEGER NOT NULL,
-            role VARCHAR NOT NULL,
-            created_at TIMESTAMPTZ NOT NULL,
-            backend VARCHAR,
-            model_id VARCHAR,
-            stop_reason VARCHAR,
-            raw_stop_reason VARCHAR,
-            input_tokens BIGINT,
-            output_tokens BIGINT,
-            cache_read_tokens BIGINT,
-            cache_write_tokens BIGINT,
-            reasoning_tokens BIGINT,
-            tools_offered VARCHAR[],
-            latency_ms DOUBLE,
-            ttft_ms DOUBLE,
-            parts JSON NOT NULL,
-            PRIMARY KEY (session_id, position)
-        );
-        CREATE VIEW parts AS
-        SELECT m.session_id, m.position AS message_position, p.i AS position,
-               p.part->>'type' AS type, p.part->>'text' AS text,
-               p.part->>'tool_use_id' AS tool_use_id, p.part->>'tool_name' AS tool_name,
-               p.part->'tool_input' AS tool_input, p.part->'tool_result' AS tool_result,
-               p.part->>'tool_status' AS tool_status, p.part->>'media_ref' AS media_ref,
-               p.part->>'media_type' AS media_type, p.part->>'signature' AS signature
-        FROM messages m, LATERAL (
-            SELECT unnest(range(json_array_length(m.parts)::BIGINT)) AS i,
-                   m.parts->(unnest(range(json_array_length(m.parts)::BIGINT))::INTEGER) AS part
-        ) p;
-        """,
-    ),
-    # How each turn ended (stopped, refused by the budget, failed), which the
-    # messages alone do not say: history draws "Stopped." and errors from it.
-    # ``position`` is the last message's position when the turn ended.
-    Migration(
-        "0002_turn_ends",
-        """
-        CREATE TABLE turn_ends (
-            session_id VARCHAR NOT NULL,
-            position INTEGER NOT NULL,
-            stop_reason VARCHAR,
-            error_kind VARCHAR,
-            error_message VARCHAR,
-            created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
-        );
-        """,
-    ),
-    Migration(
-        "0003_message_seq",
-        # The order messages were written in, across processes (the file is written by one
-        # process at a time): the budget reads "calls since the last one I saw" by it.
-        """
-        CREATE SEQUENCE message_seq;
-        ALTER TABLE messages ADD COLUMN seq BIGINT DEFAULT nextval('message_seq');
-        """,
-    ),
-)
-
-_MESSAGE_COLUMNS = (
-    "session_id, position, role, created_at, backend, model_id, stop_reason, raw_stop_reason, "
-    "input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, "
-    "tools_offered, latency_ms, ttft_ms, parts"
-)
-_INSERT_MESSAGE = f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES ({', '.join(['?'] * 17)})"
-_SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title'
+__all__ = ["DEFAULT_DB", "MIGRATIONS", "TranscriptStore", "default_path"]
 
 
 def _call(write: Callable[[], None]) -> None:
@@ -207,8 +124,8 @@ class TranscriptStore:
     def _write_held(
         self, cur: duckdb.DuckDBPyConnection, sessions: list[list[Any]], messages: list[list[Any]]
     ) -> None:
-        for table, columns, rows in (("sessions", _SESSION_COLUMNS, sessions),
-                                     ("messages", _MESSAGE_COLUMNS, messages)):  # fmt: skip
+        for table, columns, rows in (("sessions", SESSION_COLUMNS, sessions),
+                                     ("messages", MESSAGE_COLUMNS, messages)):  # fmt: skip
             if rows:
                 one = "(" + ", ".join(["?"] * len(rows[0])) + ")"
                 cur.execute(f"INSERT INTO {table} ({columns}) VALUES " + ", ".join([one] * len(rows)),
@@ -233,7 +150,7 @@ class TranscriptStore:
             if self._held is not None:
                 self._held[0].append(row)
             else:
-                cur.execute(f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+                cur.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
             if session is None:  # an id made here has no messages anywhere: no look needed
                 self._positions[s.id] = 0
         return s
@@ -331,12 +248,12 @@ class TranscriptStore:
                 if self._held is not None:
                     self._held[1].append(params)
                 else:
-                    cur.execute(_INSERT_MESSAGE, params)
+                    cur.execute(INSERT_MESSAGE, params)
             except duckdb.ConstraintException:
                 # Another store object on this database wrote to the session: re-read and retry once.
                 self._positions.pop(session_id, None)
                 position = params[1] = self._next_position(cur, session_id)
-                cur.execute(_INSERT_MESSAGE, params)
+                cur.execute(INSERT_MESSAGE, params)
             self._positions[session_id] = position + 1
         message.session_id = session_id
         message.position = position
@@ -359,7 +276,7 @@ class TranscriptStore:
         rows = (
             self.cursor()
             .execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY position",
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ? ORDER BY position",
                 [session_id],
             )
             .fetchall()

@@ -1,0 +1,90 @@
+"""The transcript's schema in DuckDB: its migrations and the columns the store writes."""
+
+from __future__ import annotations
+
+from tahrix_lab.agent.migrations import Migration
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        "0001_transcript",
+        """
+        CREATE TABLE sessions (
+            id VARCHAR PRIMARY KEY,
+            "user" VARCHAR NOT NULL,
+            purpose VARCHAR NOT NULL,
+            status VARCHAR NOT NULL DEFAULT 'active',
+            system_prompt VARCHAR,
+            created_at TIMESTAMPTZ NOT NULL,
+            replay_of VARCHAR,
+            title VARCHAR
+        );
+        -- One row per message; its parts ride along as a JSON array so a
+        -- message and its parts are written by one statement (atomic, and
+        -- one fsync). The parts view below gives SQL one row per part.
+        CREATE TABLE messages (
+            session_id VARCHAR NOT NULL,
+            position INTEGER NOT NULL,
+            role VARCHAR NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            backend VARCHAR,
+            model_id VARCHAR,
+            stop_reason VARCHAR,
+            raw_stop_reason VARCHAR,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            cache_read_tokens BIGINT,
+            cache_write_tokens BIGINT,
+            reasoning_tokens BIGINT,
+            tools_offered VARCHAR[],
+            latency_ms DOUBLE,
+            ttft_ms DOUBLE,
+            parts JSON NOT NULL,
+            PRIMARY KEY (session_id, position)
+        );
+        CREATE VIEW parts AS
+        SELECT m.session_id, m.position AS message_position, p.i AS position,
+               p.part->>'type' AS type, p.part->>'text' AS text,
+               p.part->>'tool_use_id' AS tool_use_id, p.part->>'tool_name' AS tool_name,
+               p.part->'tool_input' AS tool_input, p.part->'tool_result' AS tool_result,
+               p.part->>'tool_status' AS tool_status, p.part->>'media_ref' AS media_ref,
+               p.part->>'media_type' AS media_type, p.part->>'signature' AS signature
+        FROM messages m, LATERAL (
+            SELECT unnest(range(json_array_length(m.parts)::BIGINT)) AS i,
+                   m.parts->(unnest(range(json_array_length(m.parts)::BIGINT))::INTEGER) AS part
+        ) p;
+        """,
+    ),
+    # How each turn ended (stopped, refused by the budget, failed), which the
+    # messages alone do not say: history draws "Stopped." and errors from it.
+    # ``position`` is the last message's position when the turn ended.
+    Migration(
+        "0002_turn_ends",
+        """
+        CREATE TABLE turn_ends (
+            session_id VARCHAR NOT NULL,
+            position INTEGER NOT NULL,
+            stop_reason VARCHAR,
+            error_kind VARCHAR,
+            error_message VARCHAR,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
+        );
+        """,
+    ),
+    Migration(
+        "0003_message_seq",
+        # The order messages were written in, across processes (the file is written by one
+        # process at a time): the budget reads "calls since the last one I saw" by it.
+        """
+        CREATE SEQUENCE message_seq;
+        ALTER TABLE messages ADD COLUMN seq BIGINT DEFAULT nextval('message_seq');
+        """,
+    ),
+)
+
+MESSAGE_COLUMNS = (
+    "session_id, position, role, created_at, backend, model_id, stop_reason, raw_stop_reason, "
+    "input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, "
+    "tools_offered, latency_ms, ttft_ms, parts"
+)
+INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ({', '.join(['?'] * 17)})"
+SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title'
