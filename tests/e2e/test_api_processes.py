@@ -6,8 +6,6 @@ import importlib.util
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -72,18 +70,7 @@ def running(pid: int) -> bool:
 def test_api_processes_share_a_port_and_one_killed_is_replaced(
     tmp_path: Path, redis_srv: Any, files: dict[str, str]
 ) -> None:
-    common = [
-        "--redis-url",
-        redis_srv.url,
-        "--tokens-file",
-        files["tokens"],
-        "--fake-script",
-        files["script"],
-    ]
-    worker = Serve(*common, "--role", "worker", db=Path(files["db"]), cwd=tmp_path)
-    worker.wait_listening(marker="worker running")
-    api = Serve(*common, "--role", "api", "--api-processes", "3", db=tmp_path / "never.duckdb", cwd=tmp_path)
-    api.wait_listening()
+    worker, api = _sp.worker_and_api(tmp_path, redis_srv, files, "--api-processes", "3")
     try:
         first = wait_children(api, 2)
         assert set(answering_pids(api.url)) == {api.proc.pid, *first}  # all three take connections
@@ -135,10 +122,4 @@ def test_children_end_when_their_parent_is_killed(
 
 
 def test_api_processes_need_the_api_role(tmp_path: Path, files: dict[str, str]) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tahrix_lab.cli", "--db", files["db"], "serve", "--api-processes", "2", "--port", "0"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.returncode == 1
-    assert "--api-processes needs --role api" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert "--api-processes needs --role api" in _sp.serve_refused(tmp_path, files, "--api-processes", "2")

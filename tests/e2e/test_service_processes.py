@@ -190,7 +190,10 @@ def test_two_processes_share_jobs(tmp_path: Path, redis_srv: Any, files: dict[st
         assert two[-1].text == state["content"]
 
 
-def test_worker_and_api_processes(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> None:
+def worker_and_api(
+    tmp_path: Path, redis_srv: Any, files: dict[str, str], *api_args: str
+) -> tuple[Serve, Serve]:
+    """A `--role worker` and a `--role api` process (with ``api_args``) on the test's Redis."""
     common = [
         "--redis-url",
         redis_srv.url,
@@ -201,7 +204,12 @@ def test_worker_and_api_processes(tmp_path: Path, redis_srv: Any, files: dict[st
     ]
     worker = Serve(*common, "--role", "worker", db=Path(files["db"]), cwd=tmp_path)
     worker.wait_listening(marker="worker running")
-    api = Serve(*common, "--role", "api", db=tmp_path / "never.duckdb", cwd=tmp_path).wait_listening()
+    api = Serve(*common, "--role", "api", *api_args, db=tmp_path / "never.duckdb", cwd=tmp_path)
+    return worker, api.wait_listening()
+
+
+def test_worker_and_api_processes(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> None:
+    worker, api = worker_and_api(tmp_path, redis_srv, files)
     try:
         with httpx.Client(timeout=30) as client:
             job = client.post(f"{api.url}{JOB}", json={"message": "one"}, headers=ALICE).json()
@@ -222,25 +230,24 @@ def test_worker_and_api_processes(tmp_path: Path, redis_srv: Any, files: dict[st
         assert [m.role for m in store.load_messages(done["session_id"])] == ["user", "assistant"]
 
 
-def test_api_role_without_redis_is_refused(tmp_path: Path, files: dict[str, str]) -> None:
+def serve_refused(tmp_path: Path, files: dict[str, str], *args: str) -> str:
+    """Run `tahrix serve` with ``args``, which must refuse to start calmly; its stderr."""
     proc = subprocess.run(
-        [sys.executable, "-m", "tahrix_lab.cli", "--db", files["db"], "serve", "--role", "api", "--port", "0"],
+        [sys.executable, "-m", "tahrix_lab.cli", "--db", files["db"], "serve", "--port", "0", *args],
         capture_output=True, text=True, timeout=60, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 1
-    assert "--redis-url" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    return proc.stderr
+
+
+def test_api_role_without_redis_is_refused(tmp_path: Path, files: dict[str, str]) -> None:
+    assert "--redis-url" in serve_refused(tmp_path, files, "--role", "api")
 
 
 def test_redis_unreachable_at_start_names_the_url(tmp_path: Path, files: dict[str, str]) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tahrix_lab.cli", "--db", files["db"], "serve", "--port", "0", "--redis-url", url,
-         "--tokens-file", files["tokens"]],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.returncode == 1
-    assert url in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert url in serve_refused(tmp_path, files, "--redis-url", url, "--tokens-file", files["tokens"])
 
 
 def test_redis_killed_and_restarted_empty_during_a_job(
