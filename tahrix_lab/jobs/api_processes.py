@@ -22,12 +22,9 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from tahrix_lab.jobs.settings import Settings
-
-log = logging.getLogger(__name__)
 
 RESTART_CHECK_S = 0.5
 YOUNG_S = 10.0  # a process that dies sooner is restarted later and later, up to MAX_BACKOFF_S
@@ -73,16 +70,15 @@ def _end_with(parent: int) -> None:
 class Children:
     """The N - 1 other API processes, kept running until ``stop``."""
 
-    def __init__(self, settings: Settings, port: int, count: int,
-                 target: Callable[[Settings, int, int], None] = _child) -> None:  # fmt: skip
-        self.settings, self.port, self.count, self.target = settings, port, count, target
+    def __init__(self, settings: Settings, port: int, count: int) -> None:
+        self.settings, self.port, self.count = settings, port, count
         self.procs: list[Any] = []
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _start_one(self) -> Any:
         proc = mp.get_context("spawn").Process(
-            target=self.target, args=(self.settings, self.port, os.getpid()), name="tahrix-api", daemon=False
+            target=_child, args=(self.settings, self.port, os.getpid()), name="tahrix-api", daemon=False
         )
         proc.start()
         proc.started_at = time.monotonic()  # type: ignore[attr-defined]
