@@ -22,7 +22,7 @@ import signal
 import socket
 import threading
 import time
-from typing import Any
+from multiprocessing.process import BaseProcess
 
 from tahrix_lab.jobs.settings import Settings
 
@@ -72,27 +72,24 @@ class Children:
 
     def __init__(self, settings: Settings, port: int, count: int) -> None:
         self.settings, self.port, self.count = settings, port, count
-        self.procs: list[Any] = []
+        self.procs: list[BaseProcess] = []
+        self.started: list[float] = []  # when each was started (monotonic)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _start_one(self) -> Any:
+    def _start_one(self) -> BaseProcess:
         proc = mp.get_context("spawn").Process(
             target=_child, args=(self.settings, self.port, os.getpid()), name="tahrix-api", daemon=False
         )
         proc.start()
-        proc.started_at = time.monotonic()  # type: ignore[attr-defined]
         return proc
 
     def start(self) -> Children:
         self.procs = [self._start_one() for _ in range(self.count)]
+        self.started = [time.monotonic()] * self.count
         self._thread = threading.Thread(target=self._watch, name="tahrix-api-supervisor", daemon=True)
         self._thread.start()
         return self
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs]
 
     def _watch(self) -> None:
         delay = [RESTART_CHECK_S] * len(self.procs)  # doubles while a process dies young
@@ -103,7 +100,7 @@ class Children:
                     continue
                 now = time.monotonic()
                 if not due[i]:
-                    young = now - proc.started_at < YOUNG_S
+                    young = now - self.started[i] < YOUNG_S
                     delay[i] = min(MAX_BACKOFF_S, delay[i] * 2) if young else RESTART_CHECK_S
                     due[i] = now + delay[i] - RESTART_CHECK_S
                     print(f"tahrix serve: API process {proc.pid} ended (exit code {proc.exitcode}); "
@@ -111,6 +108,7 @@ class Children:
                 if now >= due[i]:
                     due[i] = 0.0
                     self.procs[i] = self._start_one()
+                    self.started[i] = time.monotonic()
 
     def stop(self) -> None:
         self._stopping.set()
