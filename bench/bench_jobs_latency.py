@@ -14,6 +14,7 @@ Target: long-poll p95 <= 30 ms and at least 10x better than plain polling.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import multiprocessing as mp
 import os
@@ -23,7 +24,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -53,6 +54,24 @@ class StampBackend:
             yield {"kind": "text", "text": f" {seq}:{time.time():.6f}"}
         yield {"kind": "done", "stop_reason": "end_turn", "raw_stop_reason": "end_turn", "usage": None}
 
+    async def astream(
+        self, *, system: Any, messages: Sequence[Any], tools: Any, model: str, inference: Any
+    ) -> AsyncIterator[Any]:
+        """The same tokens for an event loop (the job service reads such streams on one)."""
+        start = time.monotonic()
+        for seq in range(self.count):
+            delay = start + seq * self.interval - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            yield {"kind": "text", "text": f" {seq}:{time.time():.6f}"}
+        yield {"kind": "done", "stop_reason": "end_turn", "raw_stop_reason": "end_turn", "usage": None}
+
+
+class ThreadStampBackend(StampBackend):
+    """``StampBackend`` without ``astream``: every run read on its own thread."""
+
+    astream = None  # type: ignore[assignment]
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -79,7 +98,8 @@ def serve_child(
         sys.setswitchinterval(float(os.environ["TAHRIX_BENCH_SWITCH"]))
     settings = Settings(tokens={TOKEN: "bench"}, db=db, redis_url=redis_url, workers=workers,
                         max_running_per_user=None, role=role)  # type: ignore[arg-type]  # fmt: skip
-    built = build(settings, backend=StampBackend(count, interval))
+    stamps = ThreadStampBackend if os.environ.get("TAHRIX_BENCH_THREADS") else StampBackend
+    built = build(settings, backend=stamps(count, interval))
     settle_heap()  # as tahrix serve does
     if os.environ.get("TAHRIX_BENCH_LINGER") and built.service is not None:  # tuning probes
         built.service.linger_s = float(os.environ["TAHRIX_BENCH_LINGER"])

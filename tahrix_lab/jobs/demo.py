@@ -19,9 +19,10 @@ Built-in scripts by name: ``echo`` (answers "You asked: …" word by word),
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,30 @@ class ScriptedBackend:
         model: str,
         inference: dict[str, Any] | None,
     ) -> Iterator[Event]:
+        return self._paced(self._turn(messages))
+
+    async def astream(
+        self,
+        *,
+        system: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        model: str,
+        inference: dict[str, Any] | None,
+    ) -> AsyncIterator[Event]:
+        """``stream`` for an event loop: the same events, paced with ``asyncio.sleep``."""
+        for paced, event in self._turn(messages):
+            if paced and self.delay:
+                await asyncio.sleep(self.delay)
+            yield event
+
+    def _paced(self, items: Iterator[tuple[bool, Event]]) -> Iterator[Event]:
+        for paced, event in items:
+            if paced and self.delay:
+                time.sleep(self.delay)
+            yield event
+
+    def _turn(self, messages: Sequence[Message]) -> Iterator[tuple[bool, Event]]:
         question = next((m.text for m in reversed(messages) if m.role == "user"), "")
         call = answers_since_question(messages)
         turns: list[Any] = self.script["turns"]
@@ -97,7 +122,8 @@ class ScriptedBackend:
             )
         return self._play(turns[call], question)
 
-    def _play(self, items: list[dict[str, Any]], question: str) -> Iterator[Event]:
+    def _play(self, items: list[dict[str, Any]], question: str) -> Iterator[tuple[bool, Event]]:
+        """The turn's events, each with whether ``delay`` comes before it (each word)."""
         saw_tool = False
         out = 0
         for item in items:
@@ -105,23 +131,21 @@ class ScriptedBackend:
             if kind in ("text", "reasoning"):
                 words = str(item.get("text", "")).replace("{message}", question).split(" ")
                 for i, word in enumerate(words):
-                    if self.delay:
-                        time.sleep(self.delay)
                     piece = word if i == 0 else " " + word
                     out += 1
                     if kind == "text":
-                        yield {"kind": "text", "text": piece}
+                        yield True, {"kind": "text", "text": piece}
                     else:
-                        yield {"kind": "reasoning", "text": piece}
+                        yield True, {"kind": "reasoning", "text": piece}
             elif kind == "tool_call":
                 saw_tool = True
-                yield {"kind": "tool_use", "id": f"call_{new_id()[:8]}", "name": item["name"],
-                       "input": dict(item.get("args") or {})}  # fmt: skip
+                yield False, {"kind": "tool_use", "id": f"call_{new_id()[:8]}", "name": item["name"],
+                              "input": dict(item.get("args") or {})}  # fmt: skip
             elif kind == "error":
                 raise BackendError(str(item.get("message", "scripted failure")), retryable=False)
         stop: StopReason = "tool_use" if saw_tool else "end_turn"
-        yield {"kind": "done", "stop_reason": stop, "raw_stop_reason": stop,
-               "usage": {"input_tokens": 10, "output_tokens": out}}  # fmt: skip
+        yield False, {"kind": "done", "stop_reason": stop, "raw_stop_reason": stop,
+                      "usage": {"input_tokens": 10, "output_tokens": out}}  # fmt: skip
 
 
 def demo_registry(purposes: tuple[str, ...] = ("chat",), base: ToolRegistry | None = None) -> ToolRegistry:

@@ -54,6 +54,7 @@ from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
 from tahrix_lab.jobs.request import JobRejected as JobRejected
 from tahrix_lab.jobs.request import JobRequest as JobRequest
 from tahrix_lab.jobs.starts import BurstGate, GroupStarts
+from tahrix_lab.jobs.stream_steps import StreamSteps
 
 # A start: session, the loop's context, messages before the question, the new session's messages.
 Prepared = tuple[Session, Any, int | None, list[Message] | None]
@@ -124,6 +125,7 @@ class JobRunner:
         self._cond = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._streams = StreamSteps() if StreamSteps.supports(backend) else None
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> JobRunner:
@@ -147,12 +149,16 @@ class JobRunner:
             for job in self._running.values():
                 job.cancel.set()
             self._cond.notify_all()
+        if self._streams is not None:
+            self._streams.poke()
         for job in queued:
             self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
         self._threads = []
+        if self._streams is not None:
+            self._streams.close(max(0.5, deadline - time.monotonic()))
 
     @property
     def active(self) -> int:
@@ -348,26 +354,36 @@ class JobRunner:
             return
         status: EndStatus = "done"
         last: list[Chunk] = []
+
+        def take(event: str, payload: dict[str, Any]) -> None:  # on this thread or the streams' loop
+            nonlocal status
+            chunk = to_chunk(event, payload)
+            if event == "done":
+                status = "cancelled" if payload.get("stop_reason") == "cancelled" else "done"
+            elif event == "error":
+                status = "error"
+            if chunk is None:
+                return
+            if event in ("done", "error"):
+                last.append(chunk)
+                return
+            # Queued, not waited on: the store writes in batches and retries through outages,
+            # so the run (and its transcript) goes on whatever Redis does.
+            if self.store.append(job.job_id, [chunk]):
+                job.cancel.set()
+            job.last_write = time.monotonic()
+
+        def events_for(backend: Backend) -> Iterator[LoopEvent]:
+            return run_agent(session, store=self.transcripts, backend=backend, model=self.model, history=history,
+                             context=context, budget=self.budget, registry=self.integration.registry(),
+                             cancel=job.cancel)  # fmt: skip
+
         try:
-            events = run_agent(session, store=self.transcripts, backend=self.backend, model=self.model, history=history,
-                               context=context, budget=self.budget, registry=self.integration.registry(),
-                               cancel=job.cancel)  # fmt: skip
-            for event, payload in events:
-                chunk = to_chunk(event, payload)
-                if event == "done":
-                    status = "cancelled" if payload.get("stop_reason") == "cancelled" else "done"
-                elif event == "error":
-                    status = "error"
-                if chunk is None:
-                    continue
-                if event in ("done", "error"):
-                    last.append(chunk)
-                    continue
-                # Queued, not waited on: the store writes in batches and retries through outages,
-                # so the run (and its transcript) goes on whatever Redis does.
-                if self.store.append(job.job_id, [chunk]):
-                    job.cancel.set()
-                job.last_write = time.monotonic()
+            if self._streams is not None:  # streamed steps on one event loop (stream_steps)
+                self._streams.drive(self.backend, events_for, take, job.cancel)
+            else:
+                for event, payload in events_for(self.backend):
+                    take(event, payload)
         except Exception:
             log.exception("job %s failed", job.job_id)
             status = "error"
@@ -448,6 +464,8 @@ class JobRunner:
             for job_id in wanted:
                 if job_id in self._running:
                     self._running[job_id].cancel.set()
+            if self._streams is not None:
+                self._streams.poke()
             dropped = [self._pending.pop(k) for k in list(self._pending) if k in wanted]
             positions = self._positions() if dropped else {}
         for job in dropped:

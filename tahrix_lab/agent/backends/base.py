@@ -8,7 +8,7 @@ live in the loop, never in a backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Literal, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from tahrix_lab.agent.transcript import Message, StopReason
@@ -91,6 +91,25 @@ class Backend(Protocol):
         first event or mid-stream; never a raw SDK exception.
         """
         ...
+
+
+@runtime_checkable
+class AsyncStreaming(Protocol):
+    """A backend that can also stream without a thread: ``astream`` takes ``stream``'s
+    arguments and returns an async iterator of the same events, raising the same errors.
+
+    Optional. A surface that runs many answers at once (the job service) reads such
+    streams on one event loop instead of waking a thread per event."""
+
+    def astream(
+        self,
+        *,
+        system: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        model: str,
+        inference: dict[str, Any] | None,
+    ) -> AsyncIterator[Event]: ...
 
 
 def parse_tool_arguments(raw: str) -> dict[str, Any] | None:

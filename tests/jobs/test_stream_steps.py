@@ -1,0 +1,233 @@
+"""Streamed steps on one event loop (``jobs/stream_steps.py``): a backend with ``astream``.
+
+The runner reads such a backend's streams on one event loop thread, which also takes the
+streamed steps of every run. What a job produces (chunks, status, transcript) must be exactly
+what the same script gives through the one-thread-per-run path, whatever the script does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.transcript import Message
+from tahrix_lab.jobs.demo import ScriptedBackend, demo_registry
+from tahrix_lab.jobs.integration import ChatIntegration
+from tahrix_lab.jobs.memory_store import MemoryJobStore
+from tahrix_lab.jobs.request import JobRequest
+from tahrix_lab.jobs.runner import JobRunner
+from tahrix_lab.jobs.stream_steps import StreamSteps
+
+
+class ThreadOnly:
+    """The same backend without ``astream``: each run is read on its own thread."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def stream(self, **request: Any) -> Iterator[Any]:
+        return self.inner.stream(**request)
+
+
+class WhereStore(MemoryJobStore):
+    """The in-memory job store, noting which thread appended each chunk."""
+
+    def __init__(self) -> None:
+        super().__init__(ttl=600)
+        self.threads: list[str] = []
+
+    def append(self, job_id: str, chunks: list[Any]) -> bool:
+        self.threads.append(threading.current_thread().name)
+        return super().append(job_id, chunks)
+
+
+class Harness:
+    def __init__(self, tmp: Path, backend: Any, store: MemoryJobStore | None = None) -> None:
+        self.store = store or MemoryJobStore(ttl=600)
+        self.transcripts = TranscriptStore(str(tmp))
+        self.runner = JobRunner(self.store, transcripts=self.transcripts, backend=backend, model="m",
+                                integration=ChatIntegration(registry=demo_registry()), workers=64,
+                                max_running_per_user=None, watch_interval=0.05).start()  # fmt: skip
+
+    def ask(self, message: str = "q") -> str:
+        req = JobRequest(user="u", message=message)
+        self.runner.submit(req)
+        return req.job_id
+
+    def wait(self, job_id: str, timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.store.read(job_id)
+            assert state is not None
+            if state["status"] != "streaming":
+                return state
+            assert time.monotonic() < deadline, f"job {job_id} did not end"
+            time.sleep(0.01)
+
+    def outcome(self, job_id: str) -> tuple[Any, ...]:
+        """What a client and the transcript see, without ids and timings."""
+        state = self.wait(job_id)
+        chunks = [_plain_chunk(c) for c in state["chunks"]]
+        messages = [_plain_message(m) for m in self.transcripts.load_messages(state["session_id"])]
+        return state["status"], state["stop_reason"], state["content"], chunks, messages
+
+    def close(self) -> None:
+        self.runner.stop()
+        self.transcripts.close()
+
+
+def _plain_chunk(chunk: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple((k, chunk[k]) for k in ("type", "text", "name", "status", "stop_reason", "message", "kind")
+                 if k in chunk)  # fmt: skip
+
+
+def _plain_message(msg: Message) -> tuple[Any, ...]:
+    parts = tuple((p.type, p.text, p.tool_name) for p in msg.parts)
+    return msg.role, parts, msg.stop_reason
+
+
+def script_of(turns: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    return {"delay": 0.0, "turns": turns}
+
+
+# A turn: text, reasoning, tool calls (echo), errors, in any order; the last turn answers.
+words = st.text(alphabet="abc xyz", min_size=0, max_size=40)
+item = st.one_of(
+    st.builds(lambda t: {"kind": "text", "text": t}, words),
+    st.builds(lambda t: {"kind": "reasoning", "text": t}, words),
+    st.builds(lambda t: {"kind": "tool_call", "name": "echo", "args": {"value": t}}, words),
+)
+turns = st.lists(st.lists(item, max_size=5), min_size=1, max_size=3).flatmap(
+    lambda ts: st.tuples(st.just(ts), st.booleans(), st.integers(0, 4))
+)
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Harness]]:
+    base = tmp_path_factory.mktemp("steps")
+    # Each example gives both runners a backend of its own script.
+    stepped = ScriptedBackend(script_of([[{"kind": "text", "text": "x"}]]))
+    assert StreamSteps.supports(stepped) and not StreamSteps.supports(ThreadOnly(stepped))
+    pair = {
+        "stepped": Harness(base / "a.duckdb", stepped),
+        "threads": Harness(base / "b.duckdb", ThreadOnly(stepped)),
+    }
+    yield pair
+    for h in pair.values():
+        h.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns)
+def test_a_stepped_run_gives_what_a_threaded_run_gives(both: dict[str, Harness], drawn: Any) -> None:
+    raw_turns, fails, where = drawn
+    scripted = [list(t) for t in raw_turns]
+    if fails:  # a provider failure somewhere in the last turn
+        last = scripted[-1]
+        last.insert(min(where, len(last)), {"kind": "error", "message": "the provider fell over"})
+    for name, h in both.items():
+        backend = ScriptedBackend(script_of(scripted))
+        h.runner.backend = backend if name == "stepped" else ThreadOnly(backend)
+    jobs = {name: h.ask("question") for name, h in both.items()}
+    got = {name: both[name].outcome(job) for name, job in jobs.items()}
+    assert got["stepped"] == got["threads"]
+
+
+def test_streamed_steps_run_on_the_event_loop_not_the_jobs_thread(tmp_path: Path) -> None:
+    words_ = " ".join(f"w{i}" for i in range(120))
+    store = WhereStore()
+    h = Harness(tmp_path / "t.duckdb", ScriptedBackend({"delay": 0.002, "turns": [[{"kind": "text", "text": words_}]]}),
+                store)  # fmt: skip
+    try:
+        state = h.wait(h.ask())
+        assert state["status"] == "done" and state["content"] == words_
+        on_loop = store.threads.count("tahrix-streams")
+        # The first token of the call is taken by the job's thread (it waits for it), the
+        # others by the event loop, so the job's thread slept through the stream; the usage
+        # chunk comes after the answer is stored, on the job's thread again.
+        assert len(store.threads) == 121
+        assert store.threads[0] != "tahrix-streams" and store.threads[-1] != "tahrix-streams"
+        assert on_loop >= 110, store.threads[:20]
+    finally:
+        h.close()
+
+
+class Quiet:
+    """Says a word, then nothing for a long time (a model thinking), unless the read stops."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def stream(self, **request: Any) -> Iterator[Any]:  # pragma: no cover - not used here
+        raise AssertionError("read asynchronously")
+
+    async def astream(self, **request: Any) -> AsyncIterator[Any]:
+        import asyncio
+
+        try:
+            yield {"kind": "text", "text": "Thinking"}
+            await asyncio.sleep(60)
+            yield {"kind": "text", "text": " too late"}
+        finally:
+            self.closed.set()
+
+
+def test_a_cancel_stops_a_quiet_stream_at_once_and_keeps_what_came(tmp_path: Path) -> None:
+    backend = Quiet()
+    h = Harness(tmp_path / "t.duckdb", backend)
+    try:
+        job = h.ask()
+        deadline = time.monotonic() + 10
+        while not (h.store.read(job) or {}).get("chunks"):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        assert h.store.request_cancel(job)
+        state = h.wait(job, timeout=10)
+        assert time.monotonic() - t0 < 3  # not the 60 s the stream would have taken
+        assert state["status"] == "done" and state["stop_reason"] == "cancelled"
+        assert state["content"] == "Thinking"
+        assert backend.closed.wait(5), "the provider's stream was not closed"
+        answer = h.transcripts.load_messages(state["session_id"])[-1]
+        assert answer.role == "assistant" and answer.text == "Thinking" and answer.stop_reason == "cancelled"
+    finally:
+        h.close()
+
+
+def test_stopping_the_runner_ends_a_quiet_stream_promptly(tmp_path: Path) -> None:
+    h = Harness(tmp_path / "t.duckdb", Quiet())
+    job = h.ask()
+    deadline = time.monotonic() + 10
+    while not (h.store.read(job) or {}).get("chunks"):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    h.close()
+    assert time.monotonic() - t0 < 5
+    state = h.store.read(job)
+    assert state is not None and state["status"] == "done" and state["stop_reason"] == "cancelled"
+
+
+def test_many_runs_at_once_keep_their_own_words(tmp_path: Path) -> None:
+    script = {"delay": 0.003, "turns": [[{"kind": "text", "text": "{message} " + " ".join(["and"] * 60)}]]}
+    h = Harness(tmp_path / "t.duckdb", ScriptedBackend(script))
+    try:
+        jobs = {h.ask(f"q{i}"): f"q{i}" for i in range(60)}
+        for job, question in jobs.items():
+            state = h.wait(job)
+            assert state["status"] == "done"
+            assert state["content"] == question + " " + " ".join(["and"] * 60)
+            assert "".join(c["text"] for c in state["chunks"] if c["type"] == "content") == state["content"]
+    finally:
+        h.close()
