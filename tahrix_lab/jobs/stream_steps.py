@@ -94,6 +94,7 @@ class _RunBackend:
         self.steps = steps
 
     def stream(self, **request: Any) -> _Feed:
+        self.steps.used(self.backend)
         feed = _Feed(self.run, self.steps)
         with self.run.cond:
             self.run.feed = feed
@@ -113,6 +114,7 @@ class StreamSteps:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._runs: set[_Run] = set()
+        self._backends: dict[int, Any] = {}  # read here: their async clients close with the loop
 
     @staticmethod
     def supports(backend: Any) -> bool:
@@ -236,6 +238,11 @@ class StreamSteps:
                     run.cond.notify()
                 return
 
+    def used(self, backend: Any) -> None:
+        if id(backend) not in self._backends:
+            with self._lock:
+                self._backends[id(backend)] = backend
+
     def _started(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
@@ -256,13 +263,22 @@ class StreamSteps:
         if loop is None or thread is None:
             return
 
-        def stop() -> None:
+        backends = list(self._backends.values())
+
+        async def stop() -> None:
             for task in asyncio.all_tasks(loop):
-                task.cancel()
-            loop.call_later(0.2, loop.stop)
+                if task is not asyncio.current_task():
+                    task.cancel()
+            await asyncio.sleep(0.1)  # the pumps see their cancel and close their streams
+            for backend in backends:  # e.g. OpenAIBackend's AsyncOpenAI, made on this loop
+                aclose = getattr(backend, "aclose", None)
+                if aclose is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(aclose(), 2.0)
+            loop.stop()
 
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(stop)
+            loop.call_soon_threadsafe(lambda: loop.create_task(stop()))
         thread.join(timeout)
         if not thread.is_alive():
             loop.close()

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.jobs.demo import ScriptedBackend, demo_registry
@@ -25,6 +26,8 @@ from tahrix_lab.jobs.memory_store import MemoryJobStore
 from tahrix_lab.jobs.request import JobRequest
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.stream_steps import StreamSteps
+from tests.wire import sse
+from tests.wire.server import WireServer
 
 
 class ThreadOnly:
@@ -231,3 +234,30 @@ def test_many_runs_at_once_keep_their_own_words(tmp_path: Path) -> None:
             assert "".join(c["text"] for c in state["chunks"] if c["type"] == "content") == state["content"]
     finally:
         h.close()
+
+
+def test_an_openai_compatible_endpoint_streams_through_the_event_loop(tmp_path: Path) -> None:
+    """The real ``openai`` SDK (AsyncOpenAI) against a loopback Chat Completions server."""
+    words_ = [{"kind": "text", "text": f" w{i}"} for i in range(30)]
+    with WireServer() as server:
+        server.add(sse.turn_reply(words_))
+        cut = sse.turn_reply([{"kind": "text", "text": "par"}, {"kind": "text", "text": "tial"}, *words_])
+        cut.drop_after = 3  # the connection drops mid-answer
+        server.add(cut)
+        backend = OpenAIBackend(base_url=server.url + "/v1", api_key="k")
+        store = WhereStore()
+        h = Harness(tmp_path / "t.duckdb", backend, store)
+        try:
+            ok = h.wait(h.ask())
+            assert ok["status"] == "done" and ok["content"] == "".join(w["text"] for w in words_)
+            assert store.threads.count("tahrix-streams") >= 20  # read and stepped on the event loop
+            broken = h.wait(h.ask())
+            assert broken["status"] == "error"
+            error = [c for c in broken["chunks"] if c["type"] == "error"]
+            assert error and "model provider" in error[0]["message"]  # calm, not the SDK's text
+            kept = h.transcripts.load_messages(broken["session_id"])[-1]
+            assert kept.role == "assistant" and kept.stop_reason == "error"
+            assert kept.text == broken["content"] and kept.text.startswith("par")
+        finally:
+            h.close()
+            backend.client.close()

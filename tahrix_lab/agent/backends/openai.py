@@ -5,52 +5,45 @@ speak Chat Completions with ``stream=True``. The module-level functions are
 the two translations and can be tested without a client:
 
     as_wire_messages / as_wire_tools / as_wire_request   neutral -> wire
-    map_stream / map_stop_reason / map_usage              wire -> events
+    map_stream / amap_stream / map_stop_reason / map_usage (openai_events)
+                                                          wire -> events
     map_error                                             any failure -> BackendError
 
 ``OpenAIBackend`` only sets up the client (SDK retries off: the loop retries)
-and runs a request through them.
+and runs a request through them: ``stream`` on ``openai.OpenAI``, ``astream``
+on its ``openai.AsyncOpenAI`` twin (the job service reads many at once on one
+event loop).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
 import os
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import openai
-from openai.types.chat import ChatCompletionChunk
 
 from tahrix_lab.agent.backends.base import (
-    DoneEvent,
     Event,
     ToolSpec,
-    ToolUseEvent,
-    UsageDict,
-    parse_tool_arguments,
 )
 from tahrix_lab.agent.backends.headers import parse_retry_after
 from tahrix_lab.agent.backends.media import Media, MediaError, load_media
+from tahrix_lab.agent.backends.openai_events import amap_stream, map_stream
+from tahrix_lab.agent.backends.openai_events import map_stop_reason as map_stop_reason  # re-exported
+from tahrix_lab.agent.backends.openai_events import map_usage as map_usage  # re-exported
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
-from tahrix_lab.agent.transcript import Message, Part, StopReason
+from tahrix_lab.agent.transcript import Message, Part
 
 log = logging.getLogger(__name__)
 
 FAMILY = "openai"
-
-FINISH_REASONS: dict[str, StopReason] = {
-    "stop": "end_turn",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-    "length": "max_tokens",
-    "content_filter": "content_filter",
-}
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 
@@ -282,113 +275,6 @@ def as_wire_request(
     return request
 
 
-# -- wire -> events -------------------------------------------------------------
-def map_stop_reason(raw: str | None) -> StopReason:
-    return FINISH_REASONS.get(raw or "", "other")
-
-
-def map_usage(usage: Any) -> UsageDict | None:
-    """Normalise a Chat Completions ``usage`` object (any of the shapes servers send).
-
-    ``prompt_tokens`` already includes cached tokens; DeepSeek reports cache hits
-    as ``prompt_cache_hit_tokens``. Unknown counts stay ``None``."""
-    if usage is None:
-        return None
-    extra = getattr(usage, "model_extra", None) or {}
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    if cached is None:
-        cached = extra.get("prompt_cache_hit_tokens")
-    out_details = getattr(usage, "completion_tokens_details", None)
-    reasoning = getattr(out_details, "reasoning_tokens", None) if out_details is not None else None
-    return {
-        "input_tokens": getattr(usage, "prompt_tokens", None),
-        "output_tokens": getattr(usage, "completion_tokens", None),
-        "cache_read_tokens": cached,
-        "cache_write_tokens": None,
-        "reasoning_tokens": reasoning,
-    }
-
-
-class _ToolCall:
-    __slots__ = ("args", "id", "name")
-
-    def __init__(self) -> None:
-        self.id: str | None = None
-        self.name: str | None = None
-        self.args: list[str] = []
-
-    def event(self) -> ToolUseEvent:
-        raw = "".join(self.args)
-        parsed = parse_tool_arguments(raw)
-        return {
-            "kind": "tool_use",
-            "id": self.id or f"call_{uuid.uuid4().hex[:24]}",
-            "name": self.name or "",
-            "input": parsed,
-            "raw": raw,
-        }
-
-
-def map_stream(chunks: Iterable[ChatCompletionChunk]) -> Iterator[Event]:
-    """Events from Chat Completions chunks, ending with one ``done``.
-
-    Tool-call fragments are gathered per ``index`` and emitted whole; usage is
-    taken from whichever chunk carries it (trailing, on the finish chunk, or
-    after it). A stream without a finish reason was cut short: that is an error."""
-    calls: dict[int, _ToolCall] = {}
-    last = -1  # index of the latest tool-call fragment
-    finish: str | None = None
-    usage: Any = None
-    for chunk in chunks:
-        if chunk.usage is not None:
-            usage = chunk.usage
-        for choice in chunk.choices:
-            delta = choice.delta
-            extra = delta.model_extra
-            if extra:
-                thought = extra.get("reasoning_content") or extra.get("reasoning")
-                if thought and isinstance(thought, str):
-                    yield {"kind": "reasoning", "text": thought}
-            if delta.content:
-                yield {"kind": "text", "text": delta.content}
-            if delta.tool_calls:
-                for fragment in delta.tool_calls:
-                    at: int | None = fragment.index
-                    if at is None:  # some servers omit it: a fragment with an id starts a new call
-                        at = last + 1 if (fragment.id or last < 0) else last
-                    last = at
-                    call = calls.get(at)
-                    if call is None:
-                        # a new index means the earlier calls are complete
-                        for index in sorted(i for i in calls if i < at):
-                            yield calls.pop(index).event()
-                        call = calls[at] = _ToolCall()
-                    if fragment.id and call.id is None:
-                        call.id = fragment.id
-                    function = fragment.function
-                    if function is not None:
-                        if function.name and call.name is None:
-                            call.name = function.name
-                        if function.arguments:
-                            call.args.append(function.arguments)
-            if choice.finish_reason:
-                finish = choice.finish_reason
-                for index in sorted(calls):
-                    yield calls.pop(index).event()
-    if finish is None:
-        raise BackendError("The model's stream ended before it finished its answer.", retryable=True)
-    for index in sorted(calls):
-        yield calls.pop(index).event()
-    done: DoneEvent = {
-        "kind": "done",
-        "stop_reason": map_stop_reason(finish),
-        "raw_stop_reason": finish,
-        "usage": map_usage(usage),
-    }
-    yield done
-
-
 # -- failures -------------------------------------------------------------------
 def map_error(exc: BaseException) -> BackendError:
     """The one place where an SDK or transport failure becomes a ``BackendError``."""
@@ -439,7 +325,9 @@ class OpenAIBackend:
 
     ``base_url`` ``None`` means api.openai.com (then ``api_key`` or
     ``OPENAI_API_KEY`` is required); local servers need no key. ``client`` is
-    an ``openai.OpenAI`` to use as it is (tests, custom HTTP set-up).
+    an ``openai.OpenAI`` to use as it is (tests, custom HTTP set-up); ``aclient``
+    its ``openai.AsyncOpenAI`` twin for ``astream`` (by default one is made with
+    ``client``'s URL, key, timeout and retries).
     ``prompt_cache_key`` says whether to send one key per session: ``None``
     sends it to api.openai.com only (an endpoint that refuses unknown fields
     needs ``False``; OpenRouter or a proxy in front of OpenAI may take ``True``)."""
@@ -452,12 +340,17 @@ class OpenAIBackend:
         api_key: str | None = None,
         client: openai.OpenAI | None = None,
         *,
+        aclient: openai.AsyncOpenAI | None = None,
         timeout: float = 120.0,
         connect_timeout: float = 10.0,
         load: Loader = load_media,
         prompt_cache_key: bool | None = None,
     ) -> None:
         self.load = load
+        # astream's client and the loop it belongs to (made from the sync one's settings on first use)
+        self._aclient: tuple[asyncio.AbstractEventLoop | None, openai.AsyncOpenAI] | None = (
+            (None, aclient) if aclient is not None else None
+        )
         if client is not None:
             self.client = client
             self.prompt_cache_key = (
@@ -487,6 +380,13 @@ class OpenAIBackend:
             timeout=httpx2.Timeout(timeout, connect=connect_timeout),
         )
 
+    def _request(self, system: str | None, messages: Sequence[Message], tools: Sequence[ToolSpec], model: str,
+                 inference: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+        return as_wire_request(
+            system=system, messages=messages, tools=tools, model=model, inference=inference, load=self.load,
+            cache_key=session_cache_key(messages) if self.prompt_cache_key else None,
+        )  # fmt: skip
+
     def stream(
         self,
         *,
@@ -496,16 +396,9 @@ class OpenAIBackend:
         model: str,
         inference: dict[str, Any] | None,
     ) -> Iterator[Event]:
-        request = as_wire_request(
-            system=system, messages=messages, tools=tools, model=model, inference=inference, load=self.load,
-            cache_key=session_cache_key(messages) if self.prompt_cache_key else None,
-        )  # fmt: skip
-        extra_body = request.pop("extra_body", None)
-        extra_headers = request.pop("extra_headers", None)
+        request = self._request(system, messages, tools, model, inference)
         try:
-            sdk_stream = self.client.chat.completions.create(
-                **request, extra_body=extra_body, extra_headers=extra_headers
-            )
+            sdk_stream = self.client.chat.completions.create(**request)
         except Exception as exc:
             raise map_error(exc) from exc
         try:
@@ -514,3 +407,43 @@ class OpenAIBackend:
             raise map_error(exc) from exc
         finally:
             sdk_stream.close()
+
+    async def astream(
+        self,
+        *,
+        system: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        model: str,
+        inference: dict[str, Any] | None,
+    ) -> AsyncIterator[Event]:
+        """``stream`` on an event loop, through the SDK's ``AsyncOpenAI`` with the same settings."""
+        request = self._request(system, messages, tools, model, inference)
+        try:
+            sdk_stream = await self._async_client().chat.completions.create(**request)
+        except Exception as exc:
+            raise map_error(exc) from exc
+        try:
+            async for event in amap_stream(sdk_stream):
+                yield event
+        except Exception as exc:
+            raise map_error(exc) from exc
+        finally:
+            await sdk_stream.close()
+
+    async def aclose(self) -> None:
+        """Close ``astream``'s client, on the event loop that used it."""
+        if self._aclient is not None:
+            aclient, self._aclient = self._aclient[1], None
+            await aclient.close()
+
+    def _async_client(self) -> openai.AsyncOpenAI:
+        """The async twin of ``client`` (its URL, key, headers, timeouts), one per event loop:
+        its connection pool belongs to the loop it was made on."""
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aclient[0] not in (None, loop):
+            c = self.client
+            aclient = openai.AsyncOpenAI(base_url=c.base_url, api_key=c.api_key, timeout=c.timeout,
+                                         max_retries=c.max_retries)  # fmt: skip
+            self._aclient = (loop, aclient)
+        return self._aclient[1]

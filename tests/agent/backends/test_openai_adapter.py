@@ -5,6 +5,7 @@ what the adapter must make of them is pinned here."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Iterator
@@ -37,7 +38,22 @@ def backend(server: WireServer) -> Iterator[OpenAIBackend]:
     b.client.close()
 
 
-def stream(backend: OpenAIBackend, messages: list[Message] | None = None, **kw: Any) -> list[Event]:
+# Every test reads the backend both ways: ``stream`` (the SDK's OpenAI) and ``astream`` (its
+# AsyncOpenAI twin, which the job service reads on an event loop). Same events, same errors.
+READ = "stream"
+
+
+@pytest.fixture(params=["stream", "astream"], autouse=True)
+def reader(request: pytest.FixtureRequest) -> str:
+    global READ
+    READ = request.param
+    return READ
+
+
+def stream(
+    backend: OpenAIBackend, messages: list[Message] | None = None, *, into: list[Event] | None = None, **kw: Any
+) -> list[Event]:
+    """The events of one request, read as ``READ`` says (into ``into``: what came before a failure)."""
     args: dict[str, Any] = {
         "system": None,
         "messages": messages or HELLO,
@@ -46,7 +62,20 @@ def stream(backend: OpenAIBackend, messages: list[Message] | None = None, **kw: 
         "inference": None,
     }
     args.update(kw)
-    return list(backend.stream(**args))
+    out: list[Event] = [] if into is None else into
+    if READ == "stream":
+        out.extend(backend.stream(**args))
+        return out
+
+    async def collect() -> None:
+        try:
+            async for event in backend.astream(**args):
+                out.append(event)
+        finally:
+            await backend.aclose()  # this loop ends here: so does the client made on it
+
+    asyncio.run(collect())
+    return out
 
 
 def text_of(events: list[Event], kind: str = "text") -> str:
@@ -154,7 +183,7 @@ def test_openrouter_in_band_error_mid_stream(server: WireServer, backend: OpenAI
     replay(server, "pydantic-ai__test_openrouter__test_openrouter_stream_error.yaml")
     seen: list[Event] = []
     with pytest.raises(BackendError) as info:
-        seen.extend(backend.stream(system=None, messages=HELLO, tools=[], model="m", inference=None))
+        stream(backend, into=seen)
     assert text_of(seen, "reasoning") == "We need to respond to a greeting. The user"
     assert info.value.status == 400
     assert info.value.retryable is False
@@ -262,7 +291,7 @@ def test_dropped_connection_mid_stream(server: WireServer, backend: OpenAIBacken
     server.add(reply)
     seen: list[Event] = []
     with pytest.raises(BackendError) as info:
-        seen.extend(backend.stream(system=None, messages=HELLO, tools=[], model="m", inference=None))
+        stream(backend, into=seen)
     assert info.value.retryable is True
     assert not isinstance(info.value.cause, BackendError) or info.value.cause is None
 
