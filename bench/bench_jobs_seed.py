@@ -8,7 +8,9 @@ one client per job reads them:
   long-poll with ``since``/``wait=20``/``content=false`` (as poll.js does);
 * split: the same as two processes, ``--role api`` and ``--role worker``;
 * split2: one API process and two workers; api2: two API processes sharing the
-  port (``--api-processes 2``) and one worker;
+  port (``--api-processes 2``) and one worker; api2-threads (``--designs``):
+  api2 with each run on its own thread (a backend without ``astream``), the
+  design before ``jobs/stream_steps.py``;
 * seed: ``bench/seed_reference.py`` (FastAPI + Redis, the whole JSON state
   rewritten per chunk under ``chatjob:{id}``), clients poll every 500 ms from
   their ``lastChunkIdx``.
@@ -51,7 +53,9 @@ RATE = 20.0
 # ours: one `tahrix serve --role all` process; split: `--role api` + `--role worker` on the
 # same Redis (two interpreters, the documented scale-out); split2: two workers; api2: two API
 # processes on one port (--api-processes 2) and one worker; seed: one process, as the seed ran.
+# api2-threads (on request): api2 with every run on its own thread, as before stream_steps.py.
 DESIGNS = ["ours", "split", "split2", "api2", "seed"]
+EXTRA_DESIGNS = ["api2-threads"]
 RETRIED: list[int] = []
 POLLS: list[int] = []  # one per poll answered (answers a second: how well they coalesce)
 ENDS: dict[int, Any] = {}  # how each job ended, for the report of a lost one
@@ -174,7 +178,10 @@ def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dic
         processes = int(name.removeprefix("split") or 1)
         server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs,
                              processes=processes)  # fmt: skip
-    elif name == "api2":
+    elif name.startswith("api2"):  # the spawned servers read TAHRIX_BENCH_THREADS (see serve_child)
+        os.environ.pop("TAHRIX_BENCH_THREADS", None)
+        if name == "api2-threads":
+            os.environ["TAHRIX_BENCH_THREADS"] = "1"
         server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs, apis=2)
     else:
         server = Server(redis_url=redis_url, count=count, interval=interval, workers=jobs)
@@ -227,9 +234,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", default="20,200", help="comma-separated job counts (default 20,200)")
     ap.add_argument("--seconds", type=float, default=5.0, help="how long each job streams (default 5)")
-    ap.add_argument("--only", choices=DESIGNS, default=None, help="run one design only")
+    ap.add_argument("--only", choices=DESIGNS + EXTRA_DESIGNS, default=None, help="run one design only")
+    ap.add_argument("--designs", default=",".join(DESIGNS),
+                    help=f"comma-separated designs (default {','.join(DESIGNS)}; also {','.join(EXTRA_DESIGNS)})")  # fmt: skip
     args = ap.parse_args()
     counts = [int(n) for n in args.jobs.split(",") if n]
+    designs = [args.only] if args.only else [d for d in args.designs.split(",") if d]
+    unknown = set(designs) - set(DESIGNS + EXTRA_DESIGNS)
+    if unknown:
+        ap.error(f"unknown designs: {', '.join(sorted(unknown))}")
     count = int(args.seconds * RATE)
     print(f"jobs vs the seed design: {count} tokens per job at {RATE:g}/s, cores={os.cpu_count()}, "
           f"load average {os.getloadavg()[0]:.1f} at start (shared machine; clients on the same machine)")  # fmt: skip
@@ -237,7 +250,7 @@ def main() -> None:
     redis_proc = RedisProc()
     try:
         for jobs in counts:
-            for name in DESIGNS:
+            for name in designs:
                 if args.only in (None, name):
                     redis.Redis.from_url(redis_proc.url).flushall()
                     rows.append(one(name, jobs, count, redis_proc.url, redis_proc.proc.pid))
@@ -246,7 +259,7 @@ def main() -> None:
     targets = {20: 10.0, 500: 250.0}
     for jobs in counts:
         seed = next((r for r in rows if r["design"] == "seed" and r["jobs"] == jobs), None)
-        for design in ("ours", "split", "split2", "api2"):
+        for design in ("ours", "split", "split2", "api2", "api2-threads"):
             ours = next((r for r in rows if r["design"] == design and r["jobs"] == jobs), None)
             if ours is None:
                 continue

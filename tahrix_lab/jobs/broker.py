@@ -93,6 +93,10 @@ class RedisIntake:
             if got is None:
                 continue
             try:
-                self.runner.enqueue(JobRequest.from_dict(json.loads(got[1])))
+                req = JobRequest.from_dict(json.loads(got[1]))
+                # A burst of POSTs reaches here as a burst of pops: the starts wait for it to
+                # pause (starts.BurstGate), leaving the cores to the API processes admitting it.
+                self.runner.admitted()
+                self.runner.enqueue(req)
             except (ValueError, TypeError, KeyError):
                 log.error("dropped an unreadable job request: %.200s", got[1])

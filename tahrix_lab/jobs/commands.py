@@ -283,5 +283,9 @@ def run_http(service: Service, sock: socket.socket) -> None:
         timeout_graceful_shutdown=2,
         limit_concurrency=None,
         backlog=4096,
+        # At the warning level no access line is written, but uvicorn would still build each
+        # one's fields; and no client address is used, so X-Forwarded-For is not parsed.
+        access_log=False,
+        proxy_headers=False,
     )
     uvicorn.Server(config).run(sockets=[sock])

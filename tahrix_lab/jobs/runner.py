@@ -203,6 +203,10 @@ class JobRunner:
         with self._cond:
             return max(0, len(self._pending) + 1 - (self.workers - len(self._running)))
 
+    def admitted(self) -> None:
+        """Note an admission made elsewhere (an API process): starts wait while they come in a burst."""
+        self._burst.admitted()
+
     def _admitted(self, req: JobRequest, position: int) -> dict[str, Any]:
         self._burst.admitted()
         self.enqueue(req)

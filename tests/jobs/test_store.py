@@ -218,6 +218,29 @@ def test_redis_keys_and_ttl(redis_url: str) -> None:
     store.close()
 
 
+def test_a_job_streaming_longer_than_its_ttl_stays(redis_url: str) -> None:
+    """The TTL counts from the last write: a job that streams for three TTLs is still there,
+    chunks and all, and expires once it is quiet."""
+    store = RedisJobStore(redis_url, ttl=2)
+    store.create("long", user="u", request={})
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for i in range(60):  # 6 s
+            store.append("long", [{"type": "content", "text": f"{i},"}])
+            time.sleep(0.1)
+            if i % 10 == 9:
+                store.flush()
+                assert 0 < client.ttl("chatjob:long") <= 2 and 0 < client.ttl("chatjob:long:chunks") <= 2
+        store.flush()
+        state = store.read("long")
+        assert state is not None and state["content"] == "".join(f"{i}," for i in range(60))
+        time.sleep(2.5)  # quiet now: it expires as documented
+        assert store.read("long") is None
+    finally:
+        client.close()
+        store.close()
+
+
 def test_redis_unreachable_names_the_url() -> None:
     store = RedisJobStore("redis://127.0.0.1:1/0")
     with pytest.raises(StoreUnavailable, match=r"redis://127\.0\.0\.1:1/0"):
