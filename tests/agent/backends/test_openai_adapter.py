@@ -51,7 +51,11 @@ def reader(request: pytest.FixtureRequest) -> str:
 
 
 def stream(
-    backend: OpenAIBackend, messages: list[Message] | None = None, *, into: list[Event] | None = None, **kw: Any
+    backend: OpenAIBackend,
+    messages: list[Message] | None = None,
+    *,
+    into: list[Event] | None = None,
+    **kw: Any,
 ) -> list[Event]:
     """The events of one request, read as ``READ`` says (into ``into``: what came before a failure)."""
     args: dict[str, Any] = {
