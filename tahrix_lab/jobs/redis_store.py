@@ -298,7 +298,9 @@ class RedisJobStore(BatchedWrites, JobStore):
                 if loop.time() < deadline:
                     waker.unregister(job_id, fut)
                     fut = waker.register(job_id)
-                    if linger > 0:  # under load: let more chunks gather into this answer
+                    # Under load: let more chunks gather into this answer, if more wake-ups
+                    # come within the linger (the writer's batches may already be further apart).
+                    if linger > 0 and waker.gap < linger / 2:
                         await asyncio.sleep(min(linger, max(0.0, deadline - loop.time())))
                 got = await once(news=True)
                 if got is None:

@@ -88,6 +88,10 @@ class Waker:
         self.touched: dict[str, int] = {}
         self.task: asyncio.Task[None] | None = None
         self.listening = False  # subscribed: the tails are being kept up to date
+        # Seconds between messages (a moving average, from "far apart"): a poll lingers for
+        # more only when the next messages come sooner than its linger would end.
+        self.gap = 1.0
+        self._last_at: float | None = None
 
     def register(self, job_id: str) -> asyncio.Future[None]:
         loop = asyncio.get_running_loop()
@@ -141,6 +145,10 @@ class Waker:
     def _news(self, data: str) -> list[str] | None:
         """Apply one message to the tails; the jobs it wakes (None: every waiting poll)."""
         self.messages += 1
+        now = time.monotonic()
+        if self._last_at is not None:
+            self.gap += 0.2 * (min(now - self._last_at, 1.0) - self.gap)
+        self._last_at = now
         woken = self._apply(data)
         for job_id in self.waiters if woken is None else woken:
             if job_id in self.waiters:

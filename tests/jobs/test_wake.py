@@ -187,3 +187,62 @@ def test_long_polls_answered_from_the_feed_see_the_whole_log(redis_url: str) -> 
         f"{i}," for i in range(300)
     )
     assert from_tail >= polls // 2, f"only {from_tail} of {polls} answers came from the tail"
+
+
+def test_the_gap_between_messages_is_tracked() -> None:
+    waker = listening_waker()
+    for i in range(30):
+        waker._news(news("j", i, [text(i)]))
+    assert waker.gap < 0.01  # back to back
+    waker._last_at = (waker._last_at or 0) - 0.5  # as if the last message came 0.5 s ago
+    waker._news(news("j", 30, [text(30)]))
+    assert waker.gap > 0.05
+
+
+def test_a_poll_lingers_only_when_more_wake_ups_come_within_its_linger(redis_url: str) -> None:
+    """Lingering gathers more chunks only if the writer publishes more often than the linger;
+    when its batches are further apart (the writer already gathers), a linger is only delay."""
+    store = RedisJobStore(redis_url, ttl=180)
+    linger = 0.4
+
+    def produce(job: str, every: float, count: int) -> None:
+        for i in range(count):
+            store.append(job, [text(i)])
+            threading.Event().wait(every)
+        store.finish(job, "done", [{"type": "done", "stop_reason": "end_turn"}])
+
+    async def answers(job: str, every: float, count: int) -> list[tuple[float, int]]:
+        """(seconds from the poll to its answer, chunks in it) for each poll."""
+        store.create(job, user="u", request={})
+        store.take(job, user="u", request={})
+        producer = threading.Thread(target=produce, args=(job, every, count))
+        producer.start()
+        got: list[tuple[float, int]] = []
+        since = 0
+        try:
+            while True:
+                t0 = asyncio.get_running_loop().time()
+                state = await store.aread(job, since, wait=5, user="u", linger=linger)
+                assert state is not None
+                got.append((asyncio.get_running_loop().time() - t0, len(state["chunks"])))
+                since = state["next"]
+                if state["status"] != "streaming":
+                    return got
+        finally:
+            producer.join()
+
+    async def both() -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+        try:
+            sparse = await answers("sparse", 0.6, 5)  # batches 0.6 s apart: longer than the linger
+            dense = await answers("dense", 0.01, 150)  # every 10 ms: many within one linger
+            return sparse, dense
+        finally:
+            await store.aclose()
+
+    sparse, dense = asyncio.run(both())
+    store.close()
+    # Sparse: each poll answers when its batch lands (within the 0.6 s), never 0.4 s after it.
+    assert all(n == 1 for _, n in sparse[1:-1]), sparse
+    assert max(t for t, _ in sparse[1:-1]) < 0.6 + 0.25, sparse
+    # Dense: woken polls linger and each answer carries the chunks of many batches.
+    assert max(n for _, n in dense) >= 10, dense
