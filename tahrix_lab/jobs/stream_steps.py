@@ -134,8 +134,8 @@ class StreamSteps:
                 except StopIteration:
                     return
                 handle(event, payload)
-                if event in STREAMED and not self._park(run):
-                    return
+                if event in STREAMED:
+                    self._park(run)
         finally:
             with self._lock:
                 self._runs.discard(run)
@@ -154,20 +154,19 @@ class StreamSteps:
                         run.parked = False
                         run.cond.notify()
 
-    def _park(self, run: _Run) -> bool:
-        """After a streamed step: sleep while the event loop takes the next ones. False when the
-        generator ended there."""
+    def _park(self, run: _Run) -> None:
+        """After a streamed step: sleep while the event loop takes the next ones, until a step
+        is this thread's again (or a step there failed: raised here)."""
         with run.cond:
             feed = run.feed
             if feed is None or feed.items:
-                return True  # already here: cheaper to take it than to hand it over
+                return  # already here: cheaper to take it than to hand it over
             run.parked = True  # the next event that arrives is stepped on the event loop
             while run.parked:
                 run.cond.wait()
             failure, run.failure = run.failure, None
         if failure is not None:
             raise failure
-        return True
 
     # -- the event loop side ---------------------------------------------------
     def read(self, feed: _Feed, stream: AsyncIterator[Any]) -> None:

@@ -148,7 +148,7 @@ def test_a_stepped_run_gives_what_a_threaded_run_gives(both: dict[str, Harness],
 def test_streamed_steps_run_on_the_event_loop_not_the_jobs_thread(tmp_path: Path) -> None:
     words_ = " ".join(f"w{i}" for i in range(120))
     store = WhereStore()
-    h = Harness(tmp_path / "t.duckdb", ScriptedBackend({"delay": 0.002, "turns": [[{"kind": "text", "text": words_}]]}),
+    h = Harness(tmp_path / "t.duckdb", ScriptedBackend({"delay": 0.01, "turns": [[{"kind": "text", "text": words_}]]}),
                 store)  # fmt: skip
     try:
         state = h.wait(h.ask())
@@ -240,7 +240,9 @@ def test_an_openai_compatible_endpoint_streams_through_the_event_loop(tmp_path: 
     """The real ``openai`` SDK (AsyncOpenAI) against a loopback Chat Completions server."""
     words_ = [{"kind": "text", "text": f" w{i}"} for i in range(30)]
     with WireServer() as server:
-        server.add(sse.turn_reply(words_))
+        paced = sse.turn_reply(words_)
+        paced.pace = 0.005  # tokens over time, as a model sends them
+        server.add(paced)
         cut = sse.turn_reply([{"kind": "text", "text": "par"}, {"kind": "text", "text": "tial"}, *words_])
         cut.drop_after = 3  # the connection drops mid-answer
         server.add(cut)

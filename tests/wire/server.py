@@ -6,6 +6,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -16,13 +17,16 @@ from typing import Any
 @dataclass
 class Reply:
     """One HTTP response. ``chunks`` go out as HTTP chunks; ``drop_after`` cuts
-    the connection after that many chunks (no terminating chunk: a dropped stream)."""
+    the connection after that many chunks (no terminating chunk: a dropped stream);
+    ``pace`` waits that many seconds before each chunk after the first (a model producing
+    tokens over time, not all at once)."""
 
     status: int = 200
     chunks: list[bytes] = field(default_factory=list)
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     drop_after: int | None = None
+    pace: float = 0.0
 
     @classmethod
     def json(cls, status: int, body: Any, headers: dict[str, str] | None = None) -> Reply:
@@ -114,6 +118,9 @@ class WireServer:
                         if reply.drop_after is not None and sent >= reply.drop_after:
                             self._drop()
                             return
+                        if reply.pace and sent:
+                            self.wfile.flush()
+                            time.sleep(reply.pace)
                         if piece:
                             self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                     if reply.drop_after is not None:
