@@ -76,6 +76,13 @@ class Harness:
             assert time.monotonic() < deadline, f"job {job_id} did not end"
             time.sleep(0.01)
 
+    def first_chunk(self, job_id: str, timeout: float = 10.0) -> None:
+        """Until the job has streamed something."""
+        deadline = time.monotonic() + timeout
+        while not (self.store.read(job_id) or {}).get("chunks"):
+            assert time.monotonic() < deadline, f"job {job_id} streamed nothing"
+            time.sleep(0.01)
+
     def outcome(self, job_id: str) -> tuple[Any, ...]:
         """What a client and the transcript see, without ids and timings."""
         state = self.wait(job_id)
@@ -191,10 +198,7 @@ def test_a_cancel_stops_a_quiet_stream_at_once_and_keeps_what_came(tmp_path: Pat
     h = Harness(tmp_path / "t.duckdb", backend)
     try:
         job = h.ask()
-        deadline = time.monotonic() + 10
-        while not (h.store.read(job) or {}).get("chunks"):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        h.first_chunk(job)
         t0 = time.monotonic()
         assert h.store.request_cancel(job)
         state = h.wait(job, timeout=10)
@@ -211,10 +215,7 @@ def test_a_cancel_stops_a_quiet_stream_at_once_and_keeps_what_came(tmp_path: Pat
 def test_stopping_the_runner_ends_a_quiet_stream_promptly(tmp_path: Path) -> None:
     h = Harness(tmp_path / "t.duckdb", Quiet())
     job = h.ask()
-    deadline = time.monotonic() + 10
-    while not (h.store.read(job) or {}).get("chunks"):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    h.first_chunk(job)
     t0 = time.monotonic()
     h.close()
     assert time.monotonic() - t0 < 5
