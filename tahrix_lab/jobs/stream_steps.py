@@ -50,6 +50,7 @@ class _Run:
         self.cancel = cancel
         self.feed: _Feed | None = None
         self.parked = False  # the thread sleeps: the event loop takes the streamed steps
+        self.stepping = False  # the event loop is inside one of them (nobody may hand it back)
         self.failure: BaseException | None = None  # raised by a step on the event loop
         self.events = events_for(_RunBackend(backend, self, steps))
 
@@ -150,7 +151,7 @@ class StreamSteps:
         for run in runs:
             if run.cancel.is_set():
                 with run.cond:
-                    if run.parked:
+                    if run.parked and not run.stepping:  # else the step's end sees the cancel
                         run.parked = False
                         run.cond.notify()
 
@@ -214,28 +215,29 @@ class StreamSteps:
     def _advance(self, run: _Run) -> None:
         """Take the run's streamed steps while their events are here; then hand it back to its
         thread, or leave it parked until the next event."""
+        more = True
         while True:
             with run.cond:
-                feed = run.feed
-                if not run.parked or feed is None or not feed.items:
+                run.stepping = False
+                if not run.parked:
                     return
-                if not _plain(feed.items[0]) or run.cancel.is_set():
-                    run.parked = False
+                feed = run.feed
+                head = feed.items[0] if feed is not None and feed.items else None
+                if not more or run.cancel.is_set() or (head is not None and not _plain(head)):
+                    run.parked = False  # the thread takes it from here
                     run.cond.notify()
                     return
+                if head is None:
+                    return  # parked until the next event
+                run.stepping = True
             try:
                 event, payload = next(run.events)
                 run.handle(event, payload)
-                more = event in STREAMED
+                more = event in STREAMED  # anything else after a plain event: the thread's
             except BaseException as exc:  # the loop catches its own: this is the handler's
                 with run.cond:
                     run.failure = exc if not isinstance(exc, StopIteration) else None
                 more = False
-            if not more:  # not expected after a plain event: the thread goes on from here
-                with run.cond:
-                    run.parked = False
-                    run.cond.notify()
-                return
 
     def used(self, backend: Any) -> None:
         if id(backend) not in self._backends:

@@ -264,3 +264,85 @@ def test_an_openai_compatible_endpoint_streams_through_the_event_loop(tmp_path: 
         finally:
             h.close()
             backend.client.close()
+
+
+class Endless:
+    """Text every 2 ms, until the read stops."""
+
+    name = "fake"
+
+    def stream(self, **request: Any) -> Iterator[Any]:  # pragma: no cover - not used here
+        raise AssertionError("read asynchronously")
+
+    async def astream(self, **request: Any) -> AsyncIterator[Any]:
+        import asyncio
+
+        while True:
+            yield {"kind": "text", "text": "x"}
+            await asyncio.sleep(0.002)
+
+
+def test_a_cancel_poked_while_a_step_runs_hands_the_run_back_only_after_it(tmp_path: Path) -> None:
+    """``poke`` (a cancel) may come from another thread while the event loop is inside a step:
+    the run's thread must not resume the generator until that step is over (Python would
+    refuse: "generator already executing")."""
+    import random
+
+    from tahrix_lab.agent.loop import run_agent
+
+    steps = StreamSteps()
+    rng = random.Random(3)
+    with TranscriptStore(str(tmp_path / "t.duckdb")) as store:
+        try:
+            for _ in range(40):
+                session = store.create_session(user="u")
+                store.append_message(session.id, Message.user("q"))
+                cancel = threading.Event()
+                seen: list[str] = []
+                failures: list[BaseException] = []
+
+                def events_for(backend: Any, session: Any = session, cancel: threading.Event = cancel) -> Any:
+                    return run_agent(session, store=store, backend=backend, model="m", cancel=cancel)
+
+                busy = threading.Event()  # the event loop is inside a step
+
+                def handle(event: str, _payload: Any, seen: list[str] = seen, busy: threading.Event = busy,
+                           cancel: threading.Event = cancel, failures: list[BaseException] = failures) -> None:  # fmt: skip
+                    if threading.current_thread().name != "tahrix-streams":
+                        if busy.is_set():
+                            failures.append(AssertionError(f"{event} handled during a step on the loop"))
+                        seen.append(event)
+                        return
+                    busy.set()
+                    try:  # a step that takes a while; one the cancel lands in takes longer still
+                        for _ in range(10):
+                            time.sleep(0.0001)
+                            if cancel.is_set():
+                                time.sleep(0.02)
+                                break
+                        seen.append(event)
+                    finally:
+                        busy.clear()
+
+                def drive(events_for: Any = events_for, cancel: threading.Event = cancel, handle: Any = handle,
+                          failures: list[BaseException] = failures) -> None:  # fmt: skip
+                    try:
+                        steps.drive(Endless(), events_for, handle, cancel)
+                    except BaseException as exc:
+                        failures.append(exc)
+
+                thread = threading.Thread(target=drive)
+                thread.start()
+                deadline = time.monotonic() + 10
+                while len(seen) < 20:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.001)
+                time.sleep(rng.uniform(0, 0.005))
+                cancel.set()
+                steps.poke()  # at once, from this thread, whatever the event loop is doing
+                thread.join(10)
+                assert not thread.is_alive()
+                assert not failures, failures
+                assert seen[-1] == "done"
+        finally:
+            steps.close()
