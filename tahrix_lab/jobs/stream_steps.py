@@ -38,6 +38,7 @@ STREAMED = frozenset({"token", "reasoning", "tool_use"})
 # Backend events the loop only records and yields: safe to step on the event loop.
 _PLAIN = frozenset({"text", "reasoning", "tool_use"})
 _END = object()  # the stream is over
+STOPPING = "The answer was interrupted: the service is stopping."
 
 
 class _Run:
@@ -71,7 +72,8 @@ class _Feed:
     def __next__(self) -> Any:
         with self.run.cond:
             while not self.items:  # only the run's thread waits here (the first event of a call)
-                self.run.cond.wait()
+                if not self.run.cond.wait(1.0) and not self.items and not self.steps.running():
+                    raise BackendError(STOPPING, retryable=False)  # no event loop to read it
             item = self.items.popleft()
         if item is _END:
             raise StopIteration
@@ -193,8 +195,7 @@ class StreamSteps:
             self._push(feed, _END)
         except asyncio.CancelledError:
             if not feed.closed:  # the service is stopping under a run still reading
-                self._push(feed, BackendError("The answer was interrupted: the service is stopping.",
-                                              retryable=False))  # fmt: skip
+                self._push(feed, BackendError(STOPPING, retryable=False))
         except Exception as exc:  # the loop handles it as it would a synchronous stream's
             self._push(feed, exc)
         finally:
@@ -238,6 +239,11 @@ class StreamSteps:
                 with run.cond:
                     run.failure = exc if not isinstance(exc, StopIteration) else None
                 more = False
+
+    def running(self) -> bool:
+        """The event loop thread is there to read streams."""
+        loop, thread = self._loop, self._thread
+        return loop is not None and not loop.is_closed() and thread is not None and thread.is_alive()
 
     def used(self, backend: Any) -> None:
         if id(backend) not in self._backends:
