@@ -42,7 +42,8 @@ STOPPING = "The answer was interrupted: the service is stopping."
 
 
 class _Run:
-    """One run between its thread and the event loop (every field under ``cond``)."""
+    """One run between its thread and the event loop (``feed``, ``parked``, ``stepping`` and
+    ``failure`` change under ``cond``)."""
 
     def __init__(self, events_for: Callable[[Backend], Iterator[LoopEvent]], backend: Any,
                  handle: Callable[[str, dict[str, Any]], None], cancel: threading.Event, steps: StreamSteps) -> None:  # fmt: skip
@@ -144,6 +145,9 @@ class StreamSteps:
                 self._runs.discard(run)
             with contextlib.suppress(Exception):
                 _close(run.events)
+            feed = run.feed
+            if feed is not None and not feed.closed:  # ended early: stop reading the provider
+                feed.close()
 
     def poke(self) -> None:
         """Hand every parked run whose ``cancel`` is set back to its thread, which stops it

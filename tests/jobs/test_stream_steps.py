@@ -346,3 +346,26 @@ def test_a_cancel_poked_while_a_step_runs_hands_the_run_back_only_after_it(tmp_p
                 assert seen[-1] == "done"
         finally:
             steps.close()
+
+
+def test_a_run_that_ends_early_stops_reading_the_provider(tmp_path: Path) -> None:
+    """A handler that fails ends the run at once; the provider's stream is closed, not read
+    on to its end by nobody."""
+    from tahrix_lab.agent.loop import run_agent
+
+    backend = Quiet()
+    steps = StreamSteps()
+    with TranscriptStore(str(tmp_path / "t.duckdb")) as store:
+        session = store.create_session(user="u")
+        store.append_message(session.id, Message.user("q"))
+
+        def fail(event: str, _payload: Any) -> None:
+            raise RuntimeError(f"the handler broke on {event}")
+
+        try:
+            with pytest.raises(RuntimeError, match="broke on token"):
+                steps.drive(backend, lambda b: run_agent(session, store=store, backend=b, model="m"), fail,
+                            threading.Event())  # fmt: skip
+            assert backend.closed.wait(5), "the provider's stream was read on"
+        finally:
+            steps.close()
