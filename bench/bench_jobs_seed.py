@@ -172,16 +172,17 @@ def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dic
     interval = 1 / RATE
     seed = name == "seed"
     server: Any
+    # The spawned servers read TAHRIX_BENCH_THREADS (see serve_child): set for this design only.
+    os.environ.pop("TAHRIX_BENCH_THREADS", None)
+    if name == "api2-threads":
+        os.environ["TAHRIX_BENCH_THREADS"] = "1"
     if seed:
         server = SeedServer(redis_url, count, interval)
     elif name.startswith("split"):  # split2: two worker processes (each could take every job)
         processes = int(name.removeprefix("split") or 1)
         server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs,
                              processes=processes)  # fmt: skip
-    elif name.startswith("api2"):  # the spawned servers read TAHRIX_BENCH_THREADS (see serve_child)
-        os.environ.pop("TAHRIX_BENCH_THREADS", None)
-        if name == "api2-threads":
-            os.environ["TAHRIX_BENCH_THREADS"] = "1"
+    elif name.startswith("api2"):
         server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs, apis=2)
     else:
         server = Server(redis_url=redis_url, count=count, interval=interval, workers=jobs)

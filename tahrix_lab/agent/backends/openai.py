@@ -438,7 +438,7 @@ class OpenAIBackend:
             await aclient.close()
 
     def _async_client(self) -> openai.AsyncOpenAI:
-        """The async twin of ``client`` (its URL, key, headers, timeouts), one per event loop:
+        """The async twin of ``client`` (its URL, key, timeout and retries), one per event loop:
         its connection pool belongs to the loop it was made on."""
         loop = asyncio.get_running_loop()
         if self._aclient is None or self._aclient[0] not in (None, loop):
