@@ -431,16 +431,19 @@ class _Run:
                         yield "tool_use", ev
                     elif kind == "done":
                         call.done = dict(ev)
-                    if self.cancel is not None and self.cancel.is_set():
+                    if self._cancelled():
                         _close(stream)
-                        self._persist_partial(call, "cancelled")
-                        yield "done", {"session_id": self.session.id, "stop_reason": "cancelled"}
+                        yield from self._stop_cancelled(call)
                         return "stopped"
                 return "ok"
             except GeneratorExit:
                 self._persist_partial(call, "cancelled")
                 raise
             except BackendError as exc:
+                if self._cancelled():  # the stream was stopped for the cancel (or failed after it)
+                    log.debug("stream ended after a cancel: %r", exc)
+                    yield from self._stop_cancelled(call)
+                    return "stopped"
                 if call.first_at is None and exc.retryable and attempt + 1 < self.retry.attempts:
                     delay = self.retry.delay(attempt, exc)
                     log.warning(
@@ -452,6 +455,9 @@ class _Run:
                     )
                     attempt += 1
                     self.retry.sleep(delay)
+                    if self._cancelled():  # during the backoff: no new call
+                        yield from self._stop_cancelled(call)
+                        return "stopped"
                     continue
                 yield from self._fail(call, exc)
                 return "stopped"
@@ -460,6 +466,13 @@ class _Run:
                     call, BackendError(f"unexpected {type(exc).__name__}: {exc}", cause=exc)
                 )
                 return "stopped"
+
+    def _cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def _stop_cancelled(self, call: _Call) -> Iterator[LoopEvent]:
+        self._persist_partial(call, "cancelled")
+        yield "done", {"session_id": self.session.id, "stop_reason": "cancelled"}
 
     def _on_reasoning(self, call: _Call, ev: dict[str, Any]) -> None:
         if "redacted" in ev:

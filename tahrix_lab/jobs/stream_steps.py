@@ -39,6 +39,7 @@ STREAMED = frozenset({"token", "reasoning", "tool_use"})
 _PLAIN = frozenset({"text", "reasoning", "tool_use"})
 _END = object()  # the stream is over
 STOPPING = "The answer was interrupted: the service is stopping."
+CANCELLED = "The answer was stopped before its first word."
 
 
 class _Run:
@@ -73,6 +74,10 @@ class _Feed:
     def __next__(self) -> Any:
         with self.run.cond:
             while not self.items:  # only the run's thread waits here (the first event of a call)
+                if self.run.cancel.is_set():  # stopped before the model said anything: stop it
+                    self.closed = True
+                    self.steps.cancel(self)
+                    raise BackendError(CANCELLED, retryable=False)  # the loop ends it as cancelled
                 if not self.run.cond.wait(1.0) and not self.items and not self.steps.running():
                     raise BackendError(STOPPING, retryable=False)  # no event loop to read it
             item = self.items.popleft()
@@ -150,16 +155,18 @@ class StreamSteps:
                 feed.close()
 
     def poke(self) -> None:
-        """Hand every parked run whose ``cancel`` is set back to its thread, which stops it
-        now rather than at the stream's next event (which may be long in coming)."""
+        """Hand every parked run whose ``cancel`` is set back to its thread, and wake a thread
+        waiting for a call's first event: it stops the run now rather than at the stream's next
+        event (which may be long in coming: a model thinking before its first word)."""
         with self._lock:
             runs = list(self._runs)
         for run in runs:
             if run.cancel.is_set():
                 with run.cond:
-                    if run.parked and not run.stepping:  # else the step's end sees the cancel
-                        run.parked = False
-                        run.cond.notify()
+                    if run.stepping:
+                        continue  # the step's end sees the cancel
+                    run.parked = False
+                    run.cond.notify()
 
     def _park(self, run: _Run) -> None:
         """After a streamed step: sleep while the event loop takes the next ones, until a step

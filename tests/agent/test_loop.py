@@ -287,6 +287,37 @@ def test_cancel_event_stops_between_events(store: TranscriptStore, reg: ToolRegi
     assert last.stop_reason == "cancelled" and last.text.startswith("partial ")
 
 
+def test_a_stream_stopped_for_a_cancel_ends_cancelled_not_in_error(
+    store: TranscriptStore, reg: ToolRegistry
+) -> None:
+    """A caller may stop a stream that has not said anything yet (the job service does when
+    Stop is pressed while the model thinks): the failure that follows is the cancel."""
+    cancel = threading.Event()
+
+    def script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+        cancel.set()
+        raise BackendError("the read was stopped", retryable=True)
+        yield  # pragma: no cover - a generator
+
+    backend = FakeBackend([script, [text("never")]])
+    session = store.create_session()
+    events = list(ask(store, session, "q", backend=backend, model="m", registry=reg, cancel=cancel,
+                      retry=NO_SLEEP))  # fmt: skip
+    assert events == [("done", {"session_id": session.id, "stop_reason": "cancelled"})]
+    assert len(backend.requests) == 1  # not retried
+    assert [m.role for m in store.load_messages(session.id)] == ["user"]  # nothing was said
+
+
+def test_a_cancel_during_a_retry_backoff_makes_no_new_call(store: TranscriptStore, reg: ToolRegistry) -> None:
+    cancel = threading.Event()
+    policy = RetryPolicy(attempts=3, sleep=lambda s: cancel.set())  # Stop pressed while it waits
+    backend = FakeBackend([[BackendError("throttled", status=429, retryable=True)], [text("never")]])
+    session = store.create_session()
+    events = list(ask(store, session, "q", backend=backend, model="m", registry=reg, cancel=cancel, retry=policy))
+    assert events[-1] == ("done", {"session_id": session.id, "stop_reason": "cancelled"})
+    assert len(backend.requests) == 1
+
+
 def test_cancel_during_tools_answers_every_call(store: TranscriptStore, reg: ToolRegistry) -> None:
     cancel = threading.Event()
     r = ToolRegistry()

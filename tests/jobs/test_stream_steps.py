@@ -369,3 +369,76 @@ def test_a_run_that_ends_early_stops_reading_the_provider(tmp_path: Path) -> Non
             assert backend.closed.wait(5), "the provider's stream was read on"
         finally:
             steps.close()
+
+
+class Silent:
+    """Says nothing for a long time before its first word (a model thinking), unless the
+    read stops."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+        self.reading = threading.Event()
+
+    def stream(self, **request: Any) -> Iterator[Any]:  # pragma: no cover - not used here
+        raise AssertionError("read asynchronously")
+
+    async def astream(self, **request: Any) -> AsyncIterator[Any]:
+        import asyncio
+
+        self.reading.set()
+        try:
+            await asyncio.sleep(60)
+            yield {"kind": "text", "text": "too late"}
+        finally:
+            self.closed.set()
+
+
+def test_a_cancel_before_the_first_word_stops_the_run_at_once(tmp_path: Path) -> None:
+    """Stop pressed while the model is still thinking: the job ends cancelled now, not when
+    (if ever) the first word comes, and the provider's stream is closed."""
+    backend = Silent()
+    h = Harness(tmp_path / "t.duckdb", backend)
+    try:
+        job = h.ask("why")
+        assert backend.reading.wait(10)
+        time.sleep(0.2)  # the job's thread waits for the first event
+        t0 = time.monotonic()
+        assert h.store.request_cancel(job)
+        state = h.wait(job, timeout=10)
+        assert time.monotonic() - t0 < 3  # not the 60 s of thinking
+        assert state["status"] == "done" and state["stop_reason"] == "cancelled"
+        assert state["content"] == "" and not [c for c in state["chunks"] if c["type"] == "error"]
+        assert backend.closed.wait(5), "the provider's stream was not closed"
+        messages = h.transcripts.load_messages(state["session_id"])
+        assert [(m.role, m.text) for m in messages] == [("user", "why")]  # nothing was answered
+    finally:
+        h.close()
+
+
+def test_a_cancel_before_the_first_word_hangs_up_on_an_openai_compatible_endpoint(tmp_path: Path) -> None:
+    """The same through the real ``openai`` SDK (AsyncOpenAI): the endpoint sees the hang-up."""
+    with WireServer() as server:
+        thinking = sse.turn_reply([{"kind": "text", "text": "late"}])
+        thinking.think = 30
+        server.add(thinking)
+        h = Harness(tmp_path / "t.duckdb", OpenAIBackend(base_url=server.url + "/v1", api_key="k"))
+        try:
+            job = h.ask()
+            deadline = time.monotonic() + 10
+            while not server.requests:
+                assert time.monotonic() < deadline, "the model was never asked"
+                time.sleep(0.01)
+            time.sleep(0.2)
+            t0 = time.monotonic()
+            assert h.store.request_cancel(job)
+            state = h.wait(job, timeout=10)
+            assert time.monotonic() - t0 < 3
+            assert state["status"] == "done" and state["stop_reason"] == "cancelled"
+            deadline = time.monotonic() + 5
+            while server.hangups < 1:
+                assert time.monotonic() < deadline, "the endpoint's stream was left open"
+                time.sleep(0.02)
+        finally:
+            h.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import threading
 import time
@@ -19,7 +20,9 @@ class Reply:
     """One HTTP response. ``chunks`` go out as HTTP chunks; ``drop_after`` cuts
     the connection after that many chunks (no terminating chunk: a dropped stream);
     ``pace`` waits that many seconds before each chunk after the first (a model producing
-    tokens over time, not all at once)."""
+    tokens over time, not all at once); ``think`` waits that many seconds after the headers
+    before the first chunk (a model thinking before its first word), ending early if the
+    client hangs up (counted in ``WireServer.hangups``)."""
 
     status: int = 200
     chunks: list[bytes] = field(default_factory=list)
@@ -27,6 +30,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     drop_after: int | None = None
     pace: float = 0.0
+    think: float = 0.0
 
     @classmethod
     def json(cls, status: int, body: Any, headers: dict[str, str] | None = None) -> Reply:
@@ -53,6 +57,7 @@ class WireServer:
 
     def __init__(self, replies: Iterable[Reply] | ReplySource = ()) -> None:
         self.requests: list[Recorded] = []
+        self.hangups = 0  # clients that hung up while a reply was thinking
         self._queue: deque[Reply] = deque()
         self._source: ReplySource | None = None
         if callable(replies):
@@ -114,6 +119,13 @@ class WireServer:
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 try:
+                    if reply.think:
+                        self.wfile.flush()
+                        ready, _, _ = select.select([self.connection], [], [], reply.think)
+                        if ready and not self.connection.recv(1, socket.MSG_PEEK):  # hung up
+                            server.hangups += 1
+                            self.close_connection = True
+                            return
                     for sent, piece in enumerate(reply.chunks):
                         if reply.drop_after is not None and sent >= reply.drop_after:
                             self._drop()
