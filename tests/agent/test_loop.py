@@ -313,7 +313,9 @@ def test_a_cancel_during_a_retry_backoff_makes_no_new_call(store: TranscriptStor
     policy = RetryPolicy(attempts=3, sleep=lambda s: cancel.set())  # Stop pressed while it waits
     backend = FakeBackend([[BackendError("throttled", status=429, retryable=True)], [text("never")]])
     session = store.create_session()
-    events = list(ask(store, session, "q", backend=backend, model="m", registry=reg, cancel=cancel, retry=policy))
+    events = list(
+        ask(store, session, "q", backend=backend, model="m", registry=reg, cancel=cancel, retry=policy)
+    )
     assert events[-1] == ("done", {"session_id": session.id, "stop_reason": "cancelled"})
     assert len(backend.requests) == 1
 
