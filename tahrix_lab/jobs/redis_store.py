@@ -91,7 +91,25 @@ def _make_async_client(url: str) -> Any:
     pool = redis.asyncio.BlockingConnectionPool.from_url(
         url, timeout=SOCKET_TIMEOUT_S, retry=redis.asyncio.retry.Retry(backoff(), 1), **opts
     )
+    pool.connection_class = packing_with_hiredis(pool.connection_class)  # TCP, TLS or a socket file
     return redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: aclose closes it
+
+
+def packing_with_hiredis(base: type) -> type:
+    """``base`` (a redis-py asyncio connection class) packing commands with hiredis. redis-py's
+    synchronous connections do when hiredis is installed; its asyncio ones pack in Python:
+    29 us for a POST's admission call against 4 us, a quarter of the POST's own CPU. The bytes
+    are the same (a property test checks it)."""
+    from redis.connection import HIREDIS_AVAILABLE, HiredisRespSerializer
+
+    if not HIREDIS_AVAILABLE:
+        return base
+    serializer = HiredisRespSerializer()
+
+    def pack_command(self: Any, *args: Any) -> list[bytes]:
+        return serializer.pack(*args)
+
+    return type(base.__name__, (base,), {"pack_command": pack_command, "__module__": __name__})
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
