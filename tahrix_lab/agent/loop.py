@@ -27,24 +27,24 @@ is persisted either way.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tahrix_lab.agent.backends.base import Backend, ToolSpec
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import BackendError, BudgetExceeded
+from tahrix_lab.agent.history import build_messages, capped_message
 from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
+from tahrix_lab.agent.retry import RetryPolicy, calm_message
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import (
     DEFAULT_MAX_RESULT_BYTES,
     REGISTRY,
     ToolRegistry,
     error_result,
-    model_facing,
     run_tool,
 )
 from tahrix_lab.agent.transcript import Message, Part, Session, StopReason, Usage
@@ -53,118 +53,8 @@ log = logging.getLogger(__name__)
 
 MAX_TOOL_CYCLES = 8
 FOLLOW_UP_TEXT = "Synthesizing results..."
-INTERRUPTED = error_result(
-    "interrupted",
-    "This tool call was interrupted before it returned a result; call it again if it is still needed.",
-)
 
 LoopEvent = tuple[str, dict[str, Any]]
-
-
-@dataclass
-class RetryPolicy:
-    """Retries of a model call that failed *before its first event*; never after.
-
-    Exponential backoff with full jitter, honouring the provider's
-    ``Retry-After`` when it gives one, capped at ``max_delay``.
-    """
-
-    attempts: int = 3
-    base_delay: float = 0.5
-    max_delay: float = 20.0
-    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
-
-    def delay(self, attempt: int, error: BackendError) -> float:
-        if error.retry_after is not None:
-            return min(max(error.retry_after, 0.0), self.max_delay)
-        return random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))
-
-
-def calm_message(error: BackendError) -> str:
-    """The sentence a user sees for a provider failure (the raw one goes to the log)."""
-    if error.user_facing:
-        return error.message
-    if error.retryable:
-        return "The model provider is busy or unreachable right now. Please try again in a minute."
-    if error.status in (401, 403):
-        return (
-            "The model provider did not accept our credentials. An operator needs to check the configuration."
-        )
-    if error.status == 404:
-        return (
-            "The model provider does not know the requested model. An operator needs to check the model id."
-        )
-    if error.status is not None and 400 <= error.status < 500:
-        return (
-            "The model provider could not accept this request. The details are in the log for the operator."
-        )
-    return "Something went wrong while talking to the model provider. The details are in the log for the operator."
-
-
-def build_messages(
-    messages: Sequence[Message], max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
-) -> list[Message]:
-    """The history as sent to a backend.
-
-    Every assistant ``tool_use`` is answered by the tool message that follows,
-    in call order: a call left without a result (the process died in between)
-    gets an ``interrupted`` error result, so the history is valid for every
-    provider. Each tool result is capped to what the model may see. The stored
-    messages are not modified.
-    """
-    out: list[Message] = []
-    i = 0
-    while i < len(messages):
-        msg = messages[i]
-        i += 1
-        if msg.role == "tool":  # a tool message with no assistant call before it: pass it on, capped
-            out.append(_capped_message(msg, max_result_bytes))
-            continue
-        out.append(msg)
-        calls = msg.tool_uses() if msg.role == "assistant" else []
-        if not calls:
-            continue
-        results: dict[str | None, Part] = {}
-        template = msg
-        if i < len(messages) and messages[i].role == "tool":
-            template = messages[i]
-            results = {p.tool_use_id: p for p in template.parts if p.type == "tool_result"}
-            extras = [p for p in template.parts if p.type != "tool_result"]
-            i += 1
-        else:
-            extras = []
-        parts = [
-            _capped(results.pop(c.tool_use_id), max_result_bytes)
-            if c.tool_use_id in results
-            else Part.of_tool_result(c.tool_use_id or "", c.tool_name, INTERRUPTED, "error")
-            for c in calls
-        ]
-        parts += [_capped(p, max_result_bytes) for p in results.values()] + extras
-        out.append(_replace_parts(template, parts, role="tool"))
-    return out
-
-
-def _capped_message(msg: Message, max_bytes: int) -> Message:
-    return _replace_parts(msg, [_capped(p, max_bytes) for p in msg.parts])
-
-
-def _capped(part: Part, max_bytes: int) -> Part:
-    if part.type != "tool_result" or part.tool_result is None:
-        return part
-    result = model_facing(part.tool_result, max_bytes)
-    if result is part.tool_result:
-        return part
-    return Part.of_tool_result(part.tool_use_id or "", part.tool_name, result, part.tool_status or "ok")
-
-
-def _replace_parts(msg: Message, parts: list[Part], role: str | None = None) -> Message:
-    return Message(
-        role=role or msg.role,  # type: ignore[arg-type]
-        parts=parts,
-        session_id=msg.session_id,
-        position=msg.position,
-        created_at=msg.created_at,
-    )
 
 
 class _Call:
@@ -310,7 +200,7 @@ class _Run:
         stored = self.store.append_message(self.session.id, message)
         # The loop answers every tool call before the next model call, so the
         # history as sent grows by this message alone (capped when it is a result).
-        self.sent.append(_capped_message(stored, self.max_result_bytes) if stored.role == "tool" else stored)
+        self.sent.append(capped_message(stored, self.max_result_bytes) if stored.role == "tool" else stored)
         return stored
 
     def run(self) -> Iterator[LoopEvent]:

@@ -21,7 +21,7 @@ from tahrix_lab.agent import (
 )
 from tahrix_lab.agent.backends.base import ToolSpec
 from tahrix_lab.agent.backends.fake import reasoning, text, tool_call
-from tahrix_lab.agent.loop import INTERRUPTED
+from tahrix_lab.agent.history import INTERRUPTED
 
 NO_SLEEP = RetryPolicy(attempts=3, sleep=lambda s: None)
 

@@ -20,7 +20,8 @@ from wire.server import Reply, WireServer
 from tahrix_lab.agent.backends.base import Event
 from tahrix_lab.agent.backends.bedrock import BedrockBackend, as_wire_request, map_stop_reason, map_usage
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
-from tahrix_lab.agent.loop import RetryPolicy, run_agent
+from tahrix_lab.agent.loop import run_agent
+from tahrix_lab.agent.retry import RetryPolicy
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part
 

@@ -10,7 +10,9 @@ from harness import bedrock_harness, openai_harness
 
 from tahrix_lab.agent.backends.fake import reasoning, text, tool_call
 from tahrix_lab.agent.backends.openai import OpenAIBackend
-from tahrix_lab.agent.loop import RetryPolicy, build_messages, run_agent
+from tahrix_lab.agent.history import build_messages
+from tahrix_lab.agent.loop import run_agent
+from tahrix_lab.agent.retry import RetryPolicy
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 
