@@ -48,6 +48,7 @@ from tahrix_lab.jobs.chunklog import (
     JobStore,
     StoreUnavailable,
 )
+from tahrix_lab.jobs.first_event import FirstEventBackend
 from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
 from tahrix_lab.jobs.request import JobRejected as JobRejected
 from tahrix_lab.jobs.request import JobRequest as JobRequest
@@ -381,8 +382,8 @@ class JobRunner(Watching):
         try:
             if self._streams is not None:  # streamed steps on one event loop (stream_steps)
                 self._streams.drive(self.backend, events_for, take, job.cancel)
-            else:
-                for event, payload in events_for(self.backend):
+            else:  # on this thread; each call's first event awaited where a cancel can stop it
+                for event, payload in events_for(FirstEventBackend(self.backend, job.cancel)):
                     take(event, payload)
         except Exception:
             log.exception("job %s failed", job.job_id)

@@ -30,6 +30,7 @@ from typing import Any
 from tahrix_lab.agent.backends.base import AsyncStreaming, Backend
 from tahrix_lab.agent.errors import BackendError
 from tahrix_lab.agent.loop import LoopEvent
+from tahrix_lab.jobs.first_event import CANCELLED
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,6 @@ STREAMED = frozenset({"token", "reasoning", "tool_use"})
 _PLAIN = frozenset({"text", "reasoning", "tool_use"})
 _END = object()  # the stream is over
 STOPPING = "The answer was interrupted: the service is stopping."
-CANCELLED = "The answer was stopped before its first word."
 
 
 class _Run:

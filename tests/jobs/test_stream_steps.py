@@ -20,25 +20,12 @@ from hypothesis import strategies as st
 from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
-from tahrix_lab.jobs.demo import ScriptedBackend, demo_registry
-from tahrix_lab.jobs.integration import ChatIntegration
+from tahrix_lab.jobs.demo import ScriptedBackend
 from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.request import JobRequest
-from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.stream_steps import StreamSteps
+from tests.jobs.runs import Harness, ThreadOnly
 from tests.wire import sse
 from tests.wire.server import WireServer
-
-
-class ThreadOnly:
-    """The same backend without ``astream``: each run is read on its own thread."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = inner.name
-
-    def stream(self, **request: Any) -> Iterator[Any]:
-        return self.inner.stream(**request)
 
 
 class WhereStore(MemoryJobStore):
@@ -51,58 +38,6 @@ class WhereStore(MemoryJobStore):
     def append(self, job_id: str, chunks: list[Any]) -> bool:
         self.threads.append(threading.current_thread().name)
         return super().append(job_id, chunks)
-
-
-class Harness:
-    def __init__(self, tmp: Path, backend: Any, store: MemoryJobStore | None = None) -> None:
-        self.store = store or MemoryJobStore(ttl=600)
-        self.transcripts = TranscriptStore(str(tmp))
-        self.runner = JobRunner(self.store, transcripts=self.transcripts, backend=backend, model="m",
-                                integration=ChatIntegration(registry=demo_registry()), workers=64,
-                                max_running_per_user=None, watch_interval=0.05).start()  # fmt: skip
-
-    def ask(self, message: str = "q") -> str:
-        req = JobRequest(user="u", message=message)
-        self.runner.submit(req)
-        return req.job_id
-
-    def wait(self, job_id: str, timeout: float = 30.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            state = self.store.read(job_id)
-            assert state is not None
-            if state["status"] != "streaming":
-                return state
-            assert time.monotonic() < deadline, f"job {job_id} did not end"
-            time.sleep(0.01)
-
-    def first_chunk(self, job_id: str, timeout: float = 10.0) -> None:
-        """Until the job has streamed something."""
-        deadline = time.monotonic() + timeout
-        while not (self.store.read(job_id) or {}).get("chunks"):
-            assert time.monotonic() < deadline, f"job {job_id} streamed nothing"
-            time.sleep(0.01)
-
-    def outcome(self, job_id: str) -> tuple[Any, ...]:
-        """What a client and the transcript see, without ids and timings."""
-        state = self.wait(job_id)
-        chunks = [_plain_chunk(c) for c in state["chunks"]]
-        messages = [_plain_message(m) for m in self.transcripts.load_messages(state["session_id"])]
-        return state["status"], state["stop_reason"], state["content"], chunks, messages
-
-    def close(self) -> None:
-        self.runner.stop()
-        self.transcripts.close()
-
-
-def _plain_chunk(chunk: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple((k, chunk[k]) for k in ("type", "text", "name", "status", "stop_reason", "message", "kind")
-                 if k in chunk)  # fmt: skip
-
-
-def _plain_message(msg: Message) -> tuple[Any, ...]:
-    parts = tuple((p.type, p.text, p.tool_name) for p in msg.parts)
-    return msg.role, parts, msg.stop_reason
 
 
 def script_of(turns: list[list[dict[str, Any]]]) -> dict[str, Any]:
@@ -369,76 +304,3 @@ def test_a_run_that_ends_early_stops_reading_the_provider(tmp_path: Path) -> Non
             assert backend.closed.wait(5), "the provider's stream was read on"
         finally:
             steps.close()
-
-
-class Silent:
-    """Says nothing for a long time before its first word (a model thinking), unless the
-    read stops."""
-
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.closed = threading.Event()
-        self.reading = threading.Event()
-
-    def stream(self, **request: Any) -> Iterator[Any]:  # pragma: no cover - not used here
-        raise AssertionError("read asynchronously")
-
-    async def astream(self, **request: Any) -> AsyncIterator[Any]:
-        import asyncio
-
-        self.reading.set()
-        try:
-            await asyncio.sleep(60)
-            yield {"kind": "text", "text": "too late"}
-        finally:
-            self.closed.set()
-
-
-def test_a_cancel_before_the_first_word_stops_the_run_at_once(tmp_path: Path) -> None:
-    """Stop pressed while the model is still thinking: the job ends cancelled now, not when
-    (if ever) the first word comes, and the provider's stream is closed."""
-    backend = Silent()
-    h = Harness(tmp_path / "t.duckdb", backend)
-    try:
-        job = h.ask("why")
-        assert backend.reading.wait(10)
-        time.sleep(0.2)  # the job's thread waits for the first event
-        t0 = time.monotonic()
-        assert h.store.request_cancel(job)
-        state = h.wait(job, timeout=10)
-        assert time.monotonic() - t0 < 3  # not the 60 s of thinking
-        assert state["status"] == "done" and state["stop_reason"] == "cancelled"
-        assert state["content"] == "" and not [c for c in state["chunks"] if c["type"] == "error"]
-        assert backend.closed.wait(5), "the provider's stream was not closed"
-        messages = h.transcripts.load_messages(state["session_id"])
-        assert [(m.role, m.text) for m in messages] == [("user", "why")]  # nothing was answered
-    finally:
-        h.close()
-
-
-def test_a_cancel_before_the_first_word_hangs_up_on_an_openai_compatible_endpoint(tmp_path: Path) -> None:
-    """The same through the real ``openai`` SDK (AsyncOpenAI): the endpoint sees the hang-up."""
-    with WireServer() as server:
-        thinking = sse.turn_reply([{"kind": "text", "text": "late"}])
-        thinking.think = 30
-        server.add(thinking)
-        h = Harness(tmp_path / "t.duckdb", OpenAIBackend(base_url=server.url + "/v1", api_key="k"))
-        try:
-            job = h.ask()
-            deadline = time.monotonic() + 10
-            while not server.requests:
-                assert time.monotonic() < deadline, "the model was never asked"
-                time.sleep(0.01)
-            time.sleep(0.2)
-            t0 = time.monotonic()
-            assert h.store.request_cancel(job)
-            state = h.wait(job, timeout=10)
-            assert time.monotonic() - t0 < 3
-            assert state["status"] == "done" and state["stop_reason"] == "cancelled"
-            deadline = time.monotonic() + 5
-            while server.hangups < 1:
-                assert time.monotonic() < deadline, "the endpoint's stream was left open"
-                time.sleep(0.02)
-        finally:
-            h.close()

@@ -1,0 +1,110 @@
+"""A model call's first event awaited where a cancel can interrupt it, for backends read on
+the job's own thread (no ``astream``: Bedrock, whose boto3 read blocks).
+
+A model may think for a long time before its first word, and a blocking read
+cannot be interrupted from another thread. So each call is opened, and its
+first event read, on a short-lived helper thread, while the job's thread waits
+for it and looks at the job's ``cancel`` meanwhile. Cancelled first, the job's
+thread raises, and the loop ends the run as cancelled at once (a stream that
+fails once ``cancel`` is set is a cancel); the helper closes the provider's
+stream as soon as its read returns. After the first event the stream is read
+on the job's thread as before: one helper per model call, none per token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from tahrix_lab.agent.errors import BackendError
+
+CANCELLED = "The answer was stopped before its first word."
+POLL_S = 0.1  # how often a waiting job's thread looks at its cancel
+
+
+class FirstEventBackend:
+    """``backend`` as one job's run sees it: ``stream`` awaits each call's first event on a
+    helper thread, watching ``cancel``. Anything else is the backend's."""
+
+    def __init__(self, backend: Any, cancel: threading.Event, *, poll_s: float = POLL_S) -> None:
+        self.backend = backend
+        self.name: str = backend.name
+        self.cancel = cancel
+        self.poll_s = poll_s
+
+    def stream(self, **request: Any) -> _FirstEventStream:
+        return _FirstEventStream(self.backend, request, self.cancel, self.poll_s)
+
+    def __getattr__(self, name: str) -> Any:  # anything else the loop or a budget asks of it
+        return getattr(self.backend, name)
+
+
+class _FirstEventStream:
+    def __init__(self, backend: Any, request: dict[str, Any], cancel: threading.Event, poll_s: float) -> None:
+        self.cancel = cancel
+        self.poll_s = poll_s
+        self._lock = threading.Lock()
+        self._arrived = threading.Event()
+        # (the provider's stream, its iterator, and its first event, an exception or _END)
+        self._first: tuple[Any, Iterator[Any], Any] | None = None
+        self._abandoned = False  # the job stopped waiting: the helper closes what it opened
+        self._rest: Iterator[Any] | None = None
+        threading.Thread(target=self._open, args=(backend, request), name="tahrix-first-event",
+                         daemon=True).start()  # fmt: skip
+
+    def _open(self, backend: Any, request: dict[str, Any]) -> None:
+        stream: Any = None
+        events: Iterator[Any] = iter(())
+        try:
+            stream = backend.stream(**request)
+            events = iter(stream)
+            first: Any = next(events, _END)
+        except BaseException as exc:  # raised on the job's thread, as a read there would
+            first = exc
+        with self._lock:
+            self._first = (stream, events, first)
+            abandoned = self._abandoned
+        self._arrived.set()
+        if abandoned:
+            _close(stream)
+
+    def __iter__(self) -> _FirstEventStream:
+        return self
+
+    def __next__(self) -> Any:
+        if self._rest is not None:
+            return next(self._rest)
+        while not self._arrived.wait(self.poll_s):
+            if self.cancel.is_set():
+                with self._lock:
+                    if self._first is None:  # still thinking: stop waiting for it
+                        self._abandoned = True
+                        raise BackendError(CANCELLED, retryable=False)
+        assert self._first is not None
+        _stream, self._rest, first = self._first
+        if first is _END:
+            raise StopIteration
+        if isinstance(first, BaseException):
+            raise first
+        return first
+
+    def close(self) -> None:
+        """The loop stops reading: close the provider's stream (once it is open)."""
+        with self._lock:
+            if self._first is None:
+                self._abandoned = True
+                return
+            stream = self._first[0]
+        _close(stream)
+
+
+_END = object()
+
+
+def _close(stream: Any) -> None:
+    close = getattr(stream, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            close()
