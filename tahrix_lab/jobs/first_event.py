@@ -15,13 +15,32 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tahrix_lab.agent.errors import BackendError
 
 CANCELLED = "The answer was stopped before its first word."
-POLL_S = 0.1  # how often a waiting job's thread looks at its cancel
+POLL_S = 1.0  # a cancel that is a plain Event (no wake-ups) is looked at this often
+
+
+class CancelFlag(threading.Event):
+    """A job's cancel: an ``Event`` that also wakes the job's thread where it waits for a
+    model's first event (no polling: hundreds of jobs may be waiting at once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._wakes: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        super().set()
+        for wake in list(self._wakes):
+            wake()
+
+    def on_set(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` when the flag is set; returns what undoes it."""
+        self._wakes.append(wake)
+        return lambda: self._wakes.remove(wake) if wake in self._wakes else None
 
 
 class FirstEventBackend:
@@ -47,10 +66,13 @@ class _FirstEventStream:
         self.poll_s = poll_s
         self._lock = threading.Lock()
         self._arrived = threading.Event()
+        self._wake = threading.Event()  # set when the first event arrives or the job is cancelled
         # (the provider's stream, its iterator, and its first event, an exception or _END)
         self._first: tuple[Any, Iterator[Any], Any] | None = None
         self._abandoned = False  # the job stopped waiting: the helper closes what it opened
         self._rest: Iterator[Any] | None = None
+        on_set = getattr(cancel, "on_set", None)
+        self._unwatch: Callable[[], None] = on_set(self._wake.set) if on_set is not None else lambda: None
         threading.Thread(target=self._open, args=(backend, request), name="tahrix-first-event",
                          daemon=True).start()  # fmt: skip
 
@@ -67,6 +89,7 @@ class _FirstEventStream:
             self._first = (stream, events, first)
             abandoned = self._abandoned
         self._arrived.set()
+        self._wake.set()
         if abandoned:
             _close(stream)
 
@@ -76,12 +99,16 @@ class _FirstEventStream:
     def __next__(self) -> Any:
         if self._rest is not None:
             return next(self._rest)
-        while not self._arrived.wait(self.poll_s):
-            if self.cancel.is_set():
-                with self._lock:
-                    if self._first is None:  # still thinking: stop waiting for it
-                        self._abandoned = True
-                        raise BackendError(CANCELLED, retryable=False)
+        try:
+            while not self._arrived.is_set():
+                if self.cancel.is_set():
+                    with self._lock:
+                        if self._first is None:  # still thinking: stop waiting for it
+                            self._abandoned = True
+                            raise BackendError(CANCELLED, retryable=False)
+                self._wake.wait(self.poll_s)
+        finally:
+            self._unwatch()
         assert self._first is not None
         _stream, self._rest, first = self._first
         if first is _END:

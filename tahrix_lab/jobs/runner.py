@@ -48,7 +48,7 @@ from tahrix_lab.jobs.chunklog import (
     JobStore,
     StoreUnavailable,
 )
-from tahrix_lab.jobs.first_event import FirstEventBackend
+from tahrix_lab.jobs.first_event import CancelFlag, FirstEventBackend
 from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
 from tahrix_lab.jobs.request import JobRejected as JobRejected
 from tahrix_lab.jobs.request import JobRequest as JobRequest
@@ -72,7 +72,7 @@ DEFAULT_MAX_RUNNING = 8
 class _Job:
     req: JobRequest
     resume_session: str | None = None  # taken over after its question was stored there
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: threading.Event = field(default_factory=CancelFlag)  # wakes a wait for a first event
     last_write: float = 0.0  # monotonic time of the last append (which reports cancels itself)
 
     @property

@@ -18,7 +18,9 @@ import pytest
 
 from tahrix_lab.agent.backends.bedrock import BedrockBackend
 from tahrix_lab.agent.backends.openai import OpenAIBackend
+from tahrix_lab.agent.errors import BackendError
 from tahrix_lab.jobs.demo import ScriptedBackend
+from tahrix_lab.jobs.first_event import CancelFlag, FirstEventBackend
 from tests.jobs.runs import Harness, ThreadOnly, asked
 from tests.wire import eventstream, sse
 from tests.wire.server import WireServer
@@ -133,3 +135,36 @@ def test_a_cancel_while_a_real_endpoint_thinks_ends_the_job_at_once(tmp_path: Pa
             h.close()
             if provider == "bedrock":
                 backend.client.close()
+
+
+def test_a_cancel_wakes_the_wait_for_a_first_event_without_polling() -> None:
+    """The job's thread sleeps on the call until its first event or its cancel: no timed
+    wake-ups (hundreds of jobs may be waiting at once)."""
+    backend = SilentSync()
+    cancel = CancelFlag()
+    stream = FirstEventBackend(backend, cancel, poll_s=60).stream()  # a poll would take a minute
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            next(stream)
+        except BaseException as exc:
+            raised.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert backend.opened.wait(5)
+    cancel.set()
+    reader.join(10)
+    assert not reader.is_alive(), "the wait was not woken by the cancel"
+    assert isinstance(raised[0], BackendError) and not raised[0].retryable
+    backend.release.set()
+    assert backend.closed.wait(5)  # the helper closed the stream once its read returned
+    assert cancel._wakes == []  # the call stopped watching the flag
+
+
+def test_an_answer_that_comes_is_read_whole_through_the_first_event_wait() -> None:
+    backend = SilentSync()
+    backend.release.set()
+    events = list(FirstEventBackend(backend, CancelFlag()).stream())
+    assert [e["kind"] for e in events] == ["text", "done"]
