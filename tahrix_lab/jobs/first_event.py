@@ -65,7 +65,6 @@ class _FirstEventStream:
         self.cancel = cancel
         self.poll_s = poll_s
         self._lock = threading.Lock()
-        self._arrived = threading.Event()
         self._wake = threading.Event()  # set when the first event arrives or the job is cancelled
         # (the provider's stream, its iterator, and its first event, an exception or _END)
         self._first: tuple[Any, Iterator[Any], Any] | None = None
@@ -88,7 +87,6 @@ class _FirstEventStream:
         with self._lock:
             self._first = (stream, events, first)
             abandoned = self._abandoned
-        self._arrived.set()
         self._wake.set()
         if abandoned:
             _close(stream)
@@ -100,7 +98,7 @@ class _FirstEventStream:
         if self._rest is not None:
             return next(self._rest)
         try:
-            while not self._arrived.is_set():
+            while self._first is None:
                 if self.cancel.is_set():
                     with self._lock:
                         if self._first is None:  # still thinking: stop waiting for it
