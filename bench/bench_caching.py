@@ -46,7 +46,7 @@ from tahrix_lab.agent.backends.bedrock import BedrockBackend  # noqa: E402
 from tahrix_lab.agent.backends.fake import answers_since_question  # noqa: E402
 from tahrix_lab.agent.pricing import Pricer  # noqa: E402
 from tahrix_lab.agent.transcript import Message, Part, Usage  # noqa: E402
-from tahrix_lab.case.demo import QUESTION, investigation_turns  # noqa: E402
+from tahrix_lab.case.investigator import QUESTION, investigation_turns  # noqa: E402
 from tahrix_lab.case.workspace import Workspace  # noqa: E402
 
 MODELS = os.environ.get(

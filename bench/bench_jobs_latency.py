@@ -88,7 +88,7 @@ def serve_child(
     import threading
 
     from tahrix_lab.jobs.api_processes import listen_socket
-    from tahrix_lab.jobs.commands import build, run_http, settle_heap
+    from tahrix_lab.jobs.serving import build, run_http, settle_heap
     from tahrix_lab.jobs.settings import Settings
 
     logging.basicConfig(level=logging.WARNING)

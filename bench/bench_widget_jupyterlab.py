@@ -74,7 +74,7 @@ NEW_IMPORT = "from tahrix_lab.lab.widget import ChatWidget"
 # The previous transport, from git main: its widget module, with its front end
 # (flow.js + chat.js of main) joined in place of today's files.
 OLD_IMPORT = """
-import types, tahrix_lab.resources as _res
+import types, tahrix_lab.flow.resources as _res
 _old = types.ModuleType("old_widget")
 _src = open({py!r}).read().replace(
     'widget_file("flow.js").read_text(encoding="utf-8")', "open({flow!r}).read()").replace(

@@ -58,7 +58,7 @@ def _wait_for(path: Path, timeout: float) -> None:
 def kernel(db: str, seconds: float, name: str, control: Path) -> dict[str, Any]:
     """A notebook kernel: investigation after investigation, with a budget on the workspace."""
     from tahrix_lab.agent.budget import Budget
-    from tahrix_lab.case.demo import QUESTION, scripted_backend
+    from tahrix_lab.case.investigator import QUESTION, scripted_backend
     from tahrix_lab.case.workspace import Workspace
 
     ws = Workspace(db)
@@ -97,7 +97,7 @@ def kernel(db: str, seconds: float, name: str, control: Path) -> dict[str, Any]:
 def reader(db: str, seconds: float, control: Path) -> dict[str, Any]:
     """The CLI reading costs every second: each read's latency, lock wait included."""
     from tahrix_lab.agent.store import TranscriptStore
-    from tahrix_lab.lab.commands import _costs_frame
+    from tahrix_lab.app.commands.transcripts import _costs_frame
 
     store = TranscriptStore(db)
     latencies: list[float] = []

@@ -43,8 +43,9 @@ def test_resources_resolve_inside_an_installed_package(wheel: Path, tmp_path: Pa
     zipfile.ZipFile(wheel).extractall(site)
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
-        "from tahrix_lab.resources import widget_file, data_path;"
-        "print(widget_file('flow.js').is_file(), data_path('sample_case', 'case.json').is_file(),"
+        "from tahrix_lab.flow.resources import widget_file;"
+        "from tahrix_lab.case.workspace import sample_case_dir;"
+        "print(widget_file('flow.js').is_file(), (sample_case_dir() / 'case.json').is_file(),"
         " widget_file('flow.js').is_relative_to(sys.argv[1]))"
     )
     out = subprocess.run(

@@ -37,9 +37,10 @@ SAMPLE_CASE_ID = "CASE-001"
 
 
 def sample_case_dir() -> Path:
-    from tahrix_lab.resources import data_path
-
-    return data_path("sample_case")
+    """``data/sample_case``: inside the installed package, or at the top of a source checkout."""
+    package = Path(__file__).resolve().parent.parent
+    installed = package / "data" / "sample_case"
+    return installed if installed.is_dir() else package.parent / "data" / "sample_case"
 
 
 class Workspace:

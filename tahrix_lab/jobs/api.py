@@ -35,6 +35,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tahrix_lab.flow import history_chunks
+from tahrix_lab.flow.resources import widgets_dir
 from tahrix_lab.jobs.api_models import (
     CONTENT_HELP,
     ERRORS,
@@ -49,7 +50,6 @@ from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
 from tahrix_lab.jobs.fastpaths import FastPaths
 from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
 from tahrix_lab.jobs.sse import sse_events
-from tahrix_lab.resources import resource_dir
 
 log = logging.getLogger(__name__)
 
@@ -348,7 +348,7 @@ def create_app(service: Service) -> FastAPI:
             {"ready": ok, "role": service.role, "checks": checks}, status_code=200 if ok else 503
         )
 
-    widgets = resource_dir("widgets")
+    widgets = widgets_dir()
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:

@@ -15,13 +15,13 @@ dies; clients retry. SIGTERM or SIGINT to this process stops them all.
 
 from __future__ import annotations
 
-import logging
 import multiprocessing as mp
 import os
 import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 
 from tahrix_lab.jobs.settings import Settings
@@ -43,24 +43,7 @@ def listen_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.s
     return sock
 
 
-def _child(settings: Settings, port: int, parent: int) -> None:
-    """One more API process on ``port`` (a spawned interpreter)."""
-    from tahrix_lab.jobs.commands import build, run_http, settle_heap
-
-    logging.basicConfig(level=logging.WARNING)
-    threading.Thread(target=_end_with, args=(parent,), name="tahrix-api-parent", daemon=True).start()
-    built = build(settings)
-    settle_heap()
-    try:
-        assert built.service is not None
-        sock = listen_socket(settings.host, port, reuse_port=True)
-        print(f"tahrix serve: API process {os.getpid()} listening on the same port", flush=True)
-        run_http(built.service, sock)
-    finally:
-        built.close()
-
-
-def _end_with(parent: int) -> None:
+def end_with(parent: int) -> None:
     """Stop (as on SIGTERM) once the supervising process is gone, even after its kill -9."""
     while os.getppid() == parent:
         time.sleep(RESTART_CHECK_S)
@@ -70,8 +53,11 @@ def _end_with(parent: int) -> None:
 class Children:
     """The N - 1 other API processes, kept running until ``stop``."""
 
-    def __init__(self, settings: Settings, port: int, count: int) -> None:
-        self.settings, self.port, self.count = settings, port, count
+    def __init__(
+        self, settings: Settings, port: int, count: int, target: Callable[[Settings, int, int], None]
+    ) -> None:
+        """``target(settings, port, parent_pid)`` runs in each spawned process (a module-level function)."""
+        self.settings, self.port, self.count, self.target = settings, port, count, target
         self.procs: list[BaseProcess] = []
         self.started: list[float] = []  # when each was started (monotonic)
         self._stopping = threading.Event()
@@ -79,7 +65,7 @@ class Children:
 
     def _start_one(self) -> BaseProcess:
         proc = mp.get_context("spawn").Process(
-            target=_child, args=(self.settings, self.port, os.getpid()), name="tahrix-api", daemon=False
+            target=self.target, args=(self.settings, self.port, os.getpid()), name="tahrix-api", daemon=False
         )
         proc.start()
         return proc

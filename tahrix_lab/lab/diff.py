@@ -238,7 +238,7 @@ class TranscriptDiff:
         """A rich Table: one row per turn, A → B for each figure, totals last."""
         from rich.table import Table
 
-        from tahrix_lab.textsafe import shown as escape  # stored text: control characters escaped
+        from tahrix_lab.flow.textsafe import shown as escape  # stored text: control characters escaped
 
         table = Table(title=f"A {self.a_id}  vs  B {self.b_id}", show_lines=False)
         for col in (

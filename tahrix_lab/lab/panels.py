@@ -25,7 +25,7 @@ from typing import Any, Self
 import anywidget
 import traitlets
 
-from tahrix_lab.resources import widget_file
+from tahrix_lab.flow.resources import widget_file
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from typing import IO, Any, Literal
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Session
-from tahrix_lab.textsafe import json_safe
+from tahrix_lab.flow.textsafe import json_safe
 
 FORMAT = "tahrix-session/1"
 OnConflict = Literal["error", "skip"]

@@ -47,8 +47,8 @@ from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.flow import Chunk, compact, history_chunks, mergeable, to_chunk
+from tahrix_lab.flow.resources import widget_file
 from tahrix_lab.lab.kernel_wait import route_stop, wait_for_thread
-from tahrix_lab.resources import widget_file
 
 __all__ = ["FLUSH_S", "ChatWidget", "compact"]
 

@@ -1,6 +1,6 @@
 """MCP both ways (docs/mcp.md): ``tahrix mcp serve`` offers the case tools to MCP clients
-(``server``, ``serving``); ``registry_with_mcp`` brings other MCP servers' tools into the
-assistant (``client``, ``config``, ``names``; engine only).
+(``server/``, domain level); ``registry_with_mcp`` brings other MCP servers' tools into the
+assistant (``client/``, engine level).
 
 Names load on first use, so ``tahrix`` commands that do not speak MCP never import the SDK.
 """
@@ -16,8 +16,8 @@ _WHERE = {
     "McpToolbox": "client",
     "registry_with_mcp": "client",
     "with_mcp_tools": "client",
-    "ServerConfig": "config",
-    "load_config": "config",
+    "ServerConfig": "client",
+    "load_config": "client",
 }
 __all__ = sorted(_WHERE)
 

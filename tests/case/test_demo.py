@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tahrix_lab.case.demo import run_demo, scripted_backend
+from tahrix_lab.app.demo import run_demo
+from tahrix_lab.case.investigator import scripted_backend
 from tahrix_lab.case.workspace import Workspace
 from tahrix_lab.cli import main
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import pytest
 from rich.console import Console
 
-from tahrix_lab.case.demo import run_demo
+from tahrix_lab.app.demo import run_demo
 from tahrix_lab.case.workspace import Workspace
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from tahrix_lab.agent import REGISTRY, UserFacingError
 from tahrix_lab.agent.tools import ContextProvider
+from tahrix_lab.app.case_service import CaseIntegration
 from tahrix_lab.case.workspace import Workspace
-from tahrix_lab.integration import CaseIntegration
 
 
 def test_one_file_for_transcript_and_case(tmp_path: Path) -> None:

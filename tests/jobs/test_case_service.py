@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.cli import case_integration
+from tahrix_lab.app.case_service import case_integration
 from tahrix_lab.jobs.api import create_app
-from tahrix_lab.jobs.commands import build
+from tahrix_lab.jobs.serving import build
 from tahrix_lab.jobs.settings import Settings
 
 from .conftest import AppServer

@@ -217,7 +217,7 @@ def test_replay_of_a_case_investigation_recorded_and_live(tmp_path: Path) -> Non
     """The case package's scripted investigator, replayed: with recorded tools every call is a
     hit and the transcript diffs as identical in content; live, the tools run again on the case
     (the replay carries the case link, so the case context resolves)."""
-    from tahrix_lab.case.demo import QUESTION, scripted_backend
+    from tahrix_lab.case.investigator import QUESTION, scripted_backend
     from tahrix_lab.case.workspace import Workspace
     from tahrix_lab.lab.diff import diff
 

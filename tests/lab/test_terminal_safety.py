@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tahrix_lab.agent import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part, Usage
-from tahrix_lab.textsafe import json_safe, safe
+from tahrix_lab.flow.textsafe import json_safe, safe
 
 FORGERY = "clear\x1b[2Jtitle\x1b]0;pwned\x07bell\x9b31mcsi\u202eevil\r"
 RAW = ("\x1b", "\x07", "\x9b", "\u202e", "\r")

@@ -198,7 +198,7 @@ def test_an_empty_input_says_so(store: TranscriptStore, text: str) -> None:
 
 
 def test_a_case_session_moves_between_workspaces_with_its_case_grant_and_history(tmp_path: Path) -> None:
-    from tahrix_lab.case.demo import QUESTION, scripted_backend
+    from tahrix_lab.case.investigator import QUESTION, scripted_backend
     from tahrix_lab.case.workspace import Workspace
     from tahrix_lab.lab.costs import costs
 

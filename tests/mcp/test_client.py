@@ -19,8 +19,8 @@ from tahrix_lab.agent.tools import run_tool
 from tahrix_lab.agent.transcript import Part
 from tahrix_lab.case.workspace import Workspace
 from tahrix_lab.mcp.client import McpRegistry, McpToolbox, registry_with_mcp, with_mcp_tools
-from tahrix_lab.mcp.config import ServerConfig, parse_config
-from tahrix_lab.mcp.names import WIRE_NAME
+from tahrix_lab.mcp.client.config import ServerConfig, parse_config
+from tahrix_lab.mcp.client.names import WIRE_NAME
 from tests.mcp.conftest import EXPLORER, free_port, stop, wait_for_port
 
 

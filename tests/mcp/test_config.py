@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.mcp.config import SERVER_NAME, load_config, parse_config
-from tahrix_lab.mcp.names import SEPARATOR, WIRE_NAME, wire_name
+from tahrix_lab.mcp.client.config import SERVER_NAME, load_config, parse_config
+from tahrix_lab.mcp.client.names import SEPARATOR, WIRE_NAME, wire_name
 
 
 def test_the_shape_mcp_clients_use_loads(tmp_path: Path) -> None:

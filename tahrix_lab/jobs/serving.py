@@ -1,4 +1,4 @@
-"""``tahrix serve``: the job service (HTTP API, page, workers).
+"""Building and running the job service (HTTP API, page, workers) for ``tahrix serve``.
 
 Roles (see docs/service.md):
 
@@ -12,7 +12,6 @@ Roles (see docs/service.md):
 
 from __future__ import annotations
 
-import argparse
 import gc
 import logging
 import os
@@ -22,75 +21,22 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.jobs.api import Service, create_app
-from tahrix_lab.jobs.api_processes import Children, listen_socket
+from tahrix_lab.jobs.api_processes import Children, end_with, listen_socket
 from tahrix_lab.jobs.broker import RedisIntake, RedisSubmitter
 from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
 from tahrix_lab.jobs.runner import JobRunner
-from tahrix_lab.jobs.settings import Settings, dev_token, load_tokens
+from tahrix_lab.jobs.settings import Settings, dev_token
 from tahrix_lab.jobs.store import JobStore, MemoryJobStore, RedisJobStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
 IntegrationFactory = Callable[[TranscriptStore], JobIntegration]
-
-
-def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None) -> None:
-    """Add ``serve``. ``integration_factory(transcripts)`` builds the domain integration
-    (the case package's); without one, sessions are plain chat."""
-    p = sub.add_parser("serve", help="run the job service (HTTP API and chat page)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
-    p.add_argument(
-        "--workers", type=int, default=4, help="jobs run at once; more wait in a queue (default 4)"
-    )
-    p.add_argument("--role", choices=["all", "api", "worker"], default="all", help="see docs/service.md")
-    p.add_argument("--api-processes", type=int, default=1,
-                   help="with --role api: this many processes share the port (SO_REUSEPORT; default 1)")  # fmt: skip
-    p.add_argument("--redis-url", default=os.environ.get("TAHRIX_REDIS_URL"), help="share jobs via Redis")
-    p.add_argument("--tokens-file", default=os.environ.get("TAHRIX_TOKENS_FILE"),
-                   help='JSON {"<token>": "<user>"}; without it a throw-away token is printed')  # fmt: skip
-    p.add_argument("--backend", default=None, help="fake, openai, bedrock or a base URL ($TAHRIX_BACKEND)")
-    p.add_argument("--model", default=None, help="model id ($TAHRIX_MODEL)")
-    p.add_argument("--fake-script", default=os.environ.get("TAHRIX_FAKE_SCRIPT"),
-                   help="fake backend script: echo, slow, or a JSON file (docs/service.md)")  # fmt: skip
-    p.add_argument("--max-body-bytes", type=int, default=64 * 1024)
-    p.add_argument("--max-running-per-user", type=int, default=8,
-                   help="answers one user may have running or queued at once; more get 429 (0: no cap)")  # fmt: skip
-    p.add_argument("--budget-minute-tokens", type=int, default=None)
-    p.add_argument("--budget-hour-tokens", type=int, default=None)
-    p.add_argument("--budget-monthly-usd", type=float, default=None)
-    p.add_argument("--budget-global-monthly-usd", type=float, default=None)
-    p.set_defaults(func=lambda args: serve(settings_from_args(args), integration_factory))
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    tokens = load_tokens(args.tokens_file) if args.tokens_file else {}
-    return Settings(
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        role=args.role,
-        api_processes=max(1, args.api_processes),
-        redis_url=args.redis_url,
-        tokens=tokens,
-        backend=args.backend,
-        model=args.model,
-        fake_script=args.fake_script,
-        db=os.environ.get("TAHRIX_DB"),
-        max_body_bytes=args.max_body_bytes,
-        max_running_per_user=args.max_running_per_user or None,
-        budget_minute_tokens=args.budget_minute_tokens,
-        budget_hour_tokens=args.budget_hour_tokens,
-        budget_monthly_usd=args.budget_monthly_usd,
-        budget_global_monthly_usd=args.budget_global_monthly_usd,
-    )
 
 
 def make_backend(settings: Settings) -> Backend:
@@ -257,7 +203,7 @@ def serve(settings: Settings, integration_factory: IntegrationFactory | None = N
             # uvicorn re-raises the SIGTERM it caught once it has stopped: exit through the
             # finally below then, so the children are stopped too.
             signal.signal(signal.SIGTERM, _exit)
-            children = Children(settings, port, settings.api_processes - 1).start()
+            children = Children(settings, port, settings.api_processes - 1, api_child).start()
         print(f"tahrix serve: listening on http://{settings.host}:{port} (role {built.service.role}, {where})",
               flush=True)  # fmt: skip
         run_http(built.service, sock)
@@ -289,3 +235,18 @@ def run_http(service: Service, sock: socket.socket) -> None:
         proxy_headers=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def api_child(settings: Settings, port: int, parent: int) -> None:
+    """One more API process on ``port`` (a spawned interpreter)."""
+    logging.basicConfig(level=logging.WARNING)
+    threading.Thread(target=end_with, args=(parent,), name="tahrix-api-parent", daemon=True).start()
+    built = build(settings)
+    settle_heap()
+    try:
+        assert built.service is not None
+        sock = listen_socket(settings.host, port, reuse_port=True)
+        print(f"tahrix serve: API process {os.getpid()} listening on the same port", flush=True)
+        run_http(built.service, sock)
+    finally:
+        built.close()

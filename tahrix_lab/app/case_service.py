@@ -16,7 +16,7 @@ from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case.context import CaseContextProvider, Grant
-from tahrix_lab.case.demo import ScriptedInvestigator
+from tahrix_lab.case.investigator import ScriptedInvestigator
 from tahrix_lab.case.tools import CASE_TOOLS
 from tahrix_lab.case.workspace import Workspace
 
@@ -51,3 +51,11 @@ class CaseIntegration:
     def offline_backend(self) -> ScriptedInvestigator:
         """With no provider configured, the service runs the demo's scripted investigation."""
         return ScriptedInvestigator()
+
+
+def case_integration(transcripts: TranscriptStore) -> Any:
+    """The job service's sessions are case investigations: the case data lives in
+    the same DuckDB file, so the workspace shares the service's connection."""
+    from tahrix_lab.mcp.client import with_mcp_tools  # adds $TAHRIX_MCP_CONFIG's servers' tools, if set
+
+    return with_mcp_tools(CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection)))

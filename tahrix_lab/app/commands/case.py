@@ -52,7 +52,7 @@ def add_commands(sub: Any) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from tahrix_lab.case.demo import run_demo
+    from tahrix_lab.app.demo import run_demo
 
     run_demo()
     return 0

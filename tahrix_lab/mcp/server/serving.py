@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 from mcp.server.stdio import stdio_server
 
-from tahrix_lab.mcp.server import USER_KEY, CaseMcpServer
+from tahrix_lab.mcp.server.case_server import USER_KEY, CaseMcpServer
 
 MCP_PATH = "/mcp"
 

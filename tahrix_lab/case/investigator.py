@@ -1,4 +1,4 @@
-"""The offline demo: a scripted investigation of the sample case whose tool calls run for real.
+"""The offline investigator: a scripted investigation of the sample case whose tool calls run for real.
 
 ``scripted_backend(workspace, case_id)`` returns a ``FakeBackend`` whose turns
 are callables: each reads the real tool results from the messages it is sent
@@ -14,14 +14,11 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from rich.console import Console
-
 from tahrix_lab.agent.backends import FakeBackend, get_backend
 from tahrix_lab.agent.backends.base import Backend, Event, ToolSpec
 from tahrix_lab.agent.backends.fake import Turn, answers_since_question, reasoning, text, tool_call
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
 from tahrix_lab.agent.transcript import Message
-from tahrix_lab.case.detectors import triage
 from tahrix_lab.case.workspace import Workspace
 
 QUESTION = (
@@ -228,53 +225,3 @@ def demo_backend(workspace: Workspace, case_id: str) -> tuple[Backend, str, bool
     if not model:
         raise ConfigurationError(f"TAHRIX_BACKEND={choice} needs TAHRIX_MODEL (the model id to call).")
     return get_backend(choice), model, False
-
-
-def run_demo(
-    workspace: Workspace | None = None,
-    *,
-    backend: Backend | None = None,
-    model: str | None = None,
-    console: Console | None = None,
-    user: str = "demo",
-    grant: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Load the sample case, run one investigation and print it; returns what happened."""
-    from tahrix_lab.terminal import print_flow, terminal_console
-
-    console = console or terminal_console()  # piped, ids are not wrapped
-    ws = workspace or Workspace()
-    case_id = ws.load_sample_case()
-    scripted = backend is None
-    if backend is None:
-        backend, model, scripted = demo_backend(ws, case_id)
-    assert model is not None
-    session = ws.start_investigation(
-        case_id, user=user, grant=grant or {"may_write": False}, title="Demo investigation"
-    )
-    if scripted:
-        console.print("[bold yellow]Scripted investigation[/] (offline: FakeBackend, no provider). "
-                      "The tool calls run for real against the case database.")  # fmt: skip
-    else:
-        console.print(f"[bold]Investigation with {backend.name}[/] model {model}.")
-    question = QUESTION.format(case_id=case_id)
-    console.print(f"[bold]analyst[/] {question}")
-    printer = print_flow(ws.ask(session, question, backend=backend, model=model), console=console)
-    flags = ws.flags(case_id)
-    counts: dict[str, int] = {}
-    for f in flags:
-        counts[f["flag_type"]] = counts.get(f["flag_type"], 0) + 1
-    console.print()
-    console.print(f"[bold]Flags in {case_id}[/]: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    tri = triage(ws.cases, case_id)
-    console.print(f"[bold]Triage[/]: {tri['rows_total']} rows from {tri['flags_total']} flags; "
-                  + ", ".join(f"{k} {v}" for k, v in tri["by_severity"].items() if v))  # fmt: skip
-    cost = printer.total_cost
-    console.print(
-        f"[bold]Cost[/]: {printer.calls} model calls, {printer.tokens} tokens, "
-        + ("cost unknown" if cost is None else f"${cost:.4f}")
-        + (" (scripted: no provider was charged)" if scripted else "")
-    )
-    console.print(f"[dim]Transcript stored in {ws.path} (session {session.id}).[/]")
-    return {"session_id": session.id, "case_id": case_id, "flags": counts, "scripted": scripted, "cost_usd": cost,
-            "calls": printer.calls}  # fmt: skip

@@ -39,7 +39,7 @@ def add_commands(sub: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from tahrix_lab.case.workspace import Workspace
     from tahrix_lab.mcp.server import CaseMcpServer
-    from tahrix_lab.mcp.serving import MCP_PATH, run_http, run_stdio
+    from tahrix_lab.mcp.server.serving import MCP_PATH, run_http, run_stdio
 
     user = args.user or _login()
     ws = Workspace()
@@ -83,7 +83,7 @@ def _login() -> str:
 def _tools(args: argparse.Namespace) -> int:
     from tahrix_lab.agent.errors import ConfigurationError
     from tahrix_lab.mcp.client import McpToolbox
-    from tahrix_lab.mcp.config import CONFIG_ENV, config_path, load_config
+    from tahrix_lab.mcp.client.config import CONFIG_ENV, config_path, load_config
 
     path = args.config or config_path()
     if path is None:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.textsafe import safe, shown
+from tahrix_lab.flow.textsafe import safe, shown
 
 KERNEL_NAME = "tahrix-lab"
 KERNEL_DISPLAY_NAME = "Tahrix Lab (project venv)"
@@ -100,7 +100,7 @@ def _store() -> TranscriptStore:
 
 
 def _console() -> Any:
-    from tahrix_lab.terminal import terminal_console
+    from tahrix_lab.flow.terminal import terminal_console
 
     return terminal_console()
 
@@ -206,7 +206,7 @@ def _sessions(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from tahrix_lab.agent.pricing import DEFAULT_PRICER
-    from tahrix_lab.terminal import FlowPrinter, format_cost, message_events
+    from tahrix_lab.flow.terminal import FlowPrinter, format_cost, message_events
 
     store = _store()
     with store.lease():
@@ -258,7 +258,7 @@ def _replay(args: argparse.Namespace) -> int:
     tools: Literal["live", "recorded"] = "recorded" if args.recorded_tools else "live"
     failed = 0
     if len(ids) == 1:
-        from tahrix_lab.terminal import FlowPrinter
+        from tahrix_lab.flow.terminal import FlowPrinter
 
         printer = FlowPrinter(console)
         result = replay(

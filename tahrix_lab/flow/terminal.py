@@ -15,7 +15,7 @@ from rich.console import Console
 
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.flow import Chunk, history_chunks
-from tahrix_lab.textsafe import shown as escape  # stored text: control characters shown escaped
+from tahrix_lab.flow.textsafe import shown as escape  # stored text: control characters shown escaped
 
 
 def summarise(result: dict[str, Any], limit: int = 160) -> str:

@@ -40,8 +40,8 @@ from mcp.shared.exceptions import MCPError
 
 from tahrix_lab import __version__
 from tahrix_lab.agent.tools import Tool, ToolRegistry, error_result
-from tahrix_lab.mcp.config import ServerConfig, config_path, load_config
-from tahrix_lab.mcp.names import SEPARATOR, neutral_name, wire_name
+from tahrix_lab.mcp.client.config import ServerConfig, config_path, load_config
+from tahrix_lab.mcp.client.names import SEPARATOR, neutral_name, wire_name
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,62 @@
+"""``tahrix serve``: the job service's command line (the service itself: ``tahrix_lab.jobs.serving``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from tahrix_lab.jobs.serving import IntegrationFactory, serve
+from tahrix_lab.jobs.settings import Settings, load_tokens
+
+
+def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None) -> None:
+    """Add ``serve``. ``integration_factory(transcripts)`` builds the domain integration
+    (the case package's); without one, sessions are plain chat."""
+    p = sub.add_parser("serve", help="run the job service (HTTP API and chat page)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
+    p.add_argument(
+        "--workers", type=int, default=4, help="jobs run at once; more wait in a queue (default 4)"
+    )
+    p.add_argument("--role", choices=["all", "api", "worker"], default="all", help="see docs/service.md")
+    p.add_argument("--api-processes", type=int, default=1,
+                   help="with --role api: this many processes share the port (SO_REUSEPORT; default 1)")  # fmt: skip
+    p.add_argument("--redis-url", default=os.environ.get("TAHRIX_REDIS_URL"), help="share jobs via Redis")
+    p.add_argument("--tokens-file", default=os.environ.get("TAHRIX_TOKENS_FILE"),
+                   help='JSON {"<token>": "<user>"}; without it a throw-away token is printed')  # fmt: skip
+    p.add_argument("--backend", default=None, help="fake, openai, bedrock or a base URL ($TAHRIX_BACKEND)")
+    p.add_argument("--model", default=None, help="model id ($TAHRIX_MODEL)")
+    p.add_argument("--fake-script", default=os.environ.get("TAHRIX_FAKE_SCRIPT"),
+                   help="fake backend script: echo, slow, or a JSON file (docs/service.md)")  # fmt: skip
+    p.add_argument("--max-body-bytes", type=int, default=64 * 1024)
+    p.add_argument("--max-running-per-user", type=int, default=8,
+                   help="answers one user may have running or queued at once; more get 429 (0: no cap)")  # fmt: skip
+    p.add_argument("--budget-minute-tokens", type=int, default=None)
+    p.add_argument("--budget-hour-tokens", type=int, default=None)
+    p.add_argument("--budget-monthly-usd", type=float, default=None)
+    p.add_argument("--budget-global-monthly-usd", type=float, default=None)
+    p.set_defaults(func=lambda args: serve(settings_from_args(args), integration_factory))
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    tokens = load_tokens(args.tokens_file) if args.tokens_file else {}
+    return Settings(
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        role=args.role,
+        api_processes=max(1, args.api_processes),
+        redis_url=args.redis_url,
+        tokens=tokens,
+        backend=args.backend,
+        model=args.model,
+        fake_script=args.fake_script,
+        db=os.environ.get("TAHRIX_DB"),
+        max_body_bytes=args.max_body_bytes,
+        max_running_per_user=args.max_running_per_user or None,
+        budget_minute_tokens=args.budget_minute_tokens,
+        budget_hour_tokens=args.budget_hour_tokens,
+        budget_monthly_usd=args.budget_monthly_usd,
+        budget_global_monthly_usd=args.budget_global_monthly_usd,
+    )
