@@ -1,6 +1,6 @@
 """One load of export files: staged, identified and merged in one transaction.
 
-Every job stages one file's rows (``_mv``/``_tx``/``_as``) and the shared core
+Every step stages one file's rows (``_mv``/``_tx``/``_as``) and the shared core
 merges them; a refusal anywhere rolls the whole load back. Every query reads
 its result to the end, so small reads on the same connection before or after
 (``ws.require_case()``) never meet an unfinished result.
@@ -22,14 +22,16 @@ Stager = Callable[[duckdb.DuckDBPyConnection, FileReport], None]
 
 
 @dataclass
-class Job:
+class LoadStep:
+    """One step of a load: stage ``report``'s file (and ``more``) into the shared staging tables."""
+
     report: FileReport
     stage: Stager
-    # consecutive jobs of one batch are merged together (one pass over the case per batch, not per
+    # consecutive steps of one batch are merged together (one pass over the case per batch, not per
     # file); a batch never mixes sources whose ids differ in kind (positional vs canonical)
     batch: str = ""
-    # further files one job stages together with ``report``'s (one read of all files of a layout);
-    # such a job sets ``_file`` itself, from ``base``: the index of ``report`` in its batch
+    # further files one step stages together with ``report``'s (one read of all files of a layout);
+    # such a step sets ``_file`` itself, from ``base``: the index of ``report`` in its batch
     more: list[FileReport] = field(default_factory=list)
     base: int = 0
 
@@ -58,17 +60,17 @@ def make_decimals(cur: duckdb.DuckDBPyConnection) -> None:
 def run_load(
     db: CaseDB,
     case_id: str,
-    jobs: Sequence[Job],
+    steps: Sequence[LoadStep],
     *,
     prelude: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> LoadReport:
     case_id = case_id.strip()
     if not case_id:
-        raise LoadError(jobs[0].report.file if jobs else "", "a case id is required")
+        raise LoadError(steps[0].report.file if steps else "", "a case id is required")
     report = LoadReport(case_id)
     with db.write_lock:
         cur = db.cursor()
-        current = jobs[0].report.file if jobs else ""
+        current = steps[0].report.file if steps else ""
         cur.execute("BEGIN")
         try:
             cur.execute(
@@ -77,21 +79,21 @@ def run_load(
             make_decimals(cur)
             if prelude is not None:
                 prelude(cur)
-            batches: list[list[Job]] = []
-            for job in jobs:
-                if not batches or batches[-1][0].batch != job.batch or not job.batch:
+            batches: list[list[LoadStep]] = []
+            for step in steps:
+                if not batches or batches[-1][0].batch != step.batch or not step.batch:
                     batches.append([])
-                batches[-1].append(job)
+                batches[-1].append(step)
             for batch in batches:
                 create_stages(cur)
                 reports: list[FileReport] = []
-                for job in batch:
-                    current = job.report.file
-                    job.base = len(reports)
-                    reports += job.reports
-                    job.stage(cur, job.report)
+                for step in batch:
+                    current = step.report.file
+                    step.base = len(reports)
+                    reports += step.reports
+                    step.stage(cur, step.report)
                     for stage in ("_mv", "_tx", "_as"):
-                        cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [job.base])
+                        cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [step.base])
                 current = (
                     reports[-1].file if len(reports) == 1 else f"{len(reports)} files ({reports[0].file} …)"
                 )
