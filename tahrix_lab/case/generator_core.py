@@ -391,12 +391,6 @@ class CaseBuilder:
         )  # fmt: skip
         return h
 
-    def out_index(self, tx_hash: str, address: str) -> int:
-        for (h, j), (a, _) in self.utxos.items():
-            if h == tx_hash and a == address:
-                return j
-        raise KeyError((tx_hash, address))
-
     def bridge(self, **fields: Any) -> str:
         bid = f"BR-{len(self.bridges) + 1:04d}"
         row: dict[str, Any] = dict.fromkeys(BRIDGE_COLUMNS, "")
