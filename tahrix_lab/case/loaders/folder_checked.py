@@ -21,6 +21,7 @@ from tahrix_lab.case.loaders.columns import TABLE_COLUMNS
 from tahrix_lab.case.loaders.labels import normalise_labels
 from tahrix_lab.case.loaders.merge import store_report
 from tahrix_lab.case.loaders.report import FileReport, LoadError, LoadReport
+from tahrix_lab.case.loaders.run import transaction
 from tahrix_lab.case.loaders.sqlparts import EVM_IN as _EVM_IN
 from tahrix_lab.case.loaders.sqlparts import fetch_one, fetch_value
 from tahrix_lab.case.loaders.sqlparts import q as _q
@@ -217,18 +218,13 @@ def checked_load(
             first = stage_file(cur, file, stage)
             plans[table] = check_staged(cur, stage, file, table, first)
             staged[table] = stage
-        cur.execute("BEGIN")
-        try:
+        with transaction(cur):
             upsert_case(cur, meta, loaded_by)
             for table, stage in staged.items():
                 ins, dup = insert_staged(cur, stage, table, case_id, plans[table])
                 report.inserted[table] = ins
                 report.skipped_duplicates[table] = dup
             finish_load(db, cur, case_id, report, {t: f for t, f in files.items() if f is not None})
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        cur.execute("COMMIT")
     except duckdb.Error as exc:
         raise LoadError(folder, f"the case could not be written: {str(exc).splitlines()[0][:300]}") from None
     finally:

@@ -25,6 +25,7 @@ from tahrix_lab.case.loaders.folder_checked import (
     upsert_case,
 )
 from tahrix_lab.case.loaders.report import LoadError, LoadReport
+from tahrix_lab.case.loaders.run import transaction
 from tahrix_lab.case.loaders.sqlparts import EVM_IN as _EVM_IN
 from tahrix_lab.case.loaders.sqlparts import fetch_one, fetch_value
 from tahrix_lab.case.loaders.sqlparts import q as _q
@@ -57,23 +58,22 @@ def fast_load(
             return None
     report = LoadReport(case_id)
     staged: list[str] = []
-    cur.execute("BEGIN")
     try:
-        upsert_case(cur, meta, loaded_by)
-        for table, file in present.items():
-            if table in GLOBAL_TABLES:  # small: the checked staging with de-duplication
-                stage = f"_stage_{table}"
-                staged.append(stage)
-                plan = check_staged(cur, stage, file, table, stage_file(cur, file, stage))
-                report.inserted[table], report.skipped_duplicates[table] = insert_staged(
-                    cur, stage, table, case_id, plan
-                )
-                continue
-            report.inserted[table] = _fast_insert(cur, file, table, case_id)
-            report.skipped_duplicates[table] = 0
-        finish_load(db, cur, case_id, report, present)
+        with transaction(cur):
+            upsert_case(cur, meta, loaded_by)
+            for table, file in present.items():
+                if table in GLOBAL_TABLES:  # small: the checked staging with de-duplication
+                    stage = f"_stage_{table}"
+                    staged.append(stage)
+                    plan = check_staged(cur, stage, file, table, stage_file(cur, file, stage))
+                    report.inserted[table], report.skipped_duplicates[table] = insert_staged(
+                        cur, stage, table, case_id, plan
+                    )
+                    continue
+                report.inserted[table] = _fast_insert(cur, file, table, case_id)
+                report.skipped_duplicates[table] = 0
+            finish_load(db, cur, case_id, report, present)
     except (duckdb.Error, LoadError, _FastPathMiss) as exc:
-        cur.execute("ROLLBACK")
         log.info(
             "fast load of %s not used (%s); running the checked load", case_id, str(exc).splitlines()[0][:200]
         )
@@ -81,7 +81,6 @@ def fast_load(
     finally:
         for stage in staged:
             cur.execute(f"DROP TABLE IF EXISTS {stage}")
-    cur.execute("COMMIT")
     return report
 
 

@@ -8,7 +8,8 @@ its result to the end, so small reads on the same connection before or after
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
@@ -38,6 +39,21 @@ class LoadStep:
     @property
     def reports(self) -> list[FileReport]:
         return [self.report, *self.more]
+
+
+@contextmanager
+def transaction(cur: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """BEGIN … COMMIT around one load; whatever is raised inside rolls all of it back first.
+
+    Every load (exports here, case folders in ``folder_fast`` and ``folder_checked``) writes
+    through this, so a load is all or nothing whichever path it takes."""
+    cur.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        cur.execute("ROLLBACK")
+        raise
+    cur.execute("COMMIT")
 
 
 def make_decimals(cur: duckdb.DuckDBPyConnection) -> None:
@@ -71,48 +87,47 @@ def run_load(
     with db.write_lock:
         cur = db.cursor()
         current = steps[0].report.file if steps else ""
-        cur.execute("BEGIN")
         try:
-            cur.execute(
-                "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING", [case_id, case_id]
-            )
-            make_decimals(cur)
-            if prelude is not None:
-                prelude(cur)
-            batches: list[list[LoadStep]] = []
-            for step in steps:
-                if not batches or batches[-1][0].batch != step.batch or not step.batch:
-                    batches.append([])
-                batches[-1].append(step)
-            for batch in batches:
-                create_stages(cur)
-                reports: list[FileReport] = []
-                for step in batch:
-                    current = step.report.file
-                    step.base = len(reports)
-                    reports += step.reports
-                    step.stage(cur, step.report)
-                    for stage in ("_mv", "_tx", "_as"):
-                        cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [step.base])
-                current = (
-                    reports[-1].file if len(reports) == 1 else f"{len(reports)} files ({reports[0].file} …)"
+            with transaction(cur):
+                cur.execute(
+                    "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    [case_id, case_id],
                 )
-                merge_all(cur, case_id, reports)
-                for fr in reports:
-                    report.files.append(fr)
-                    report.add_inserted("transfers", fr.inserted)
-                    for table, n in fr.tables.items():
-                        report.add_inserted(table, n)
-                    report.skipped_duplicates["transfers"] = (
-                        report.skipped_duplicates.get("transfers", 0) + fr.merged
+                make_decimals(cur)
+                if prelude is not None:
+                    prelude(cur)
+                batches: list[list[LoadStep]] = []
+                for step in steps:
+                    if not batches or batches[-1][0].batch != step.batch or not step.batch:
+                        batches.append([])
+                    batches[-1].append(step)
+                for batch in batches:
+                    create_stages(cur)
+                    reports: list[FileReport] = []
+                    for step in batch:
+                        current = step.report.file
+                        step.base = len(reports)
+                        reports += step.reports
+                        step.stage(cur, step.report)
+                        for stage in ("_mv", "_tx", "_as"):
+                            cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [step.base])
+                    current = (
+                        reports[-1].file
+                        if len(reports) == 1
+                        else f"{len(reports)} files ({reports[0].file} …)"
                     )
-            db.refresh_addresses(cur, case_id)
-        except BaseException as exc:
-            cur.execute("ROLLBACK")
+                    merge_all(cur, case_id, reports)
+                    for fr in reports:
+                        report.files.append(fr)
+                        report.add_inserted("transfers", fr.inserted)
+                        for table, n in fr.tables.items():
+                            report.add_inserted(table, n)
+                        report.skipped_duplicates["transfers"] = (
+                            report.skipped_duplicates.get("transfers", 0) + fr.merged
+                        )
+                db.refresh_addresses(cur, case_id)
+        except duckdb.Error as exc:
+            raise LoadError(current, f"could not be written: {str(exc).splitlines()[0][:300]}") from None
+        finally:
             drop_stages(cur)
-            if isinstance(exc, duckdb.Error):
-                raise LoadError(current, f"could not be written: {str(exc).splitlines()[0][:300]}") from None
-            raise
-        cur.execute("COMMIT")
-        drop_stages(cur)
     return report
