@@ -20,13 +20,13 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tahrix_lab.case.generator import _Gen
+    from tahrix_lab.case.generator_core import CaseBuilder
 
 ZERO = "0x0000000000000000000000000000000000000000"
 
 
 def add_storylines(
-    g: _Gen,
+    g: CaseBuilder,
     A: dict[str, str],
     gt: dict[str, Any],
     plant: Callable[..., None],

@@ -185,7 +185,3 @@ def normalise_category(raw: str | None) -> tuple[str | None, bool]:
     if key in ALIASES:
         return ALIASES[key], True
     return str(raw).strip(), False
-
-
-def describe(category: str | None) -> str | None:
-    return CATEGORIES.get(category or "")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from tahrix_lab.case.db import CaseDB, jsonable
 
 if TYPE_CHECKING:
-    from tahrix_lab.case.tracing import State, TraceParams
+    from tahrix_lab.case.tracing_types import State, TraceParams
 
 TOP_ENDPOINTS = 8
 

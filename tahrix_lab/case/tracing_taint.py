@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tahrix_lab.case.tracing import Arrival, Key, State, TraceParams
     from tahrix_lab.case.tracing_index import TraceIndex
+    from tahrix_lab.case.tracing_types import Arrival, Key, State, TraceParams
 
 _EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - block times are naive UTC
 

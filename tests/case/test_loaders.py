@@ -222,14 +222,15 @@ def test_etl_transactions_and_token_transfers(db: CaseDB, tmp_path: Path) -> Non
 
 
 def test_fast_and_checked_paths_load_the_same_rows(sample_dir: Path) -> None:
-    from tahrix_lab.case.loaders.folder import _checked_load, _find, read_case_json
+    from tahrix_lab.case.loaders.folder import _find, read_case_json
+    from tahrix_lab.case.loaders.folder_checked import checked_load
     from tahrix_lab.case.schema import FOLDER_TABLES
 
     fast = CaseDB(connect(":memory:"))
     load_case_folder(fast, sample_dir)
     checked = CaseDB(connect(":memory:"))
     files = {t: _find(sample_dir, t) for t in FOLDER_TABLES}
-    _checked_load(checked, sample_dir, read_case_json(sample_dir / "case.json"), files, "loader")
+    checked_load(checked, sample_dir, read_case_json(sample_dir / "case.json"), files, "loader")
     for table in (*TABLES, "addresses"):
         q = f"SELECT * {'EXCLUDE (lastmod)' if table == 'labels' else ''} FROM {table} ORDER BY ALL"
         assert fast.rows(q) == checked.rows(q), table

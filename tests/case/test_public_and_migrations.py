@@ -11,9 +11,11 @@ from tahrix_lab.case.schema import MIGRATIONS
 
 
 def test_public_surface() -> None:
-    exported = {n for n in dir(case) if not n.startswith("_")} - {"annotations", "chains", "commands", "context", "db",
-        "demo", "detectors", "generator", "generator_stories", "known_tokens", "loaders", "prompts", "schema", "sqlguard",
-        "taxonomy", "tools", "tracing", "tracing_index", "tracing_result", "tracing_taint", "workspace"}  # fmt: skip
+    modules = {"annotations", "chains", "commands", "context", "db", "demo", "detectors", "generator",
+               "generator_core", "generator_incident", "generator_stories", "investigator", "known_tokens",
+               "loaders", "prompts", "schema", "sqlguard", "taxonomy", "tools", "tracing", "tracing_hops",
+               "tracing_index", "tracing_result", "tracing_taint", "tracing_types", "workspace"}  # fmt: skip
+    exported = {n for n in dir(case) if not n.startswith("_")} - modules
     assert exported == set(case.__all__)
     for name in case.__all__:
         assert getattr(case, name) is not None

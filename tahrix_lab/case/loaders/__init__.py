@@ -2,7 +2,9 @@
 
 One module per source family around one shared core:
 
-* ``folder`` — case folders (CSV or Parquet; ``export`` writes them back);
+* ``folder`` — case folders (CSV or Parquet; ``export`` writes them back): a
+  fast path for a fresh case from clean CSVs (``folder_fast``) and the checked
+  path that names the bad line (``folder_checked``);
 * ``etherscan`` — Etherscan-family CSV exports;
 * ``etl`` — ethereum-etl / BigQuery CSVs, loaded as one set;
 * ``csvfile`` reads an export CSV as it comes; ``merge`` identifies movements

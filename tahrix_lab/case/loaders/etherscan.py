@@ -23,7 +23,6 @@ from tahrix_lab.case.loaders.csvfile import Staged, first_bad
 from tahrix_lab.case.loaders.report import FileReport, LoadError
 from tahrix_lab.case.loaders.sqlparts import DECIMAL_RE, INTEGER_RE, lit, number, raw_from_decimal, text
 
-KINDS = ("normal", "internal", "erc20", "erc721", "erc1155", "token-page")
 _HASH_KEYS = ("txhash", "transactionhash", "hash")
 _TOKEN_IN_NAME = re.compile(r"0x[0-9a-fA-F]{40}")
 

@@ -21,7 +21,7 @@ import duckdb
 
 from tahrix_lab.case.loaders.csvfile import Staged, first_bad, stage_csv
 from tahrix_lab.case.loaders.report import FileReport, LoadError
-from tahrix_lab.case.loaders.run import Job
+from tahrix_lab.case.loaders.run import LoadStep
 from tahrix_lab.case.loaders.sqlparts import INTEGER_RE, decimal_from_raw, fetch_value, lit, number, text
 
 TRANSFER_TOPIC = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
@@ -155,12 +155,12 @@ class EtlSet:
                 "INSERT INTO _decimals SELECT asset_key, decimals FROM _etl_tokens WHERE decimals IS NOT NULL"
             )
 
-    def jobs(self) -> list[Job]:
+    def steps(self) -> list[LoadStep]:
         out = []
         for kind in ORDER:
             if kind in self.files:
                 fr = FileReport(str(self.files[kind]), f"ethereum-etl {kind} ({self.chain})")
-                out.append(Job(fr, getattr(self, f"_{kind}"), batch="etl"))
+                out.append(LoadStep(fr, getattr(self, f"_{kind}"), batch="etl"))
         return out
 
     def _times_for(self, cur: duckdb.DuckDBPyConnection, st: Staged, table: str) -> None:

@@ -22,7 +22,7 @@ from tahrix_lab.case.loaders.etherscan import export_kind, stage_etherscan
 from tahrix_lab.case.loaders.etl import EtlSet, etl_kind
 from tahrix_lab.case.loaders.folder import load_case_folder
 from tahrix_lab.case.loaders.report import FileReport, LoadError, LoadReport
-from tahrix_lab.case.loaders.run import Job, run_load
+from tahrix_lab.case.loaders.run import LoadStep, run_load
 from tahrix_lab.case.schema import FOLDER_TABLES
 
 ACCEPTED = (
@@ -86,21 +86,21 @@ def _unchanged(db: CaseDB, case_id: str, path: Path, sha: str) -> FileReport | N
     return fr
 
 
-def _etherscan_job(paths: list[tuple[Path, str]], chain: str | None, token: str | None, n: int) -> Job:
-    """One job for Etherscan exports of one header layout: staged with one read, checked and
+def _etherscan_step(paths: list[tuple[Path, str]], chain: str | None, token: str | None, n: int) -> LoadStep:
+    """One step for Etherscan exports of one header layout: staged with one read, checked and
     identified with one query each (per-file work would cost a statement per file and step)."""
     frs = [FileReport(str(p), "etherscan", sha256=sha) for p, sha in paths]
-    job = Job(frs[0], lambda cur, fr: None, batch="etherscan", more=frs[1:])
+    step = LoadStep(frs[0], lambda cur, fr: None, batch="etherscan", more=frs[1:])
 
     def stage(cur, fr: FileReport) -> None:  # type: ignore[no-untyped-def]
         st = stage_csv(cur, [p for p, _ in paths], f"_es_file{n}")
         for r, rows in zip(frs, st.file_rows, strict=True):
             r.rows_read = rows
-        stage_etherscan(cur, st, frs, chain=chain, token=token, base=job.base)
+        stage_etherscan(cur, st, frs, chain=chain, token=token, base=step.base)
         st.drop(cur)
 
-    job.stage = stage
-    return job
+    step.stage = stage
+    return step
 
 
 def load_files(
@@ -144,9 +144,9 @@ def load_files(
             )
         else:
             etl[kind] = f
-    jobs = [_etherscan_job(group, chain, token, i) for i, group in enumerate(layouts.values())]
+    steps = [_etherscan_step(group, chain, token, i) for i, group in enumerate(layouts.values())]
     if not etl:
-        report = run_load(db, case_id, jobs)
+        report = run_load(db, case_id, steps)
     else:
         s = EtlSet(etl, chain or "ethereum", case_id.strip())
 
@@ -154,7 +154,7 @@ def load_files(
             s.prelude(cur)
 
         try:
-            report = run_load(db, case_id, [*s.jobs(), *jobs], prelude=prelude)
+            report = run_load(db, case_id, [*s.steps(), *steps], prelude=prelude)
         finally:
             with db.write_lock:
                 s.drop(db.cursor())

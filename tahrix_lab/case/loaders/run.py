@@ -1,6 +1,6 @@
 """One load of export files: staged, identified and merged in one transaction.
 
-Every job stages one file's rows (``_mv``/``_tx``/``_as``) and the shared core
+Every step stages one file's rows (``_mv``/``_tx``/``_as``) and the shared core
 merges them; a refusal anywhere rolls the whole load back. Every query reads
 its result to the end, so small reads on the same connection before or after
 (``ws.require_case()``) never meet an unfinished result.
@@ -8,7 +8,8 @@ its result to the end, so small reads on the same connection before or after
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
@@ -22,20 +23,37 @@ Stager = Callable[[duckdb.DuckDBPyConnection, FileReport], None]
 
 
 @dataclass
-class Job:
+class LoadStep:
+    """One step of a load: stage ``report``'s file (and ``more``) into the shared staging tables."""
+
     report: FileReport
     stage: Stager
-    # consecutive jobs of one batch are merged together (one pass over the case per batch, not per
+    # consecutive steps of one batch are merged together (one pass over the case per batch, not per
     # file); a batch never mixes sources whose ids differ in kind (positional vs canonical)
     batch: str = ""
-    # further files one job stages together with ``report``'s (one read of all files of a layout);
-    # such a job sets ``_file`` itself, from ``base``: the index of ``report`` in its batch
+    # further files one step stages together with ``report``'s (one read of all files of a layout);
+    # such a step sets ``_file`` itself, from ``base``: the index of ``report`` in its batch
     more: list[FileReport] = field(default_factory=list)
     base: int = 0
 
     @property
     def reports(self) -> list[FileReport]:
         return [self.report, *self.more]
+
+
+@contextmanager
+def transaction(cur: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """BEGIN … COMMIT around one load; whatever is raised inside rolls all of it back first.
+
+    Every load (exports here, case folders in ``folder_fast`` and ``folder_checked``) writes
+    through this, so a load is all or nothing whichever path it takes."""
+    cur.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        cur.execute("ROLLBACK")
+        raise
+    cur.execute("COMMIT")
 
 
 def make_decimals(cur: duckdb.DuckDBPyConnection) -> None:
@@ -58,59 +76,58 @@ def make_decimals(cur: duckdb.DuckDBPyConnection) -> None:
 def run_load(
     db: CaseDB,
     case_id: str,
-    jobs: Sequence[Job],
+    steps: Sequence[LoadStep],
     *,
     prelude: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> LoadReport:
     case_id = case_id.strip()
     if not case_id:
-        raise LoadError(jobs[0].report.file if jobs else "", "a case id is required")
+        raise LoadError(steps[0].report.file if steps else "", "a case id is required")
     report = LoadReport(case_id)
     with db.write_lock:
         cur = db.cursor()
-        current = jobs[0].report.file if jobs else ""
-        cur.execute("BEGIN")
+        current = steps[0].report.file if steps else ""
         try:
-            cur.execute(
-                "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING", [case_id, case_id]
-            )
-            make_decimals(cur)
-            if prelude is not None:
-                prelude(cur)
-            batches: list[list[Job]] = []
-            for job in jobs:
-                if not batches or batches[-1][0].batch != job.batch or not job.batch:
-                    batches.append([])
-                batches[-1].append(job)
-            for batch in batches:
-                create_stages(cur)
-                reports: list[FileReport] = []
-                for job in batch:
-                    current = job.report.file
-                    job.base = len(reports)
-                    reports += job.reports
-                    job.stage(cur, job.report)
-                    for stage in ("_mv", "_tx", "_as"):
-                        cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [job.base])
-                current = (
-                    reports[-1].file if len(reports) == 1 else f"{len(reports)} files ({reports[0].file} …)"
+            with transaction(cur):
+                cur.execute(
+                    "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    [case_id, case_id],
                 )
-                merge_all(cur, case_id, reports)
-                for fr in reports:
-                    report.files.append(fr)
-                    report.add_inserted("transfers", fr.inserted)
-                    for table, n in fr.tables.items():
-                        report.add_inserted(table, n)
-                    report.skipped_duplicates["transfers"] = (
-                        report.skipped_duplicates.get("transfers", 0) + fr.merged
+                make_decimals(cur)
+                if prelude is not None:
+                    prelude(cur)
+                batches: list[list[LoadStep]] = []
+                for step in steps:
+                    if not batches or batches[-1][0].batch != step.batch or not step.batch:
+                        batches.append([])
+                    batches[-1].append(step)
+                for batch in batches:
+                    create_stages(cur)
+                    reports: list[FileReport] = []
+                    for step in batch:
+                        current = step.report.file
+                        step.base = len(reports)
+                        reports += step.reports
+                        step.stage(cur, step.report)
+                        for stage in ("_mv", "_tx", "_as"):
+                            cur.execute(f"UPDATE {stage} SET _file = ? WHERE _file IS NULL", [step.base])
+                    current = (
+                        reports[-1].file
+                        if len(reports) == 1
+                        else f"{len(reports)} files ({reports[0].file} …)"
                     )
-            db.refresh_addresses(cur, case_id)
-        except BaseException as exc:
-            cur.execute("ROLLBACK")
+                    merge_all(cur, case_id, reports)
+                    for fr in reports:
+                        report.files.append(fr)
+                        report.add_inserted("transfers", fr.inserted)
+                        for table, n in fr.tables.items():
+                            report.add_inserted(table, n)
+                        report.skipped_duplicates["transfers"] = (
+                            report.skipped_duplicates.get("transfers", 0) + fr.merged
+                        )
+                db.refresh_addresses(cur, case_id)
+        except duckdb.Error as exc:
+            raise LoadError(current, f"could not be written: {str(exc).splitlines()[0][:300]}") from None
+        finally:
             drop_stages(cur)
-            if isinstance(exc, duckdb.Error):
-                raise LoadError(current, f"could not be written: {str(exc).splitlines()[0][:300]}") from None
-            raise
-        cur.execute("COMMIT")
-        drop_stages(cur)
     return report

@@ -59,11 +59,6 @@ def number(expr: str | None) -> str:
     )
 
 
-def bad_number(expr: str, pattern: str = DECIMAL_RE) -> str:
-    """True where a value is present but not a plain non-negative number."""
-    return f"({number(expr)} IS NOT NULL AND NOT regexp_full_match({number(expr)}, '{pattern}'))"
-
-
 def raw_from_decimal(s: str, dec: str) -> str:
     """Exact base units from a decimal text ``s`` (already cleaned) and decimals ``dec``."""
     frac = f"split_part({s}, '.', 2)"
@@ -81,10 +76,6 @@ def decimal_from_raw(raw: str, dec: str) -> str:
     return (
         f"CASE WHEN {raw} IS NULL OR {dec} IS NULL THEN NULL ELSE TRY_CAST({as_text} AS DECIMAL(38,18)) END"
     )
-
-
-def evm_lower(expr: str, chain_sql: str) -> str:
-    return f"CASE WHEN {chain_sql} IN {EVM_IN} THEN lower({text(expr)}) ELSE {text(expr)} END"
 
 
 def fetch_one(cur: duckdb.DuckDBPyConnection, sql: str, params: Any = None) -> tuple[Any, ...]:
