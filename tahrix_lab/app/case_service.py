@@ -56,6 +56,11 @@ class CaseIntegration:
 def case_integration(transcripts: TranscriptStore) -> Any:
     """The job service's sessions are case investigations: the case data lives in
     the same DuckDB file, so the workspace shares the service's connection."""
-    from tahrix_lab.mcp.client import with_mcp_tools  # adds $TAHRIX_MCP_CONFIG's servers' tools, if set
+    from tahrix_lab.mcp.client.config import config_path
 
-    return with_mcp_tools(CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection)))
+    integration = CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection))
+    if config_path() is None:  # no MCP servers file: the MCP SDK (seconds to import) is not needed
+        return integration
+    from tahrix_lab.mcp.client.toolbox import with_mcp_tools
+
+    return with_mcp_tools(integration)
