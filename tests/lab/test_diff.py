@@ -12,7 +12,8 @@ from tahrix_lab.agent import FakeBackend, ToolRegistry, TranscriptStore
 from tahrix_lab.agent.backends.fake import text, tool_call
 from tahrix_lab.agent.pricing import price
 from tahrix_lab.agent.transcript import Message, Part, Session
-from tahrix_lab.lab.diff import ToolCall, align_tools, changed_fields, diff, diff_messages, word_diff
+from tahrix_lab.lab.diff import diff, diff_messages
+from tahrix_lab.lab.diff_align import ToolCall, align_tools, changed_fields, word_diff
 
 
 def make(
