@@ -217,9 +217,10 @@ def value_at(value: Any, path: str) -> Any:
     """The value at a path from ``changed_fields`` (``KeyError`` when there is none)."""
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
         if part.startswith("["):
-            if not isinstance(value, list):
+            index = int(part[1:-1])
+            if not isinstance(value, list) or index >= len(value):
                 raise KeyError(path)
-            value = value[int(part[1:-1])]
+            value = value[index]
         elif isinstance(value, dict) and part in value:
             value = value[part]
         else:
