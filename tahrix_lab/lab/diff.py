@@ -69,7 +69,7 @@ class TranscriptDiff:
         for t in self.turns:
             out["turns_a"] += t.a is not None
             out["turns_b"] += t.b is not None
-        counts = dict.fromkeys(TOOL_OPS, 0)
+        counts: dict[str, int] = dict.fromkeys(TOOL_OPS, 0)
         for t in self.turns:
             for k, v in t.tool_counts().items():
                 counts[k] += v

@@ -100,7 +100,7 @@ class TurnDiff:
         )
 
     def tool_counts(self) -> dict[str, int]:
-        counts = dict.fromkeys(TOOL_OPS, 0)
+        counts: dict[str, int] = dict.fromkeys(TOOL_OPS, 0)
         for t in self.tools:
             counts[t.op] += 1
         return counts
