@@ -98,8 +98,8 @@ def test_rate_rows_agree_with_genai_prices(model: str, backend: str, usage: Usag
 
 def test_unknown_models_and_usage_are_unknown_and_assumptions_are_flat() -> None:
     pricer = Pricer(assume={"my-model": (1.0, 2.0)}, aliases={"profile-arn": "my-model"})
-    assert pricer.rates("my-local-llama", "openai") == []
-    assert pricer.price_from_rates("my-local-llama", Usage(10, 10), backend="openai", at=T) is None
+    assert pricer.rates("my-own-test-model", "openai") == []
+    assert pricer.price_from_rates("my-own-test-model", Usage(10, 10), backend="openai", at=T) is None
     assert pricer.price_from_rates("gpt-4o", Usage(), backend="openai", at=T) is None  # usage not reported
     assert pricer.rates("profile-arn") == [Rate.flat("profile-arn", None, 1.0, 2.0)]
     usage = Usage(1_000_000, 1_000_000, cache_read_tokens=500_000)
