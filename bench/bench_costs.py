@@ -24,7 +24,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.lab.costs import costs, month_to_date, refresh_prices
+from tahrix_lab.lab.costs import costs, month_to_date
+from tahrix_lab.lab.costs_rates import refresh_prices
 
 MODELS = [
     ("gpt-4o", "openai"),

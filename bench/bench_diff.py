@@ -106,8 +106,9 @@ def main() -> None:
     )
     print(f"_repr_html_: {html_ms:.0f} ms")
     print(
-        f"{len(d.turns)} turns, mean similarity {tot['mean_similarity']:.0%}, tools =/+/-/~ "
-        f"{tot['tools_same']}/{tot['tools_added']}/{tot['tools_removed']}/{tot['tools_args_changed']}, "
+        f"{len(d.turns)} turns, mean similarity {tot['mean_similarity']:.0%}, tools =/+/-/~/≠ "
+        f"{tot['tools_same']}/{tot['tools_added']}/{tot['tools_removed']}/{tot['tools_args_changed']}/"
+        f"{tot['tools_result_changed']}, "
         f"cost ${tot['cost_usd_a']:.4f} -> ${tot['cost_usd_b']:.4f}"
     )
     print(f"target <= 200 ms: {'OK' if med <= 200 else 'ABOVE TARGET'}")

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tahrix_lab.app.commands.transcripts import KERNEL_NAME, install_kernelspec
+from tahrix_lab.app.commands.notebook import KERNEL_NAME, install_kernelspec
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 

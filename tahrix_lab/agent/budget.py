@@ -2,7 +2,8 @@
 
 Buckets: tokens per user per minute and per hour (input + output), dollars
 per user over a rolling 30 days, and dollars for everyone over a rolling 30
-days. Dollars come from ``genai-prices`` through a ``Pricer``.
+days. Dollars come from ``genai-prices`` through a ``Pricer``'s rate rows
+(the rate in force at each call's time, for its input-token tier).
 
 ``check`` must stay cheap however long the transcript grows, so the budget
 keeps a ledger in memory: it reads the store once (last 30 days), then the
@@ -32,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from tahrix_lab.agent.errors import BudgetExceeded
-from tahrix_lab.agent.pricing import Pricer
+from tahrix_lab.agent.pricing import Pricer, Rate
 from tahrix_lab.agent.transcript import Message, Usage, utcnow
 
 if TYPE_CHECKING:
@@ -112,7 +113,6 @@ class Budget:
         self._users: dict[str, _UserLedger] = {}
         self._global = _Window(MONTH)
         self._session_users: dict[str, str] = {}
-        self._rates: dict[tuple[str | None, str | None], tuple[float, float, float, float] | None] = {}
         self._watermark: int | None = None  # the highest message seq read from the store
         self._loaded_from: TranscriptStore | None = None
         self.sync_every = sync_every
@@ -259,7 +259,7 @@ class Budget:
         if tokens:
             ledger.minute.add(at, tokens)
             ledger.hour.add(at, tokens)
-        usd = self._usd(usage, model, backend)
+        usd = self._usd(usage, model, backend, at)
         if usd is None:
             if usage.known:
                 ledger.unknown_cost_calls += 1
@@ -268,35 +268,11 @@ class Budget:
             ledger.month.add(at, usd)
             self._global.add(at, usd)
 
-    def _usd(self, usage: Usage, model: str | None, backend: str | None) -> float | None:
-        key = (model, backend)
-        if key not in self._rates:
-            self._rates[key] = self._unit_rates(model, backend)
-        rates = self._rates[key]
-        if rates is None:
-            return None
-        per_in, per_out, per_read, per_write = rates
-        read = usage.cache_read_tokens or 0
-        write = usage.cache_write_tokens or 0
-        plain = max((usage.input_tokens or 0) - read - write, 0)
-        return (
-            plain * per_in + read * per_read + write * per_write + (usage.output_tokens or 0) * per_out
-        ) / 1e6
-
-    def _unit_rates(self, model: str | None, backend: str | None) -> tuple[float, float, float, float] | None:
-        """USD per million tokens of each kind (prices are linear in tokens for a budget's purposes)."""
-        m = 1_000_000
-        p = self.pricer.price
-        base = p(model, Usage(input_tokens=m, output_tokens=0), backend=backend)
-        if base is None:
-            if self.assume_unknown is not None:
-                per_in, per_out = self.assume_unknown
-                return (per_in, per_out, per_in, per_in)
-            return None
-        out = p(model, Usage(input_tokens=0, output_tokens=m), backend=backend) or 0.0
-        read = p(model, Usage(input_tokens=m, output_tokens=0, cache_read_tokens=m), backend=backend)
-        write = p(model, Usage(input_tokens=m, output_tokens=0, cache_write_tokens=m), backend=backend)
-        return (base, out, base if read is None else read, base if write is None else write)
+    def _usd(self, usage: Usage, model: str | None, backend: str | None, at: datetime) -> float | None:
+        usd = self.pricer.price_from_rates(model, usage, backend=backend, at=at)
+        if usd is None and self.assume_unknown is not None and usage.known:
+            usd = Rate.flat(model or "?", backend, *self.assume_unknown).cost(usage)
+        return usd
 
     def _message(self, bucket: str) -> str:
         if bucket == "per_minute_tokens":

@@ -38,7 +38,7 @@ from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import BackendError, BudgetExceeded
 from tahrix_lab.agent.history import build_messages, capped_message
 from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
-from tahrix_lab.agent.retry import RetryPolicy, calm_message
+from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE, RetryPolicy, calm_message
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import (
     DEFAULT_MAX_RESULT_BYTES,
@@ -139,7 +139,7 @@ def run_agent(
         log.exception("the agent loop failed on session %s", run.session.id)
         failure: dict[str, Any] = {
             "kind": "internal",
-            "message": "Something went wrong on our side while answering. The details are in the log for the operator.",
+            "message": INTERNAL_ERROR_MESSAGE,
             "retryable": False,
         }
         _record_turn_end(store, run.session.id, "error", failure)

@@ -30,6 +30,13 @@ class RetryPolicy:
         return random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))
 
 
+# The sentence a user sees when our own code failed (the traceback goes to the log):
+# the loop, the job runner and the widget all say this one.
+INTERNAL_ERROR_MESSAGE = (
+    "Something went wrong on our side while answering. The details are in the log for the operator."
+)
+
+
 def calm_message(error: BackendError) -> str:
     """The sentence a user sees for a provider failure (the raw one goes to the log)."""
     if error.user_facing:

@@ -365,11 +365,6 @@ class TranscriptStore:
             cur.execute("DELETE FROM sessions WHERE id = ?", [session_id])
             self._positions.pop(session_id, None)
 
-    def import_session(self, session: Session, messages: Sequence[Message]) -> Session:
-        """Write a whole session (export/import): positions are kept as given."""
-        self.import_sessions([(session, messages)])
-        return session
-
     def import_sessions(self, items: Sequence[tuple[Session, Sequence[Message]]]) -> None:
         """Write whole sessions in one transaction: all of them or, on any error, none."""
         try:

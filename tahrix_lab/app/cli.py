@@ -19,6 +19,7 @@ from tahrix_lab.flow.textsafe import safe
 def build_parser() -> argparse.ArgumentParser:
     from tahrix_lab.app.commands import case as case_commands
     from tahrix_lab.app.commands import mcp as mcp_commands
+    from tahrix_lab.app.commands import notebook as notebook_commands
     from tahrix_lab.app.commands import serve as serve_commands
     from tahrix_lab.app.commands import transcripts as transcript_commands
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     case_commands.add_commands(sub)
     serve_commands.add_commands(sub, integration_factory=case_integration)
     transcript_commands.add_commands(sub)
+    notebook_commands.add_commands(sub)
     mcp_commands.add_commands(sub)
     return parser
 

@@ -38,6 +38,7 @@ from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import BudgetExceeded, ConfigurationError, UserFacingError
 from tahrix_lab.agent.loop import LoopEvent, run_agent
+from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part, Session, new_id
 from tahrix_lab.flow import Chunk, to_chunk
@@ -62,9 +63,6 @@ Prepared = tuple[Session, Any, int | None, list[Message] | None]
 
 log = logging.getLogger(__name__)
 
-INTERNAL_MESSAGE = (
-    "Something went wrong on our side while answering. The details are in the log for the operator."
-)
 DEFAULT_MAX_RUNNING = 8
 
 
@@ -388,7 +386,7 @@ class JobRunner(Watching):
         except Exception:
             log.exception("job %s failed", job.job_id)
             status = "error"
-            last = [{"type": "error", "message": INTERNAL_MESSAGE, "kind": "internal"}]
+            last = [{"type": "error", "message": INTERNAL_ERROR_MESSAGE, "kind": "internal"}]
         if not last:  # a terminal chunk always ends the list: it wakes every long-poll
             last = [{"type": "done", "stop_reason": None}]
         self._end(job, status, last)

@@ -3,15 +3,13 @@
 The analysis helpers are imported here directly (pandas and altair load only
 when a DataFrame or a chart is made). Several share their module's name
 (``costs``, ``diff``, ``replay``), so they must be bound eagerly: a lazy
-lookup would be shadowed by the submodule once it is imported. The widget and
-the case panels (anywidget, and maintained by the widget and case work) load
-on first use, and are exported only once their modules exist.
+lookup would be shadowed by the submodule once it is imported. The charts,
+the widget and the case panels (altair, anywidget) load on first use.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
 from tahrix_lab.lab.costs import (
@@ -23,8 +21,8 @@ from tahrix_lab.lab.costs import (
     costs_by_user,
     create_views,
     month_to_date,
-    refresh_prices,
 )
+from tahrix_lab.lab.costs_rates import refresh_prices
 from tahrix_lab.lab.diff import TranscriptDiff, diff
 from tahrix_lab.lab.replay import ReplayEstimate, ReplayResult, estimate_replay_cost, replay, replay_many
 from tahrix_lab.lab.transfer import export_sessions, import_sessions
@@ -38,14 +36,15 @@ _LAZY: dict[str, str] = {
     "FlagsPanel": "panels",
     "FlowGraphPanel": "panels",
 }
-_AVAILABLE = {
-    name for name, module in _LAZY.items() if importlib.util.find_spec(f"tahrix_lab.lab.{module}") is not None
-}
 
 __all__ = [
+    "ChatWidget",
+    "FlagsPanel",
+    "FlowGraphPanel",
     "ReplayEstimate",
     "ReplayResult",
     "TranscriptDiff",
+    "budget_fill",
     "budget_status",
     "call_costs",
     "costs",
@@ -61,12 +60,13 @@ __all__ = [
     "refresh_prices",
     "replay",
     "replay_many",
+    "spend_over_time",
+    "tokens_by_model",
 ]
-__all__ += sorted(_AVAILABLE)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _AVAILABLE:
+    if name not in _LAZY:
         raise AttributeError(f"module 'tahrix_lab.lab' has no attribute {name!r}")
     value = getattr(importlib.import_module(f"tahrix_lab.lab.{_LAZY[name]}"), name)
     globals()[name] = value

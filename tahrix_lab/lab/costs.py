@@ -1,57 +1,35 @@
 """Cost analysis in DuckDB: the ``usage`` and ``costs`` views and helpers that return DataFrames.
 
-Prices are data from ``genai-prices``, never typed here. Pricing 10 million
-calls one by one in Python would take minutes, so the rates are copied once
-into a small ``model_prices`` table (``prices`` is the case package's
-asset-price table) — one row per (model, backend, validity period,
-input-token tier) with USD per million tokens of each kind — and the ``costs``
-view joins the calls with it in SQL:
+The rates are the pricer's (``tahrix_lab.agent.pricing``), copied into the
+``model_prices`` table (``costs_rates``); the views join the calls with it and
+apply ``cost_sql``, the pricer's formula in SQL:
 
     usage   one row per model call: user, session, purpose, case_id (when the
             case package links sessions in ``case_sessions``), backend, model,
             tokens, latency, time.
-    model_prices  rates for the models present, with ``valid_from``/``valid_to``
-            taken from the table's price-change dates (historic prices at the
-            call's time) and ``min_input_tokens``/``max_input_tokens`` for
-            tiered prices (a tier applies to all tokens once crossed, as in
-            genai-prices).
     costs   usage + ``cost_usd`` (NULL when unknown, never 0) + ``unknown_price``
             (why the cost is unknown) + ``uncached_cost_usd`` (the same tokens
             priced as plain input, as if nothing had been cached) and
             ``saved_usd`` (their difference: what prompt caching saved; below
             0 when a call paid for cache writes it did not read back).
-
-Usage convention (see ``Usage``): ``input_tokens`` includes cache reads and
-writes, so the plain input is ``input - cache_read - cache_write``.
-
-Known approximation: time-of-day prices (off-peak discounts) are priced at the
-rate in force at midnight UTC.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-from genai_prices import __version__ as GENAI_PRICES_VERSION
-from genai_prices import data_snapshot
-from genai_prices import types as gp_types
 
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.pricing import DEFAULT_PRICER, PROVIDER_BY_BACKEND, Pricer, price_calculation
+from tahrix_lab.agent.pricing import Pricer, applies_sql, cost_sql
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.agent.transcript import Usage
+from tahrix_lab.lab.costs_rates import add_prices, ensure_prices, price_breaks, refresh_prices
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where used: `import tahrix_lab.lab` stays light
-
-log = logging.getLogger(__name__)
 
 # The dimensions a cost report may be grouped by, and the SQL for each.
 DIMENSIONS: dict[str, str] = {
@@ -85,204 +63,16 @@ _OUTER: dict[str, str] = {
 # which dimensions need the sessions table (or case_sessions) joined in
 _NEEDS_SESSIONS = {"user", "purpose", "case", "session"}
 
-_PRICES_DDL = """
-CREATE TABLE IF NOT EXISTS model_prices (
-    model_id VARCHAR NOT NULL,
-    backend VARCHAR,
-    valid_from TIMESTAMPTZ,
-    valid_to TIMESTAMPTZ,
-    min_input_tokens BIGINT NOT NULL,
-    max_input_tokens BIGINT,
-    input_per_mtok DOUBLE NOT NULL,
-    output_per_mtok DOUBLE NOT NULL,
-    cache_read_per_mtok DOUBLE NOT NULL,
-    cache_write_per_mtok DOUBLE NOT NULL,
-    source VARCHAR NOT NULL
-);
-CREATE TABLE IF NOT EXISTS model_prices_unknown (model_id VARCHAR, backend VARCHAR, source VARCHAR);
-"""
-
-# cost of one call given a joined ``p`` (model_prices) row; NULL when tokens are unknown
-_COST_SQL = """
-CASE WHEN p.model_id IS NULL OR (u.input_tokens IS NULL AND u.output_tokens IS NULL) THEN NULL ELSE (
-    greatest(coalesce(u.input_tokens, 0) - coalesce(u.cache_read_tokens, 0) - coalesce(u.cache_write_tokens, 0), 0)
-        * p.input_per_mtok
-    + coalesce(u.cache_read_tokens, 0) * p.cache_read_per_mtok
-    + coalesce(u.cache_write_tokens, 0) * p.cache_write_per_mtok
-    + coalesce(u.output_tokens, 0) * p.output_per_mtok) / 1e6 END
-"""
-# the same call with every input token at the plain input rate (nothing cached)
-_UNCACHED_SQL = """
-CASE WHEN p.model_id IS NULL OR (u.input_tokens IS NULL AND u.output_tokens IS NULL) THEN NULL ELSE (
-    coalesce(u.input_tokens, 0) * p.input_per_mtok + coalesce(u.output_tokens, 0) * p.output_per_mtok) / 1e6 END
-"""
+_KNOWN = "p.model_id IS NOT NULL AND (u.input_tokens IS NOT NULL OR u.output_tokens IS NOT NULL)"
 _NOTE_SQL = """
 CASE WHEN u.input_tokens IS NULL AND u.output_tokens IS NULL THEN 'usage not reported'
      WHEN p.model_id IS NULL THEN 'no price known for ' || coalesce(u.model, '?') || ' on ' || coalesce(u.backend, '?')
 END
 """
-_PRICE_JOIN = """
-LEFT JOIN model_prices p
-  ON p.model_id = u.model AND p.backend IS NOT DISTINCT FROM u.backend
- AND (p.valid_from IS NULL OR u.created_at >= p.valid_from)
- AND (p.valid_to IS NULL OR u.created_at < p.valid_to)
- AND coalesce(u.input_tokens, 0) > p.min_input_tokens
- AND (p.max_input_tokens IS NULL OR coalesce(u.input_tokens, 0) <= p.max_input_tokens)
-"""
-
-
-@dataclass(frozen=True)
-class Rate:
-    """USD per million tokens of each kind, valid in [valid_from, valid_to) for
-    calls whose input tokens lie in (min_input_tokens, max_input_tokens]."""
-
-    model_id: str
-    backend: str | None
-    valid_from: datetime | None
-    valid_to: datetime | None
-    min_input_tokens: int
-    max_input_tokens: int | None
-    input_per_mtok: float
-    output_per_mtok: float
-    cache_read_per_mtok: float
-    cache_write_per_mtok: float
-
-
-# -- rates from genai-prices -------------------------------------------------------------
-
-
-def _model_info(model_id: str, backend: str | None) -> gp_types.ModelInfo | None:
-    provider = PROVIDER_BY_BACKEND.get(backend or "")
-    try:
-        _, info = data_snapshot.get_snapshot().find_provider_model(model_id, None, provider, None)
-    except LookupError:
-        return None
-    return info
-
-
-def _breakpoints(info: gp_types.ModelInfo) -> tuple[list[date], list[int]]:
-    """The dates the model's price changed and the input-token tier thresholds."""
-    dates: set[date] = set()
-    prices: list[gp_types.ModelPrice] = []
-    if isinstance(info.prices, gp_types.ModelPrice):
-        prices.append(info.prices)
-    else:
-        for cond in info.prices:
-            prices.append(cond.prices)
-            if isinstance(cond.constraint, gp_types.StartDateConstraint):
-                dates.add(cond.constraint.start_date)
-    tiers: set[int] = set()
-    for mp in prices:
-        for value in vars(mp).values():
-            if isinstance(value, gp_types.TieredPrices):
-                tiers.update(t.start for t in value.tiers)
-    return sorted(dates), sorted(tiers)
-
-
-def _unit_rates(
-    model_id: str, backend: str | None, at: datetime, input_tokens: int, pricer: Pricer
-) -> tuple[float, float, float, float] | None:
-    """Rates at ``at`` for a call of ``input_tokens`` input tokens, derived from
-    genai-prices by pricing a few probe usages (prices are linear within a tier)."""
-
-    def calc(**kw: int) -> Decimal | None:
-        usage = Usage(**kw)
-        if model_id in pricer.assume:
-            value = pricer.price(model_id, usage, backend=backend, at=at)
-            return None if value is None else Decimal(str(value))
-        return price_calculation(pricer.aliases.get(model_id, model_id), usage, backend=backend, at=at)
-
-    n = input_tokens
-    base = calc(input_tokens=n, output_tokens=0)
-    if base is None:
-        return None
-    out = calc(input_tokens=n, output_tokens=1_000_000)
-    read = calc(input_tokens=n, output_tokens=0, cache_read_tokens=n)
-    write = calc(input_tokens=n, output_tokens=0, cache_write_tokens=n)
-    m = Decimal(1_000_000)
-    per_in = base * m / n
-    per_out = (out - base) if out is not None else Decimal(0)
-    # cached tokens are part of input_tokens: price(n with n cached) = n * cached_rate
-    per_read = read * m / n if read is not None else per_in
-    per_write = write * m / n if write is not None else per_in
-    return float(per_in), float(per_out), float(per_read), float(per_write)
-
-
-def rates_for(model_id: str, backend: str | None, pricer: Pricer | None = None) -> list[Rate]:
-    """Every rate row for one model on one backend (empty when the price is unknown)."""
-    pricer = pricer or DEFAULT_PRICER
-    info = None if model_id in pricer.assume else _model_info(pricer.aliases.get(model_id, model_id), backend)
-    dates, tiers = _breakpoints(info) if info is not None else ([], [])
-    starts: list[datetime | None] = [None, *(datetime(d.year, d.month, d.day, tzinfo=UTC) for d in dates)]
-    bounds = [-1, *tiers]
-    rows: list[Rate] = []
-    for i, start in enumerate(starts):
-        end = starts[i + 1] if i + 1 < len(starts) else None
-        # before the first change date genai-prices uses the first price: probe just before it
-        probe = start if start is not None else (end - timedelta(days=1) if end else datetime.now(UTC))
-        for j, lo in enumerate(bounds):
-            hi = bounds[j + 1] if j + 1 < len(bounds) else None
-            rates = _unit_rates(model_id, backend, probe, max(lo + 1, 1), pricer)
-            if rates is None:
-                return []
-            rows.append(Rate(model_id, backend, start, end, lo, hi, *rates))
-    return rows
-
-
-def refresh_prices(store: TranscriptStore, pricer: Pricer | None = None, *, rebuild: bool = False) -> int:
-    """Fill ``model_prices`` for every (model, backend) in the transcript that has no rates yet.
-
-    Rebuilds when the installed genai-prices version changed. Returns the number
-    of new (model, backend) pairs looked up.
-    """
-    cur = store.cursor()
-    _ensure_prices(cur, rebuild=rebuild)
-    present = cur.execute(
-        "SELECT DISTINCT model_id, backend FROM messages WHERE role = 'assistant' AND model_id IS NOT NULL"
-    ).fetchall()
-    looked_up = set(
-        cur.execute(
-            "SELECT model_id, backend FROM model_prices UNION SELECT model_id, backend FROM model_prices_unknown"
-        ).fetchall()
-    )
-    pairs = [pair for pair in present if pair not in looked_up]
-    _add_prices(cur, pairs, pricer)
-    return len(pairs)
-
-
-def _ensure_prices(cur: duckdb.DuckDBPyConnection, *, rebuild: bool = False) -> None:
-    """Create the price tables; empty them when genai-prices was upgraded (or asked to)."""
-    cur.execute(_PRICES_DDL)
-    source = f"genai-prices {GENAI_PRICES_VERSION}"
-    stale = cur.execute(
-        "SELECT count(*) FROM (SELECT source FROM model_prices UNION ALL SELECT source FROM model_prices_unknown) "
-        "WHERE source <> ?",
-        [source],
-    ).fetchone()
-    if rebuild or (stale and stale[0]):
-        cur.execute("DELETE FROM model_prices")
-        cur.execute("DELETE FROM model_prices_unknown")
-
-
-def _add_prices(
-    cur: duckdb.DuckDBPyConnection, pairs: Iterable[tuple[str, str | None]], pricer: Pricer | None
-) -> None:
-    source = f"genai-prices {GENAI_PRICES_VERSION}"
-    for model_id, backend in pairs:
-        rows = rates_for(model_id, backend, pricer)
-        if not rows:
-            cur.execute("INSERT INTO model_prices_unknown VALUES (?, ?, ?)", [model_id, backend, source])
-            continue
-        cur.executemany(
-            "INSERT INTO model_prices VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                [
-                    r.model_id, r.backend, r.valid_from, r.valid_to, r.min_input_tokens, r.max_input_tokens,
-                    r.input_per_mtok, r.output_per_mtok, r.cache_read_per_mtok, r.cache_write_per_mtok, source,
-                ]
-                for r in rows
-            ],
-        )  # fmt: skip
+_PRICE_JOIN = (
+    "LEFT JOIN model_prices p ON p.model_id = u.model AND p.backend IS NOT DISTINCT FROM u.backend AND "
+    + applies_sql("p", "u.created_at", "coalesce(u.input_tokens, 0)")
+)
 
 
 # -- views --------------------------------------------------------------------------------
@@ -328,7 +118,8 @@ def create_views(store: TranscriptStore, pricer: Pricer | None = None) -> None:
     cur.execute(f"CREATE OR REPLACE VIEW usage AS {_usage_sql(cur)}")
     cur.execute(
         "CREATE OR REPLACE VIEW costs AS SELECT *, uncached_cost_usd - cost_usd AS saved_usd FROM ("
-        f"SELECT u.*, {_COST_SQL} AS cost_usd, {_NOTE_SQL} AS unknown_price, {_UNCACHED_SQL} AS uncached_cost_usd "
+        f"SELECT u.*, CASE WHEN {_KNOWN} THEN {cost_sql('u', 'p')} END AS cost_usd, {_NOTE_SQL} AS unknown_price, "
+        f"CASE WHEN {_KNOWN} THEN {cost_sql('u', 'p', cached=False)} END AS uncached_cost_usd "
         f"FROM usage u {_PRICE_JOIN})"
     )
 
@@ -375,7 +166,7 @@ def costs(
     dims = _dims(by)
     store = store if store is not None else TranscriptStore()
     cur = store.cursor()
-    _ensure_prices(cur)
+    ensure_prices(cur)
     needs_sessions = bool(set(dims) & _NEEDS_SESSIONS) or any(v is not None for v in (user, purpose, case))
     where, params = ["TRUE"], []
     for clause, value in (
@@ -390,7 +181,7 @@ def costs(
             params.append(value)
     usage_sql = _usage_sql(cur, with_sessions=needs_sessions)
 
-    breaks = _breaks(cur)
+    breaks = price_breaks(cur)
     _sum_calls(cur, dims, usage_sql, where, params, breaks)
     # models seen for the first time are looked up now (rarely); new price
     # breakpoints mean the sums must be cut again
@@ -401,9 +192,9 @@ def costs(
         "AND q.backend IS NOT DISTINCT FROM a.backend)"
     ).fetchall()
     if new:
-        _add_prices(cur, new, pricer)
-        if _breaks(cur) != breaks:
-            breaks = _breaks(cur)
+        add_prices(cur, new, pricer)
+        if price_breaks(cur) != breaks:
+            breaks = price_breaks(cur)
             _sum_calls(cur, dims, usage_sql, where, params, breaks)
 
     changes, tiers = breaks
@@ -421,19 +212,10 @@ def costs(
     sql = f"""
         WITH priced AS (
             SELECT a.*, p.model_id IS NOT NULL AS _known,
-                   (greatest(coalesce(a.input_tokens, 0) - coalesce(a.cache_read_tokens, 0)
-                             - coalesce(a.cache_write_tokens, 0), 0) * p.input_per_mtok
-                    + coalesce(a.cache_read_tokens, 0) * p.cache_read_per_mtok
-                    + coalesce(a.cache_write_tokens, 0) * p.cache_write_per_mtok
-                    + coalesce(a.output_tokens, 0) * p.output_per_mtok) / 1e6 AS _cost,
-                   (coalesce(a.input_tokens, 0) * p.input_per_mtok
-                    + coalesce(a.output_tokens, 0) * p.output_per_mtok) / 1e6 AS _uncached
+                   {cost_sql("a", "p")} AS _cost, {cost_sql("a", "p", cached=False)} AS _uncached
             FROM _lab_costs_sums a LEFT JOIN model_prices p
               ON p.model_id = a.model AND p.backend IS NOT DISTINCT FROM a.backend
-             AND (p.valid_from IS NULL OR {period_at} >= p.valid_from)
-             AND (p.valid_to IS NULL OR {period_at} < p.valid_to)
-             AND {tier_in} > p.min_input_tokens
-             AND (p.max_input_tokens IS NULL OR {tier_in} <= p.max_input_tokens)
+             AND {applies_sql("p", period_at, tier_in)}
         )
         SELECT {"".join(f"{c}, " for c in outer)}
                sum(calls)::BIGINT AS calls,
@@ -453,23 +235,6 @@ def costs(
     for col in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
         df[col] = df[col].astype("Int64")
     return df
-
-
-def _breaks(cur: duckdb.DuckDBPyConnection) -> tuple[list[datetime], list[int]]:
-    """Every price-change date and tier threshold in ``model_prices``: each model's are a subset."""
-    changes = [
-        r[0]
-        for r in cur.execute(
-            "SELECT DISTINCT valid_from FROM model_prices WHERE valid_from IS NOT NULL ORDER BY 1"
-        ).fetchall()
-    ]
-    tiers = [
-        int(r[0])
-        for r in cur.execute(
-            "SELECT DISTINCT min_input_tokens FROM model_prices WHERE min_input_tokens >= 0 ORDER BY 1"
-        ).fetchall()
-    ]
-    return changes, tiers
 
 
 def _sum_calls(
@@ -597,7 +362,6 @@ def budget_status(store: TranscriptStore, budget: Budget, users: Iterable[str] |
 
 __all__ = [
     "DIMENSIONS",
-    "Rate",
     "budget_status",
     "call_costs",
     "costs",
@@ -606,6 +370,4 @@ __all__ = [
     "costs_by_user",
     "create_views",
     "month_to_date",
-    "rates_for",
-    "refresh_prices",
 ]

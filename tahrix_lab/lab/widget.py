@@ -43,6 +43,7 @@ from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.loop import ask as ask_loop
 from tahrix_lab.agent.pricing import DEFAULT_PRICER
+from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
@@ -240,7 +241,7 @@ class ChatWidget(anywidget.AnyWidget):
                 {
                     "type": "error",
                     "kind": "internal",
-                    "message": "Something went wrong on our side while answering. The details are in the log.",
+                    "message": INTERNAL_ERROR_MESSAGE,
                 }
             )
         finally:

@@ -17,7 +17,7 @@ from lab_helpers import QUESTIONS
 
 from tahrix_lab.agent import TranscriptStore
 from tahrix_lab.agent.transcript import Session
-from tahrix_lab.app.commands.transcripts import KERNEL_NAME, lab_command
+from tahrix_lab.app.commands.notebook import KERNEL_NAME, lab_command
 from tahrix_lab.cli import main
 from tahrix_lab.lab.diff import diff
 

@@ -11,7 +11,7 @@ import pytest
 from genai_prices import Usage as PriceUsage
 from genai_prices import calc_price
 
-from tahrix_lab.agent import Budget, TranscriptStore
+from tahrix_lab.agent import Budget, Pricer, TranscriptStore
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.transcript import Message, Part, Usage
 from tahrix_lab.lab import charts
@@ -23,7 +23,6 @@ from tahrix_lab.lab.costs import (
     costs_by_user,
     create_views,
     month_to_date,
-    rates_for,
 )
 
 BEDROCK_GEO = "us.anthropic.claude-3-5-sonnet-20240620-v1:0"
@@ -169,7 +168,7 @@ def test_tiered_prices_apply_to_the_whole_call(store: TranscriptStore) -> None:
         [genai("claude-sonnet-4-5", small, T1), genai("claude-sonnet-4-5", large, T1)]
     )
     assert costs(store, by="model")["cost_usd"].iloc[0] == pytest.approx(df["cost_usd"].sum())
-    assert len(rates_for("claude-sonnet-4-5", "openai")) == 2
+    assert len(Pricer().rates("claude-sonnet-4-5", "openai")) == 2
 
 
 def test_usage_view_links_cases_when_the_case_package_table_exists(

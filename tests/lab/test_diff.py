@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -12,7 +13,8 @@ from tahrix_lab.agent import FakeBackend, ToolRegistry, TranscriptStore
 from tahrix_lab.agent.backends.fake import text, tool_call
 from tahrix_lab.agent.pricing import price
 from tahrix_lab.agent.transcript import Message, Part, Session
-from tahrix_lab.lab.diff import ToolCall, align_tools, changed_fields, diff, diff_messages, word_diff
+from tahrix_lab.lab.diff import diff, diff_messages
+from tahrix_lab.lab.diff_align import ToolCall, align_tools, changed_fields, value_at, word_diff
 
 
 def make(
@@ -195,3 +197,111 @@ def test_rich_table_for_the_terminal(store: TranscriptStore, registry: ToolRegis
     out = console.export_text()
     assert "[bold]q[/bold]" in out  # user text is escaped, not interpreted as markup
     assert "total" in out and "differs" in out
+
+
+# -- tool results ---------------------------------------------------------------------------
+
+
+def registry_answering(label: str) -> ToolRegistry:
+    """A lookup tool whose case data says ``label`` (updated case data between two sessions)."""
+    reg = ToolRegistry()
+    schema = {"type": "object", "properties": {"address": {"type": "string"}}, "required": ["address"]}
+
+    @reg.register(parameters=schema, purposes=("investigation",))
+    def lookup_address(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        """Label of an address."""
+        return {"address": args["address"], "label": label, "risk": 0.2}
+
+    return reg
+
+
+@pytest.fixture
+def relabelled(store: TranscriptStore) -> tuple[Session, Session]:
+    """The same question, the same call, the same arguments; the tool answers differently."""
+    script = [[tool_call("lookup_address", {"address": "0xabc"})], [text("0xabc is labelled.")]]
+    a = make(store, registry_answering("exchange hot wallet"), script, ["Who is 0xabc?"])
+    b = make(store, registry_answering("mixer deposit"), script, ["Who is 0xabc?"])
+    return a, b
+
+
+def test_a_call_whose_result_differs_is_reported_changed_with_its_keys(
+    store: TranscriptStore, relabelled: tuple[Session, Session]
+) -> None:
+    a, b = relabelled
+    d = diff(a.id, b.id, store=store)
+    [call] = d.turns[0].tools
+    assert (call.op, call.name, call.changed, call.result_changed) == (
+        "result_changed",
+        "lookup_address",
+        [],
+        ["label"],
+    )
+    assert not d.identical and d.turns[0].a is not None and d.turns[0].b is not None
+    assert d.turns[0].a.text == d.turns[0].b.text  # only the tool's answer differs
+    assert d.tool_changes() == [(1, call)]
+    assert d.totals["tools_result_changed"] == 1 and d.totals["tools_same"] == 0
+    # the same session against itself stays identical: results are compared, not just present
+    assert diff(a.id, a.id, store=store).identical
+
+
+def test_the_frame_html_and_terminal_show_the_changed_result_keys(
+    store: TranscriptStore, relabelled: tuple[Session, Session]
+) -> None:
+    from rich.console import Console
+
+    a, b = relabelled
+    d = diff(a.id, b.id, store=store)
+
+    frame = d.to_frame()
+    assert frame.loc[0, "tools_result_changed"] == 1 and frame.loc[0, "tools_same"] == 0
+    assert frame.loc[0, "tool_changes"] == "≠ lookup_address result: label"
+
+    page = d._repr_html_()
+    assert "result changed: label = &quot;exchange hot wallet&quot;" in page
+    assert "result changed: label = &quot;mixer deposit&quot;" in page
+
+    console = Console(record=True, width=250)
+    console.print(d.to_rich())
+    out = console.export_text()
+    assert "tools =/+/−/~/≠" in out and "0/0/0/0/1" in out
+    assert "≠ lookup_address result: label" in out
+
+
+def test_tahrix_diff_shows_the_changed_result(
+    store: TranscriptStore,
+    relabelled: tuple[Session, Session],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tahrix_lab.cli import main
+
+    a, b = relabelled
+    path = store.path
+    store.close()
+    monkeypatch.delenv("TAHRIX_DB", raising=False)
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["--db", path, "diff", a.id, b.id, "--tools"]) == 0
+    out = capsys.readouterr().out
+    assert "≠ lookup_address result: label" in out  # in the table
+    assert "turn 1: result_changed ≠ lookup_address result: label" in out
+    assert 'label: "exchange hot wallet" → "mixer deposit"' in out
+
+
+def test_changed_arguments_and_results_are_both_listed() -> None:
+    a = [ToolCall("trace_funds", {"address": "0xabc"}, "ok", {"hops": [{"to": "0x1", "value": 1.5}]})]
+    b = [ToolCall("trace_funds", {"address": "0xABC"}, "ok", {"hops": [{"to": "0x2", "value": 1.5}]})]
+    [c] = align_tools(a, b)
+    assert (c.op, c.changed, c.result_changed) == ("args_changed", ["address"], ["hops[0].to"])
+    failed = [ToolCall("trace_funds", {"address": "0xabc"}, "error", {"error": "timeout"})]
+    [c] = align_tools(a, failed)
+    assert (c.op, c.result_changed) == ("result_changed", ["(status)", "error", "hops"])
+    assert value_at({"hops": [{"to": "0x1"}]}, "hops[0].to") == "0x1"
+    with pytest.raises(KeyError):
+        value_at({"hops": []}, "hops[0].to")
+
+
+def test_an_exported_and_reimported_session_still_diffs_identical_with_results() -> None:
+    """Equal results (key order aside) are the same: JSON objects compare by content."""
+    a = [ToolCall("t", {"x": 1}, "ok", {"a": 1, "b": [1, 2]})]
+    b = [ToolCall("t", {"x": 1}, "ok", {"b": [1, 2], "a": 1})]
+    assert [(c.op, c.result_changed) for c in align_tools(a, b)] == [("same", [])]
