@@ -12,11 +12,10 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.flow.textsafe import safe, shown
+if TYPE_CHECKING:  # the handlers import what they use: `tahrix --help` loads none of it
+    from tahrix_lab.agent.store import TranscriptStore
 
 KERNEL_NAME = "tahrix-lab"
 KERNEL_DISPLAY_NAME = "Tahrix Lab (project venv)"
@@ -96,6 +95,8 @@ def _date(value: str) -> datetime:
 
 
 def _store() -> TranscriptStore:
+    from tahrix_lab.agent.store import TranscriptStore
+
     return TranscriptStore()
 
 
@@ -147,6 +148,8 @@ def _plain(value: Any) -> Any:
 
 def resolve_id(store: TranscriptStore, given: str) -> str:
     """A full session id from an id or a unique prefix of one."""
+    from tahrix_lab.agent.errors import ConfigurationError
+
     rows = (
         store.cursor().execute("SELECT id FROM sessions WHERE starts_with(id, ?) LIMIT 3", [given]).fetchall()
     )
@@ -166,6 +169,8 @@ def _cost(value: Any) -> str:
 
 def _sessions(args: argparse.Namespace) -> int:
     from rich.table import Table
+
+    from tahrix_lab.flow.textsafe import safe, shown
 
     store = _store()
     sessions = store.list_sessions(user=args.user, purpose=args.purpose, limit=args.limit)
@@ -207,6 +212,7 @@ def _sessions(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from tahrix_lab.agent.pricing import DEFAULT_PRICER
     from tahrix_lab.flow.terminal import FlowPrinter, format_cost, message_events
+    from tahrix_lab.flow.textsafe import shown
 
     store = _store()
     with store.lease():
@@ -241,6 +247,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from tahrix_lab.agent.backends import get_backend
+    from tahrix_lab.flow.textsafe import shown
     from tahrix_lab.lab.replay import estimate_replay_cost, replay
 
     store = _store()
@@ -297,6 +304,7 @@ def _case_tools(store: TranscriptStore, session_id: str, tools: str) -> dict[str
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from tahrix_lab.flow.textsafe import shown
     from tahrix_lab.lab.diff import diff
 
     store = _store()
@@ -312,6 +320,8 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _costs(args: argparse.Namespace) -> int:
     from rich.table import Table
+
+    from tahrix_lab.flow.textsafe import safe, shown
 
     store = _store()
     df = _costs_frame(store, by=args.by, since=args.since, until=args.until, user=args.user)
@@ -370,6 +380,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from tahrix_lab.agent.errors import ConfigurationError
+    from tahrix_lab.flow.textsafe import safe
     from tahrix_lab.lab.transfer import import_sessions
 
     store = _store()
@@ -425,6 +437,8 @@ def lab_command(
     notebook_dir: Path, *, port: int | None = None, no_browser: bool = False, extra: Sequence[str] = ()
 ) -> tuple[list[str], dict[str, str]]:
     """The argv and environment that start JupyterLab on ``notebook_dir`` with the project kernel."""
+    from tahrix_lab.agent.errors import ConfigurationError
+
     if not notebook_dir.is_dir():
         raise ConfigurationError(
             f"There is no notebooks folder at {str(notebook_dir)!r}; pass --notebook-dir."
@@ -452,6 +466,8 @@ def lab_command(
 
 
 def _lab(args: argparse.Namespace) -> int:
+    from tahrix_lab.agent.errors import ConfigurationError
+
     notebook_dir = Path(args.notebook_dir) if args.notebook_dir else default_notebook_dir()
     argv, env = lab_command(notebook_dir, port=args.port, no_browser=args.no_browser)
     if args.print_command:
