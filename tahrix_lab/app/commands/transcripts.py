@@ -118,6 +118,31 @@ def _costs_frame(store: TranscriptStore, **kwargs: Any) -> Any:
         return costs(store, **kwargs)
 
 
+def _session_costs(store: TranscriptStore, ids: Sequence[str]) -> dict[str, tuple[int, float | None]]:
+    """Calls and USD of the listed sessions, each call priced by the one pricer at its time
+    (as ``show`` prices them). Unknown prices are left out of the sum, as in ``tahrix costs``;
+    a session with no known price has cost ``None``. No DataFrame: pandas alone would
+    take ``tahrix sessions`` past a second."""
+    from tahrix_lab.agent.pricing import DEFAULT_PRICER
+    from tahrix_lab.agent.transcript import Usage
+
+    if not ids:
+        return {}
+    # one read; the pricing runs after it, with the file let go
+    rows = store.connection.execute(
+        "SELECT session_id, model_id, backend, created_at, input_tokens, output_tokens, "
+        "cache_read_tokens, cache_write_tokens, reasoning_tokens FROM messages "
+        "WHERE role = 'assistant' AND list_contains(?, session_id)",
+        [list(ids)],
+    ).fetchall()
+    per: dict[str, tuple[int, float | None]] = {}
+    for sid, model, backend, at, *tokens in rows:
+        calls, total = per.get(sid, (0, None))
+        cost = DEFAULT_PRICER.price(model, Usage(*tokens), backend=backend, at=at)
+        per[sid] = (calls + 1, total if cost is None else (total or 0.0) + cost)
+    return per
+
+
 def _print_json(rows: Sequence[dict[str, Any]]) -> None:
     """JSON Lines on stdout; ASCII only, so no stored control character reaches a terminal."""
     for row in rows:
@@ -174,10 +199,7 @@ def _sessions(args: argparse.Namespace) -> int:
 
     store = _store()
     sessions = store.list_sessions(user=args.user, purpose=args.purpose, limit=args.limit)
-    per = {
-        str(r.session): (int(str(r.calls)), r.cost_usd)
-        for r in _costs_frame(store, by=("session",)).itertuples(index=False)
-    } if sessions else {}  # fmt: skip
+    per = _session_costs(store, [s.id for s in sessions])
     if args.json:
         _print_json([
             {"id": s.id, "created_at": s.created_at.isoformat(), "user": s.user, "purpose": s.purpose,
