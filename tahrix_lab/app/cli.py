@@ -120,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `tahrix case flags | head`: the reader left, so stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # as the Python docs advise
+        return 1
     except Exception as exc:
         if args.verbose:
             raise

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -49,11 +48,11 @@ def expected(sample_db: Path) -> dict[str, Any]:
 
 
 @pytest.fixture
-def own_db(sample_db: Path, tmp_path: Path) -> Iterator[Path]:
+def own_db(sample_db: Path, tmp_path: Path) -> Path:
     """A copy for the tests that write (detect, a second case)."""
     path = tmp_path / "ws.duckdb"
     shutil.copy(sample_db, path)
-    yield path
+    return path
 
 
 def table_rows(out: str) -> list[list[str]]:
@@ -153,10 +152,19 @@ def test_several_cases_are_named_and_one_must_be_chosen(own_db: Path) -> None:
     export = own_db.parent / "normal.csv"
     export.write_text(NORMAL)
     assert tahrix(own_db, "case", "load", str(export), "--case-id", "CASE-002").returncode == 0
-    for command in (["flags"], ["trace"], ["detect"], ["flags", "--raw"], ["export", str(own_db.parent / "out")]):
+    for command in (
+        ["flags"],
+        ["trace"],
+        ["detect"],
+        ["flags", "--raw"],
+        ["export", str(own_db.parent / "out")],
+    ):
         run = tahrix(own_db, "case", *command)
         assert run.returncode == 1, command
-        assert run.stderr.strip() == "tahrix: Several cases are loaded (CASE-001, CASE-002); name one, e.g. CASE-001."
+        assert (
+            run.stderr.strip()
+            == "tahrix: Several cases are loaded (CASE-001, CASE-002); name one, e.g. CASE-001."
+        )
         assert run.stdout == ""
     run = tahrix(own_db, "case", "flags", "CASE-002", "--json")
     assert run.returncode == 0 and json.loads(run.stdout)["rows"] == []
