@@ -9,6 +9,7 @@ calls each (the fake backend under the name "openai", model gpt-4o).
 
     python bench/bench_cli_startup.py            # 10 runs of each
     python bench/bench_cli_startup.py --runs 30
+    python bench/bench_cli_startup.py --before ../main   # also another checkout's CLI, same run, and the ratio
 """
 
 from __future__ import annotations
@@ -63,32 +64,42 @@ def p95(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
-    n = parser.parse_args().runs
+    parser.add_argument("--before", type=Path, help="a checkout whose `tahrix` runs beside this one's")
+    opts = parser.parse_args()
+    n = opts.runs
     script = Path(sys.executable).with_name("tahrix")
     tahrix = [str(script)] if script.exists() else [sys.executable, "-m", "tahrix_lab.cli"]
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "tahrix.duckdb"
         make_workspace(db)
-        env = {**os.environ, "TAHRIX_DB": str(db), "TAHRIX_LOG": str(Path(tmp) / "tahrix.log"),
-               "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
-        commands = {
-            "python -c pass": [sys.executable, "-c", "pass"],
-            "tahrix --help": [*tahrix, "--help"],
-            "tahrix --version": [*tahrix, "--version"],
-            "tahrix sessions": [*tahrix, "sessions"],
-        }
-        run(commands["tahrix sessions"], env, 1)  # warm the file cache and the DuckDB file once
-        results = {name: run(argv, env, n) for name, argv in commands.items()}
+        env = {**os.environ, "TAHRIX_DB": str(db), "TAHRIX_LOG": str(Path(tmp) / "tahrix.log")}
+        checkouts = {"": ROOT, **({"before: ": opts.before.resolve()} if opts.before else {})}
+        commands = {"python -c pass": [sys.executable, "-c", "pass"]}
+        envs = {"python -c pass": env}
+        for tag, root in checkouts.items():
+            for args in ("--help", "--version", "sessions"):
+                commands[f"{tag}tahrix {args}"] = [*tahrix, args]
+                envs[f"{tag}tahrix {args}"] = {**env, "PYTHONPATH": str(root)}  # which checkout's code runs
+        run(commands["tahrix sessions"], envs["tahrix sessions"], 1)  # warm the file cache once
+        results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in commands}
+        for _ in range(n):  # interleaved: a burst of load on a shared machine hits every command alike
+            for name, argv in commands.items():
+                walls, cpus = run(argv, envs[name], 1)
+                results[name][0].extend(walls)
+                results[name][1].extend(cpus)
     base = statistics.median(results["python -c pass"][0])
     print(
         f"{n} runs each; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {' '.join(tahrix)}"
     )
-    print(f"{'command':18} {'median':>8} {'p95':>8} {'CPU':>7} {'× pass':>7}  target")
+    print(f"{'command':26} {'median':>8} {'p95':>8} {'CPU':>7} {'× pass':>7}  target")
     for name, (walls, cpus) in results.items():
         median = statistics.median(walls)
         target = TARGETS.get(name)
         verdict = "" if target is None else f"≤ {target:.1f} s {'met' if median <= target else 'NOT met'}"
-        print(f"{name:18} {median:7.3f}s {p95(walls):7.3f}s {statistics.median(cpus):6.3f}s "
+        if name.startswith("before: "):
+            now = statistics.median(results[name.removeprefix("before: ")][0])
+            verdict = f"{median / now:.1f}× the time of this checkout's"
+        print(f"{name:26} {median:7.3f}s {p95(walls):7.3f}s {statistics.median(cpus):6.3f}s "
               f"{median / base:6.1f}×  {verdict}")  # fmt: skip
 
 
