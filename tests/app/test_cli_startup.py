@@ -37,7 +37,10 @@ def heavy(names: set[str], allowed: tuple[str, ...] = ()) -> set[str]:
     return {n for n in names for h in HEAVY if (n == h or n.startswith(h + ".")) and h not in allowed}
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["case", "--help"], ["sessions", "--help"]])
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["--version"], ["case", "flags", "--help"], ["sessions", "--help"], ["serve", "--help"]],
+)
 def test_help_and_version_import_nothing_heavy(args: list[str]) -> None:
     names, out = imported(*args)
     assert "tahrix_lab.app.cli" in names  # the measurement sees our modules
