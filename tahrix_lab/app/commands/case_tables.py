@@ -79,7 +79,7 @@ def triage_table(triage: dict[str, Any], amounts: dict[str, float | None]) -> Ta
             usd(amounts.get(row["row_id"])),
             str(row["flag_count"]),
         )
-    counts = " · ".join(f"{n} {s}" for s, n in triage["by_severity"].items() if n)
+    counts = " · ".join(f"{n} {s}" for s, n in triage["by_severity"].items() if n) or "No flags"
     table.caption = (
         f"{counts}. Amounts are the USD the flags state (per address the largest, never summed twice)."
     )
