@@ -169,3 +169,10 @@ def test_no_case_and_an_unknown_case_are_calm_errors(tmp_path: Path, sample_db: 
     assert run.returncode == 1 and run.stderr.startswith("tahrix: No case is loaded: load one with")
     run = tahrix(sample_db, "case", "trace", "CASE-NOPE")
     assert run.returncode == 1 and "No case named 'CASE-NOPE' (cases: CASE-001)" in run.stderr
+
+
+def test_the_severity_choices_are_the_domains() -> None:
+    from tahrix_lab.app.commands.case import SEVERITIES
+    from tahrix_lab.case.schema import SEVERITIES as DOMAIN
+
+    assert SEVERITIES == DOMAIN

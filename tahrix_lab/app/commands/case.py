@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tahrix_lab.case.workspace import Workspace
 
+# case.schema.SEVERITIES, spelt out: importing the case package at parse time would slow --help
 SEVERITIES = ("info", "low", "medium", "high", "critical")
 
 
