@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
-
-import jsonschema
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from tahrix_lab.agent.backends.base import ToolSpec
 from tahrix_lab.agent.errors import ToolDenied, ToolRetry
 from tahrix_lab.agent.transcript import Part, Session, ToolStatus
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +65,17 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
-        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._validators: dict[str, Validator] = {}
         for tool in tools:
             self.add(tool)
 
     def add(self, tool: Tool) -> Tool:
-        validator_cls = jsonschema.validators.validator_for(tool.parameters)
+        # Imported on first use: importing jsonschema builds its format checker's IRI grammar
+        # (rfc3987_syntax, a lark parser: over a second), which a CLI that registers no tool
+        # never needs. The validators check no "format" either way (no format_checker).
+        from jsonschema.validators import validator_for
+
+        validator_cls = validator_for(tool.parameters)
         validator_cls.check_schema(tool.parameters)
         self._tools[tool.name] = tool
         self._validators[tool.name] = validator_cls(tool.parameters)
@@ -112,7 +118,7 @@ class ToolRegistry:
         self._tools.pop(name, None)
         self._validators.pop(name, None)
 
-    def validator(self, name: str) -> jsonschema.protocols.Validator:
+    def validator(self, name: str) -> Validator:
         return self._validators[name]
 
     def __contains__(self, name: object) -> bool:

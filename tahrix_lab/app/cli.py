@@ -1,5 +1,9 @@
-"""``tahrix …`` commands. Each layer contributes its own in a ``commands``
-module with ``add_commands(subparsers)``; this file only assembles them."""
+"""``tahrix …`` commands. Each group contributes its own in ``app/commands/<group>.py``
+with ``add_commands(subparsers)``; this file only assembles them.
+
+Start-up is part of the interface: building the parser imports only argparse and the
+command modules, whose heavy imports (duckdb, pandas, rich, fastapi, jsonschema, the SDKs)
+happen inside the handlers, so ``tahrix --help`` answers at once (``bench/bench_cli_startup.py``)."""
 
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tahrix_lab import __version__
-from tahrix_lab.agent.errors import TahrixError
-from tahrix_lab.flow.textsafe import safe
+
+if TYPE_CHECKING:
+    from tahrix_lab.agent.store import TranscriptStore
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,15 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log details (raw provider errors) to stderr"
     )
-    from tahrix_lab.app.case_service import case_integration
-
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     case_commands.add_commands(sub)
-    serve_commands.add_commands(sub, integration_factory=case_integration)
+    serve_commands.add_commands(sub, integration_factory=_case_integration)
     transcript_commands.add_commands(sub)
     notebook_commands.add_commands(sub)
     mcp_commands.add_commands(sub)
     return parser
+
+
+def _case_integration(transcripts: TranscriptStore) -> Any:
+    """The case domain joined to the job service, imported when ``serve`` runs."""
+    from tahrix_lab.app.case_service import case_integration
+
+    return case_integration(transcripts)
 
 
 def log_path() -> Path:
@@ -59,6 +70,8 @@ class _OneLine(logging.Formatter):
         self.log = log
 
     def format(self, record: logging.LogRecord) -> str:
+        from tahrix_lab.flow.textsafe import safe
+
         message = safe(record.getMessage().splitlines()[0] if record.getMessage() else "", multiline=False)
         return f"tahrix: {message[:300]}" + (f" (details in {self.log})" if record.exc_info else "")
 
@@ -99,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from tahrix_lab.agent.errors import TahrixError
+    from tahrix_lab.flow.textsafe import safe
+
     try:
         return int(args.func(args) or 0)
     except TahrixError as exc:
@@ -106,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `tahrix case flags | head`: the reader left, so stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # as the Python docs advise
+        return 1
     except Exception as exc:
         if args.verbose:
             raise

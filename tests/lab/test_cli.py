@@ -46,6 +46,20 @@ def test_sessions_lists_the_session_with_its_cost(
     assert "$0.0" in out  # gpt-4o is priced
 
 
+def test_sessions_figures_equal_the_cost_views(
+    capsys: pytest.CaptureFixture[str], db: str, original: Session
+) -> None:
+    """`sessions` prices its calls without the cost views' DataFrame: the figures must agree."""
+    _, out, _ = tahrix(capsys, db, "sessions", "--json")
+    listed = {row["id"]: row for row in map(json.loads, out.splitlines())}
+    _, out, _ = tahrix(capsys, db, "costs", "--by", "session", "--json")
+    grouped = {row["session"]: row for row in map(json.loads, out.splitlines())}
+    assert listed.keys() == grouped.keys() == {original.id}
+    assert listed[original.id]["calls"] == grouped[original.id]["calls"] == 5
+    assert listed[original.id]["cost_usd"] == pytest.approx(grouped[original.id]["cost_usd"], rel=1e-9)
+    assert listed[original.id]["cost_usd"] > 0
+
+
 def test_show_renders_the_flow_in_order(
     capsys: pytest.CaptureFixture[str], db: str, original: Session
 ) -> None:

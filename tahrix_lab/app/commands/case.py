@@ -1,18 +1,27 @@
-"""`tahrix` commands contributed by tahrix_lab.case: ``demo`` and ``case …``."""
+"""`tahrix` commands contributed by tahrix_lab.case: ``demo`` and ``case …``.
+
+A command that takes a case works on the only loaded case when none is named; with
+several it names them and asks (exit code 1, like every calm error)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tahrix_lab.case.workspace import Workspace
+
+# case.schema.SEVERITIES, spelt out: importing the case package at parse time would slow --help
+SEVERITIES = ("info", "low", "medium", "high", "critical")
 
 
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("demo", help="run the offline demo investigation of the sample case")
     p.set_defaults(func=_demo)
 
-    case = sub.add_parser("case", help="case data: load, export, generate, list, detect")
+    case = sub.add_parser("case", help="case data: load, export, generate, list, detect, flags, trace")
     cs = case.add_subparsers(dest="case_command", metavar="ACTION")
     load = cs.add_parser(
         "load",
@@ -34,9 +43,8 @@ def add_commands(sub: Any) -> None:
         "--force", action="store_true", help="merge files again even when their content was loaded before"
     )
     load.set_defaults(func=_load)
-    export = cs.add_parser("export", help="write a case back as a case folder")
-    export.add_argument("case_id")
-    export.add_argument("dir")
+    export = cs.add_parser("export", help="write a case back as a case folder: export [CASE] DIR")
+    export.add_argument("where", nargs="+", metavar="[CASE] DIR")
     export.set_defaults(func=_export)
     gen = cs.add_parser("generate", help="generate the synthetic sample case (deterministic per seed)")
     gen.add_argument("--seed", type=int, default=7)
@@ -44,10 +52,26 @@ def add_commands(sub: Any) -> None:
     gen.set_defaults(func=_generate)
     ls = cs.add_parser("list", help="list the cases in the database")
     ls.set_defaults(func=_list)
-    det = cs.add_parser("detect", help="run the anomaly detectors on a case")
-    det.add_argument("case_id")
+    det = cs.add_parser("detect", help="run the anomaly detectors on a case, then show its triage")
+    det.add_argument("case_id", nargs="?", metavar="CASE", help="default: the only loaded case")
     det.add_argument("--only", nargs="*", help="detector names (default: all)")
     det.set_defaults(func=_detect)
+    flags = cs.add_parser("flags", help="the case's flags rolled up (triage), or every raw flag")
+    flags.add_argument("case_id", nargs="?", metavar="CASE", help="default: the only loaded case")
+    flags.add_argument("--raw", action="store_true", help="list the raw flags instead of the triage rows")
+    flags.add_argument("--min-severity", choices=SEVERITIES, help="leave out weaker rows or flags")
+    flags.add_argument("--limit", type=int, default=1000, help="raw flags listed at most (default 1000)")
+    flags.add_argument("--json", action="store_true", help="print JSON (triage's rows, or the raw flags)")
+    flags.set_defaults(func=_flags)
+    trace = cs.add_parser("trace", help="trace the funds: where they ended, by category, native and USD")
+    trace.add_argument("case_id", nargs="?", metavar="CASE", help="default: the only loaded case")
+    trace.add_argument(
+        "--from", dest="start", metavar="ADDRESS", action="append",
+        help="start here (repeat for several) instead of the case's perpetrator and suspect addresses",
+    )  # fmt: skip
+    trace.add_argument("--chain", help="the chain of --from addresses when several chains have them")
+    trace.add_argument("--json", action="store_true", help="print the trace as JSON, endpoints with amounts")
+    trace.set_defaults(func=_trace)
     case.set_defaults(func=lambda a: (case.print_help(), 2)[1])
 
 
@@ -78,11 +102,33 @@ def _load(args: argparse.Namespace) -> int:
     return 0
 
 
+def pick_case(ws: Workspace, given: str | None) -> str:
+    """The case named, else the only one loaded; several or none is a calm error naming what to do."""
+    from tahrix_lab.agent.errors import UserFacingError
+
+    if given:
+        ws.require_case(given)
+        return given
+    cases = [c["case_id"] for c in ws.list_cases()]
+    if len(cases) == 1:
+        return str(cases[0])
+    if not cases:
+        raise UserFacingError(
+            "No case is loaded: load one with `tahrix case load FOLDER` "
+            "(or make the sample with `tahrix case generate --out FOLDER`)."
+        )
+    raise UserFacingError(f"Several cases are loaded ({', '.join(cases)}); name one, e.g. {cases[0]}.")
+
+
 def _export(args: argparse.Namespace) -> int:
+    from tahrix_lab.agent.errors import UserFacingError
     from tahrix_lab.case.workspace import Workspace
 
+    if len(args.where) > 2:
+        raise UserFacingError("case export takes [CASE] DIR: a case id and a folder, or a folder alone.")
+    *given, folder = args.where
     with Workspace() as ws:
-        print(f"Wrote {ws.export_case(args.case_id, args.dir)}")
+        print(f"Wrote {ws.export_case(pick_case(ws, given[0] if given else None), folder)}")
     return 0
 
 
@@ -108,7 +154,76 @@ def _detect(args: argparse.Namespace) -> int:
     from tahrix_lab.case.workspace import Workspace
 
     with Workspace() as ws:
-        result = ws.run_detectors(args.case_id, args.only)
+        case_id = pick_case(ws, args.case_id)
+        result = ws.run_detectors(case_id, args.only)
         for name, info in result["by_detector"].items():
             print(f"{name}: {info['flags']} flags ({info['seconds']} s)")
+        print()
+        _print_triage(ws, case_id, None)
+    print(f"\nNext: tahrix case trace {case_id}   (where the funds went; `tahrix case flags {case_id} --raw` "
+          "lists every flag)")  # fmt: skip
+    return 0
+
+
+def _console() -> Any:
+    from tahrix_lab.flow.terminal import terminal_console
+
+    return terminal_console()
+
+
+def _print_json(value: Any) -> None:
+    """ASCII only, so no stored control character reaches a terminal; exact decimals as strings."""
+    print(json.dumps(value, ensure_ascii=True, allow_nan=False, default=str, indent=1))
+
+
+def _print_triage(ws: Workspace, case_id: str, min_severity: str | None) -> None:
+    from tahrix_lab.app.commands.case_tables import triage_table
+    from tahrix_lab.case.readout import triage_usd
+
+    triage = ws.triage(case_id, min_severity=min_severity)
+    _console().print(triage_table(triage, triage_usd(ws.cases, case_id, triage["rows"])))
+
+
+def _flags(args: argparse.Namespace) -> int:
+    from tahrix_lab.case.workspace import Workspace
+
+    with Workspace() as ws:
+        case_id = pick_case(ws, args.case_id)
+        if not args.raw:
+            if args.json:
+                _print_json(ws.triage(case_id, min_severity=args.min_severity))
+            else:
+                _print_triage(ws, case_id, args.min_severity)
+            return 0
+        from tahrix_lab.app.commands.case_tables import raw_table
+        from tahrix_lab.case.readout import flag_usd
+
+        flags = ws.flags(case_id, min_severity=args.min_severity, limit=args.limit)
+        if args.json:
+            _print_json(flags)
+        else:
+            stated = {f["flag_id"]: flag_usd(f["evidence"] or {}) for f in flags}
+            _console().print(raw_table(case_id, flags, stated))
+    return 0
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from tahrix_lab.app.commands.case_tables import trace_table
+    from tahrix_lab.case.readout import endpoint_amounts
+    from tahrix_lab.case.workspace import Workspace
+
+    with Workspace() as ws:
+        case_id = pick_case(ws, args.case_id)
+        if args.start:
+            result = ws.trace(args.start, case_id=case_id, chain=args.chain)
+        else:
+            result = ws.trace(case_id)
+        received = endpoint_amounts(ws.cases, case_id, result)
+    if args.json:
+        for endpoints in result["endpoints"].values():
+            for e in endpoints:
+                e["received"] = received.get(f"{e['chain']}:{e['address']}", [])
+        _print_json(result)
+        return 0
+    _console().print(trace_table(result, received))
     return 0

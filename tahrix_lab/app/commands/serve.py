@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tahrix_lab.jobs.serving import IntegrationFactory, serve
-from tahrix_lab.jobs.settings import Settings, load_tokens
+if TYPE_CHECKING:  # the service (fastapi, redis…) is imported when serve runs, not at --help
+    from tahrix_lab.jobs.serving import IntegrationFactory
+    from tahrix_lab.jobs.settings import Settings
 
 
 def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None) -> None:
@@ -36,10 +37,18 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
     p.add_argument("--budget-hour-tokens", type=int, default=None)
     p.add_argument("--budget-monthly-usd", type=float, default=None)
     p.add_argument("--budget-global-monthly-usd", type=float, default=None)
-    p.set_defaults(func=lambda args: serve(settings_from_args(args), integration_factory))
+    p.set_defaults(func=lambda args: _serve(args, integration_factory))
+
+
+def _serve(args: argparse.Namespace, integration_factory: IntegrationFactory | None) -> int:
+    from tahrix_lab.jobs.serving import serve
+
+    return serve(settings_from_args(args), integration_factory)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
+    from tahrix_lab.jobs.settings import Settings, load_tokens
+
     tokens = load_tokens(args.tokens_file) if args.tokens_file else {}
     return Settings(
         host=args.host,

@@ -8,11 +8,10 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.flow.textsafe import safe, shown
+if TYPE_CHECKING:  # the handlers import what they use: `tahrix --help` loads none of it
+    from tahrix_lab.agent.store import TranscriptStore
 
 
 def add_commands(sub: Any) -> None:
@@ -81,6 +80,8 @@ def _date(value: str) -> datetime:
 
 
 def _store() -> TranscriptStore:
+    from tahrix_lab.agent.store import TranscriptStore
+
     return TranscriptStore()
 
 
@@ -100,6 +101,31 @@ def _costs_frame(store: TranscriptStore, **kwargs: Any) -> Any:
     data_snapshot.get_snapshot()
     with store.lease():
         return costs(store, **kwargs)
+
+
+def _session_costs(store: TranscriptStore, ids: Sequence[str]) -> dict[str, tuple[int, float | None]]:
+    """Calls and USD of the listed sessions, each call priced by the one pricer at its time
+    (as ``show`` prices them). Unknown prices are left out of the sum, as in ``tahrix costs``;
+    a session with no known price has cost ``None``. No DataFrame: pandas alone would
+    take ``tahrix sessions`` past a second."""
+    from tahrix_lab.agent.pricing import DEFAULT_PRICER
+    from tahrix_lab.agent.transcript import Usage
+
+    if not ids:
+        return {}
+    # one read; the pricing runs after it, with the file let go
+    rows = store.connection.execute(
+        "SELECT session_id, model_id, backend, created_at, input_tokens, output_tokens, "
+        "cache_read_tokens, cache_write_tokens, reasoning_tokens FROM messages "
+        "WHERE role = 'assistant' AND list_contains(?, session_id)",
+        [list(ids)],
+    ).fetchall()
+    per: dict[str, tuple[int, float | None]] = {}
+    for sid, model, backend, at, *tokens in rows:
+        calls, total = per.get(sid, (0, None))
+        cost = DEFAULT_PRICER.price(model, Usage(*tokens), backend=backend, at=at)
+        per[sid] = (calls + 1, total if cost is None else (total or 0.0) + cost)
+    return per
 
 
 def _print_json(rows: Sequence[dict[str, Any]]) -> None:
@@ -132,6 +158,8 @@ def _plain(value: Any) -> Any:
 
 def resolve_id(store: TranscriptStore, given: str) -> str:
     """A full session id from an id or a unique prefix of one."""
+    from tahrix_lab.agent.errors import ConfigurationError
+
     rows = (
         store.cursor().execute("SELECT id FROM sessions WHERE starts_with(id, ?) LIMIT 3", [given]).fetchall()
     )
@@ -152,12 +180,11 @@ def _cost(value: Any) -> str:
 def _sessions(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from tahrix_lab.flow.textsafe import safe, shown
+
     store = _store()
     sessions = store.list_sessions(user=args.user, purpose=args.purpose, limit=args.limit)
-    per = {
-        str(r.session): (int(str(r.calls)), r.cost_usd)
-        for r in _costs_frame(store, by=("session",)).itertuples(index=False)
-    } if sessions else {}  # fmt: skip
+    per = _session_costs(store, [s.id for s in sessions])
     if args.json:
         _print_json([
             {"id": s.id, "created_at": s.created_at.isoformat(), "user": s.user, "purpose": s.purpose,
@@ -192,6 +219,7 @@ def _sessions(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from tahrix_lab.agent.pricing import DEFAULT_PRICER
     from tahrix_lab.flow.terminal import FlowPrinter, format_cost, message_events
+    from tahrix_lab.flow.textsafe import shown
 
     store = _store()
     with store.lease():
@@ -226,6 +254,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from tahrix_lab.agent.backends import get_backend
+    from tahrix_lab.flow.textsafe import shown
     from tahrix_lab.lab.replay import estimate_replay_cost, replay
 
     store = _store()
@@ -282,6 +311,7 @@ def _case_tools(store: TranscriptStore, session_id: str, tools: str) -> dict[str
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from tahrix_lab.flow.textsafe import shown
     from tahrix_lab.lab.diff import describe, diff, result_values
 
     store = _store()
@@ -299,6 +329,8 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _costs(args: argparse.Namespace) -> int:
     from rich.table import Table
+
+    from tahrix_lab.flow.textsafe import safe, shown
 
     store = _store()
     df = _costs_frame(store, by=args.by, since=args.since, until=args.until, user=args.user)
@@ -357,6 +389,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from tahrix_lab.agent.errors import ConfigurationError
+    from tahrix_lab.flow.textsafe import safe
     from tahrix_lab.lab.transfer import import_sessions
 
     store = _store()
