@@ -25,6 +25,8 @@ from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case import loaders
 from tahrix_lab.case.annotations import revert as _revert
+from tahrix_lab.case.citations import verify_citations as _verify_citations
+from tahrix_lab.case.citations import with_citations
 from tahrix_lab.case.context import CaseContextProvider, Grant
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.detectors import run_detectors as _run_detectors
@@ -213,10 +215,13 @@ class Workspace:
         return CASE_TOOLS
 
     def ask(self, session: Session | str, text: str, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``agent.ask`` with the case tools and the case context provider filled in."""
+        """``agent.ask`` with the case tools and the case context provider filled in; a case session's
+        answer is followed by a ``("citations", {...})`` event (``verify_citations``) before ``done``."""
         kwargs.setdefault("registry", CASE_TOOLS)
         kwargs.setdefault("context", self.context_provider())
-        return _ask(self.store, session, text, **kwargs)
+        events = _ask(self.store, session, text, **kwargs)
+        case_id = self.case_of(session.id if isinstance(session, Session) else session)
+        return with_citations(events, self.cases, case_id) if case_id else events  # the citations line
 
     # -- data for the notebook panels ---------------------------------------------
     def flags(
@@ -311,3 +316,12 @@ class Workspace:
 
     def revert(self, audit_id: str, *, actor: str) -> dict[str, Any]:
         return _revert(self.cases, audit_id, actor=actor)
+
+    # -- citations and the report (docs/report.md) -------------------------------------
+    def verify_citations(
+        self, text: str, case_id: str, *, tool_results: Iterable[tuple[str, Any]] = ()
+    ) -> dict[str, Any]:
+        """Every hash, address, amount, time and id of ``text`` looked up in the case:
+        ``verified`` (with its row), ``close`` or ``not_found``; ``line`` sums them up."""
+        self.require_case(case_id)
+        return _verify_citations(self.cases, text, case_id, tool_results=tool_results)
