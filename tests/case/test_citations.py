@@ -203,3 +203,20 @@ def test_the_assistant_checks_its_draft_with_the_tool(loaded: Workspace) -> None
     assert [p["text"] for p in out.result["problems"]] == ["0x" + "cd" * 32]
     assert out.result["verified"][0]["match"]["tx_hash"] == THEFT
     assert not CASE_TOOLS.get("verify_citations").writes
+
+
+def test_the_terminal_prints_the_line_and_the_problems(loaded: Workspace) -> None:
+    from rich.console import Console
+
+    from tahrix_lab.flow import to_chunk
+    from tahrix_lab.flow.terminal import FlowPrinter, chunk_event
+
+    result = verify_citations(loaded.cases, f"Sent in {THEFT} and {'0x' + 'ef' * 32}.", "CASE-001")
+    chunk = to_chunk("citations", result)
+    assert chunk is not None and chunk["type"] == "citations" and chunk["counts"]["not_found"] == 1
+    assert chunk_event(chunk) == ("citations", {k: v for k, v in chunk.items() if k != "type"})
+    console = Console(record=True, width=300)
+    FlowPrinter(console)("citations", result)
+    out = console.export_text()
+    assert "§ 1 citation verified · 1 not found" in out and f"not found: 0x{'ef' * 32}" in out
+    assert THEFT not in out  # verified citations stay in the list, not on the terminal
