@@ -137,3 +137,17 @@ def test_provenance_names_files_detectors_sessions_and_version(ws: Workspace) ->
     models: dict[str, Any] = {row[1]: row for row in sessions}
     assert models["scripted"][4] == "scripted-investigator" and models["bad answer"][5] == "fake"
     assert any(b[0] == "p" and "tahrix_lab" in b[1] for b in prov.blocks)
+
+
+def test_the_cli_writes_the_report(
+    ws: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tahrix_lab.app.cli import main
+
+    monkeypatch.setenv("TAHRIX_DB", ws.path)  # --db sets it; this puts it back afterwards
+    bad = [s["session_id"] for s in ws.cases.sessions_of("CASE-001")][1]
+    out = tmp_path / "case.html"
+    assert main(["--db", ws.path, "case", "report", "CASE-001", "--session", bad, "--out", str(out)]) == 0
+    assert "Wrote" in capsys.readouterr().out and '<section id="provenance">' in out.read_text()
+    assert main(["--db", ws.path, "case", "report", "CASE-001", "--out", str(tmp_path / "case.md")]) == 0
+    assert (tmp_path / "case.md").read_text().startswith("# CASE-001")

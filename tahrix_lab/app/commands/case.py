@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tahrix_lab.app.commands.report import add_report_command
+
 
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("demo", help="run the offline demo investigation of the sample case")
@@ -48,6 +50,7 @@ def add_commands(sub: Any) -> None:
     det.add_argument("case_id")
     det.add_argument("--only", nargs="*", help="detector names (default: all)")
     det.set_defaults(func=_detect)
+    add_report_command(cs)
     case.set_defaults(func=lambda a: (case.print_help(), 2)[1])
 
 
