@@ -49,6 +49,11 @@ def verify_citations(
     ``tool_results``: ``(tool name, result)`` pairs of the session, for figures a tool computed.
     Returns ``{case_id, counts, line, citations: [...]}`` (citations in order of first mention).
     """
+    with db.connection.lease():  # one hold of the file for the burst of look-ups
+        return _verify(db, text, case_id, list(tool_results))
+
+
+def _verify(db: CaseDB, text: str, case_id: str, tool_results: list[tuple[str, Any]]) -> dict[str, Any]:
     symbols = tuple(
         r[0]
         for r in db.cursor().execute("SELECT DISTINCT symbol FROM assets WHERE symbol IS NOT NULL").fetchall()
@@ -72,7 +77,7 @@ def verify_citations(
     figures = [c for c in found if c.kind in ("amount", "usd")]
     if figures:
         lookup_amounts(db, case_id, figures, CLOSE_FRACTION)
-        _from_tool_results(db, figures, list(tool_results))
+        _from_tool_results(db, figures, tool_results)
     counts = {s: sum(1 for c in found if c.status == s) for s in STATUSES}
     return {
         "case_id": case_id,
