@@ -77,13 +77,19 @@ def answer(ws: Workspace, case_id: str, n: int = 300, words: int = 5000, seed: i
     db = ws.cases
     txs = [
         r["tx_hash"]
-        for r in db.rows("SELECT tx_hash FROM transfers WHERE case_id = ? USING SAMPLE 200 ROWS", [case_id])
+        for r in db.rows(
+            "SELECT tx_hash FROM transfers WHERE case_id = ? USING SAMPLE reservoir(200 ROWS) REPEATABLE (1)",
+            [case_id],
+        )
     ]
     rows = db.rows("SELECT t.amount, a.symbol, t.usd_value, t.block_time FROM transfers t JOIN assets a USING (asset_key) "
-                   "WHERE t.case_id = ? AND t.amount IS NOT NULL USING SAMPLE 200 ROWS", [case_id])  # fmt: skip
+                   "WHERE t.case_id = ? AND t.amount IS NOT NULL USING SAMPLE reservoir(200 ROWS) REPEATABLE (1)", [case_id])  # fmt: skip
     addrs = [
         r["address"]
-        for r in db.rows("SELECT address FROM addresses WHERE case_id = ? USING SAMPLE 200 ROWS", [case_id])
+        for r in db.rows(
+            "SELECT address FROM addresses WHERE case_id = ? USING SAMPLE reservoir(200 ROWS) REPEATABLE (1)",
+            [case_id],
+        )
     ]
     flags = [
         r["flag_id"]

@@ -113,13 +113,13 @@ def _tx_near_misses(db: CaseDB, case_id: str, cits: list[Citation]) -> None:
     heads = idx.parts["head"].equal(hashes(db, [c.value[:HALF] for c in cits]))
     tails = idx.parts["tail"].equal(hashes(db, [c.value[-HALF:] for c in cits]))
     cands: dict[int, set[tuple[int, int]]] = {}
-    for i, t, r in heads + tails:
-        cands.setdefault(i, set()).add((t, r))
+    for i, t, rid in heads + tails:
+        cands.setdefault(i, set()).add((t, rid))
     rows = {
         (code, r["rid"]): r
         for code, table in enumerate(TABLES)
         for r in fetch(db, case_id, table, "t.rowid AS rid, t.chain, t.tx_hash",
-                       [r for group in cands.values() for t, r in group if t == code])
+                       [rid for group in cands.values() for t, rid in group if t == code])
     }  # fmt: skip
     for i, c in enumerate(cits):
         near = sorted(
@@ -201,9 +201,9 @@ def lookup_shorts(db: CaseDB, case_id: str, cits: list[Citation]) -> None:
         )
         by_rid = {r["rid"]: r for r in got}
         for k, t, rid in hits:
-            i, r = long_heads[k], by_rid.get(rid) if t == code else None
-            if r and r["val"].startswith(heads[i]) and r["val"].endswith(tails[i]):
-                found.setdefault(i, set()).add((r["chain"], r["val"]))
+            i, row = long_heads[k], by_rid.get(rid) if t == code else None
+            if row and row["val"].startswith(heads[i]) and row["val"].endswith(tails[i]):
+                found.setdefault(i, set()).add((row["chain"], row["val"]))
     for i, c in enumerate(cits):
         hits_i = sorted(found.get(i, ()))
         values = {v for _, v in hits_i}
@@ -302,12 +302,12 @@ def lookup_times(db: CaseDB, case_id: str, cits: list[Citation]) -> None:
             "t.tx_hash, t.block_time AS time", list(moved.values()))}  # fmt: skip
     for i, options in cands.items():
         outside, _, tbl, _, ref = min(options, key=lambda o: o[:4])
-        r = rows.get(ref) if tbl == "transfers" else ref
-        if r is None:
+        hit = rows.get(ref) if tbl == "transfers" else ref
+        if hit is None:
             continue
         c = cits[i]
         c.status = "close" if outside else "verified"
-        c.match = _row(tbl, {k: r[k] for k in ("key", "chain", "tx_hash", "time")})
+        c.match = _row(tbl, {k: hit[k] for k in ("key", "chain", "tx_hash", "time")})
         if outside:
             c.note = f"the nearest recorded time is {c.match['time']}"
 
@@ -339,7 +339,8 @@ def lookup_amounts(db: CaseDB, case_id: str, cits: list[Citation], close_fractio
     for (kind, symbol), idx in groups.items():
         vs = [float(cits[i].number or 0) for i in idx]
         tols = [
-            float(max(cits[i].unit or Decimal(1), abs(cits[i].number or 0) * close_fraction)) for i in idx
+            float(max(cits[i].unit or Decimal(1), abs(cits[i].number or Decimal(0)) * close_fraction))
+            for i in idx
         ]
         cands: dict[int, list[tuple[float, str, str, Any]]] = {}
         for r in db.rows(
@@ -364,13 +365,13 @@ def lookup_amounts(db: CaseDB, case_id: str, cits: list[Citation], close_fractio
         for i, options in cands.items():
             d, tbl, key, ref = min(options, key=lambda o: o[:3])
             c = cits[i]
-            r = rows.get(ref) if tbl == "transfers" else None
-            x = float(r["amount"] if kind == "amount" else r["usd_value"]) if r else float(ref)
+            hit = rows.get(ref) if tbl == "transfers" else None
+            x = float(hit["amount"] if kind == "amount" else hit["usd_value"]) if hit else float(ref)
             half = float((c.unit or Decimal(1)) / 2) * (1 + 1e-9)
             c.status = "verified" if d <= half else "close"
             c.match = (
-                _row("transfers", {k: v for k, v in r.items() if k != "rid"})
-                if r
+                _row("transfers", {k: v for k, v in hit.items() if k != "rid"})
+                if hit
                 else _row(tbl, {"key": key, "value": x})
             )
             if c.status == "close":

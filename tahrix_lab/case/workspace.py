@@ -359,7 +359,7 @@ class Workspace:
             self.cases, self.store, case_id, sessions=chosen, trace=trace, triage=self.triage(case_id)
         )
         if path is not None:
-            rep.write(path)
+            rep.write(Path(path))
         return rep
 
     def _report_sessions(self, case_id: str, sessions: list[str] | None) -> list[str]:

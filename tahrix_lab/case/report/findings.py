@@ -18,7 +18,7 @@ from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.migrations import Migration, apply_migrations
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
-from tahrix_lab.case.db import CaseDB, jsonable, utcnow_naive
+from tahrix_lab.case.db import CaseDB, jdict, jsonable, utcnow_naive
 
 MIGRATIONS = (
     Migration(
@@ -144,4 +144,4 @@ def review(
             "INSERT INTO report_reviews VALUES (?, ?, ?, ?, ?, ?)",
             [case_id, finding_id, action, text if action == "edit" else None, by, at],
         )
-    return jsonable({"finding_id": finding_id, "action": action, "by": by, "at": at})
+    return jdict({"finding_id": finding_id, "action": action, "by": by, "at": at})
