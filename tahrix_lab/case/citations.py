@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from tahrix_lab.case.citations_find import Citation, find_citations
+from tahrix_lab.case.citations_index import one_check
 from tahrix_lab.case.citations_lookup import (
     lookup_amounts,
     lookup_blocks,
@@ -49,7 +50,7 @@ def verify_citations(
     ``tool_results``: ``(tool name, result)`` pairs of the session, for figures a tool computed.
     Returns ``{case_id, counts, line, citations: [...]}`` (citations in order of first mention).
     """
-    with db.connection.lease():  # one hold of the file for the burst of look-ups
+    with db.connection.lease(), one_check(db, case_id):  # one hold of the file, one index check
         return _verify(db, text, case_id, list(tool_results))
 
 

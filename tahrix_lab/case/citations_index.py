@@ -13,8 +13,11 @@ when the case's transfers or transactions change (count or highest row id).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +74,25 @@ def fingerprint(db: CaseDB, case_id: str) -> tuple[Any, ...]:
     return tuple((row or {}).values())
 
 
+_CURRENT: contextvars.ContextVar[tuple[CaseDB, str, CitationIndex] | None] = contextvars.ContextVar(
+    "citation_index", default=None
+)
+
+
+@contextlib.contextmanager
+def one_check(db: CaseDB, case_id: str) -> Iterator[None]:
+    """Within the block, the index is checked against the case once (one check of an answer)."""
+    token = _CURRENT.set((db, case_id, citation_index(db, case_id)))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
 def citation_index(db: CaseDB, case_id: str) -> CitationIndex:
+    current = _CURRENT.get()
+    if current is not None and current[0] is db and current[1] == case_id:
+        return current[2]
     fp = fingerprint(db, case_id)
     with _LOCK:
         found = _CACHE.setdefault(db, {}).get(case_id)
