@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the system packages the test suite needs (Debian): redis-server for
+# Installs the system packages the test suite needs (Debian): poppler-utils (pdftotext) for
+# the report's PDF test, redis-server for
 # the job store tests, chromium for the widget tests, npm (with Node) for the MCP
 # Inspector test, which installs the Inspector from the npm registry. Does nothing when present.
 set -euo pipefail
@@ -7,6 +8,7 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)  # the report's PDF text is checked
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "Missing system packages: ${need[*]}. Install them with: sudo apt-get install -y ${need[*]}" >&2

@@ -721,6 +721,10 @@ export function createFlow(container, options = {}) {
         case "usage":
           usage(chunk);
           break;
+        case "citations": // drawn by widgets/citations.js when loaded (globalThis.txCitations)
+          closeCurrent(ensureTurn());
+          if (globalThis.txCitations) globalThis.txCitations(chunk, ensureTurn().flow, insert);
+          break;
         case "error":
           error(chunk);
           api.end("error");

@@ -24,7 +24,10 @@ from tahrix_lab.agent.store import TranscriptStore, default_path
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case import loaders
+from tahrix_lab.case import report as _report
 from tahrix_lab.case.annotations import revert as _revert
+from tahrix_lab.case.citations import verify_citations as _verify_citations
+from tahrix_lab.case.citations import with_citations
 from tahrix_lab.case.context import CaseContextProvider, Grant
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.detectors import run_detectors as _run_detectors
@@ -213,10 +216,13 @@ class Workspace:
         return CASE_TOOLS
 
     def ask(self, session: Session | str, text: str, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``agent.ask`` with the case tools and the case context provider filled in."""
+        """``agent.ask`` with the case tools and the case context provider filled in; a case session's
+        answer is followed by a ``("citations", {...})`` event (``verify_citations``) before ``done``."""
         kwargs.setdefault("registry", CASE_TOOLS)
         kwargs.setdefault("context", self.context_provider())
-        return _ask(self.store, session, text, **kwargs)
+        events = _ask(self.store, session, text, **kwargs)
+        case_id = self.case_of(session.id if isinstance(session, Session) else session)
+        return with_citations(events, self.cases, case_id) if case_id else events  # the citations line
 
     # -- data for the notebook panels ---------------------------------------------
     def flags(
@@ -311,3 +317,56 @@ class Workspace:
 
     def revert(self, audit_id: str, *, actor: str) -> dict[str, Any]:
         return _revert(self.cases, audit_id, actor=actor)
+
+    # -- citations and the report (docs/report.md) -------------------------------------
+    def verify_citations(
+        self, text: str, case_id: str, *, tool_results: Iterable[tuple[str, Any]] = ()
+    ) -> dict[str, Any]:
+        """Every hash, address, amount, time and id of ``text`` looked up in the case:
+        ``verified`` (with its row), ``close`` or ``not_found``; ``line`` sums them up."""
+        self.require_case(case_id)
+        return _verify_citations(self.cases, text, case_id, tool_results=tool_results)
+
+    def report_findings(self, case_id: str, sessions: list[str] | None = None) -> list[dict[str, Any]]:
+        """The findings of the case's sessions (or those given), each with its review status."""
+        self.require_case(case_id)
+        return _report.findings(self.cases, self.store, case_id, self._report_sessions(case_id, sessions))
+
+    def review_finding(
+        self, case_id: str, finding_id: str, action: str, *, by: str, text: str | None = None
+    ) -> dict[str, Any]:
+        """Accept, edit (with ``text``) or drop a finding before export; who and when are recorded."""
+        self.require_case(case_id)
+        return _report.review(self.cases, case_id, finding_id, action, by=by, text=text)
+
+    def report(
+        self,
+        case_id: str,
+        *,
+        sessions: list[str] | None = None,
+        path: str | os.PathLike[str] | None = None,
+        trace_params: dict[str, Any] | None = None,
+    ) -> _report.Report:
+        """The case report (docs/report.md): ``.html``, and ``.markdown``; written to ``path``
+        when given (``.md`` for Markdown). Sessions default to every session of the case."""
+        self.require_case(case_id)
+        chosen = self._report_sessions(case_id, sessions)
+        try:
+            trace = self.trace(case_id, **(trace_params or {}))
+        except UserFacingError:  # no role addresses to start from: the report says so
+            trace = {"nodes": [], "edges": [], "endpoints": {}, "summary": {}, "params": {}}
+        rep = _report.build_report(
+            self.cases, self.store, case_id, sessions=chosen, trace=trace, triage=self.triage(case_id)
+        )
+        if path is not None:
+            rep.write(Path(path))
+        return rep
+
+    def _report_sessions(self, case_id: str, sessions: list[str] | None) -> list[str]:
+        linked = [s["session_id"] for s in self.cases.sessions_of(case_id)]
+        if sessions is None:
+            return linked
+        strangers = [s for s in sessions if s not in linked]
+        if strangers:
+            raise UserFacingError(f"Session(s) {', '.join(strangers)} are not sessions of case {case_id!r}.")
+        return list(sessions)

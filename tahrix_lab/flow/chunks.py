@@ -14,6 +14,8 @@ front end, and ``widgets/flow.js`` draws them. Vocabulary:
     {"type": "effects", "effects": [...]}
     {"type": "usage", "model", "backend", "usage": {...}, "cost_usd", "uncached_cost_usd", "latency_ms", "ttft_ms",
      "stop_reason"}
+    {"type": "citations", "line", "counts": {verified, close, not_found, total}, "citations": [...]}
+                                          (a case answer's citations checked; before "done")
     {"type": "error", "message", "kind"}
     {"type": "done", "stop_reason"}
 """
@@ -70,6 +72,8 @@ def to_chunk(event: str, payload: dict[str, Any]) -> Chunk | None:
     if event == "usage":
         return {"type": "usage", **{k: payload.get(k) for k in (
             "model", "backend", "usage", "cost_usd", "uncached_cost_usd", "latency_ms", "ttft_ms", "stop_reason")}}  # fmt: skip
+    if event == "citations":
+        return {"type": "citations", **{k: payload.get(k) for k in ("line", "counts", "citations")}}
     if event == "error":
         return {"type": "error", "message": payload["message"], "kind": payload.get("kind", "internal")}
     if event == "done":

@@ -100,6 +100,17 @@ class FlowPrinter:
                 f"[dim]  {escape(payload.get('model'))} · in {usage.get('input_tokens')} / out {usage.get('output_tokens')}"
                 f" tokens · {format_cost(cost)}[/]"
             )
+        elif event == "citations":
+            self._start("citations")
+            counts = payload.get("counts") or {}
+            colour = "red" if counts.get("not_found") else "yellow" if counts.get("close") else "green"
+            c.print(f"[{colour}]§ {escape(payload.get('line') or '')}[/]")
+            for cit in payload.get("citations") or []:
+                if cit.get("status") != "verified":
+                    note = f" ({cit['note']})" if cit.get("note") else ""
+                    c.print(
+                        f"[{colour}]  {escape(cit['status'].replace('_', ' '))}: {escape(cit['text'])}{escape(note)}[/]"
+                    )
         elif event == "error":
             self._start("error")
             c.print(f"[yellow]! {escape(payload['message'])}[/]")
@@ -138,6 +149,6 @@ def chunk_event(chunk: Chunk) -> tuple[str, dict[str, Any]] | None:
     if kind == "tool_call":
         return "tool_use", {"kind": "tool_use", "id": chunk.get("id"), "name": chunk.get("name"),
                             "input": chunk.get("args"), "raw": chunk.get("raw")}  # fmt: skip
-    if kind in ("user", "tool_result", "follow_up", "effects", "usage", "error", "done"):
+    if kind in ("user", "tool_result", "follow_up", "effects", "usage", "citations", "error", "done"):
         return kind, body
     return None

@@ -14,7 +14,7 @@ from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
 from tahrix_lab.case.workspace import Workspace
 
 EXPECTED = {"get_case_overview", "lookup_address", "get_transaction", "list_transfers", "trace_funds", "find_bridge_events",
-            "match_bridge_leg", "run_detectors", "list_flags", "screen_exposure", "run_sql", "annotate"}  # fmt: skip
+            "match_bridge_leg", "run_detectors", "list_flags", "screen_exposure", "run_sql", "annotate", "verify_citations"}  # fmt: skip
 
 
 def call(ws: Workspace, session: Session | None, name: str, args: dict[str, Any], provider: Any = None):

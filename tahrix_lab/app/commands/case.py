@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tahrix_lab.app.commands.report import add_report_command
+
 if TYPE_CHECKING:
     from tahrix_lab.case.workspace import Workspace
 
@@ -72,6 +74,7 @@ def add_commands(sub: Any) -> None:
     trace.add_argument("--chain", help="the chain of --from addresses when several chains have them")
     trace.add_argument("--json", action="store_true", help="print the trace as JSON, endpoints with amounts")
     trace.set_defaults(func=_trace)
+    add_report_command(cs)
     case.set_defaults(func=lambda a: (case.print_help(), 2)[1])
 
 

@@ -12,16 +12,16 @@ changed — never from case data.
 
 One module per family: ``case_data`` (overview, address, transaction,
 transfers), ``flows`` (tracing and bridges), ``flags``, ``exposure``,
-``sql_notes`` (read-only SQL, annotate).
+``sql_notes`` (read-only SQL, annotate), ``citations`` (checking a draft).
 """
 
 from __future__ import annotations
 
 from tahrix_lab.agent.tools import REGISTRY, ToolRegistry
-from tahrix_lab.case.tools import case_data, exposure, flags, flows, sql_notes
+from tahrix_lab.case.tools import case_data, citations, exposure, flags, flows, sql_notes
 from tahrix_lab.case.tools.common import CASE_TOOLS, DATA_NOTE
 
-del case_data, exposure, flags, flows, sql_notes  # imported to register their tools
+del case_data, citations, exposure, flags, flows, sql_notes  # imported to register their tools
 
 
 def register_case_tools(registry: ToolRegistry | None = None) -> ToolRegistry:
