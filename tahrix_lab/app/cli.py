@@ -18,6 +18,7 @@ from tahrix_lab.flow.textsafe import safe
 
 def build_parser() -> argparse.ArgumentParser:
     from tahrix_lab.app.commands import case as case_commands
+    from tahrix_lab.app.commands import db as db_commands
     from tahrix_lab.app.commands import mcp as mcp_commands
     from tahrix_lab.app.commands import serve as serve_commands
     from tahrix_lab.app.commands import transcripts as transcript_commands
@@ -26,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tahrix", description="Tahrix Lab: on-chain investigations with an LLM assistant."
     )
     parser.add_argument("--version", action="version", version=f"tahrix-lab {__version__}")
-    parser.add_argument("--db", help="the DuckDB file (default: $TAHRIX_DB or ./tahrix.duckdb)")
+    parser.add_argument(
+        "--db", help="the DuckDB file or a postgresql:// URL (default: $TAHRIX_DB or ./tahrix.duckdb)"
+    )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log details (raw provider errors) to stderr"
     )
@@ -37,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve_commands.add_commands(sub, integration_factory=case_integration)
     transcript_commands.add_commands(sub)
     mcp_commands.add_commands(sub)
+    db_commands.add_commands(sub)
     return parser
 
 

@@ -2,17 +2,15 @@
 
 The seed's discipline, kept on a server shared by many hosts:
 
-- one ``psycopg_pool.ConnectionPool`` per process and URL; connections are autocommit and
-  checked when taken, so a server restart costs a reconnect, not an error;
+- one pool per process and URL (``pg_pool``: autocommit connections checked when taken,
+  a statement timeout, retries of a dropped connection, a calm error when none is free);
 - each persist is one short write (one statement, or two in one transaction for a message:
   the seq lock and the insert); never a transaction held across a stream;
 - every write carries a ``write_id`` made once per call: when a connection drops after the
   server committed but before the answer arrived, the retry finds the row instead of
   writing it twice;
-- a statement timeout on every connection (``TAHRIX_PG_STATEMENT_TIMEOUT``, seconds);
-- a dropped connection is retried for ``TAHRIX_PG_RETRY`` seconds; no free connection
-  within ``TAHRIX_DB_WAIT`` seconds (pool exhausted, or the server down) is a calm
-  ``StoreUnavailableError`` that names the server, never the password.
+- ``seq`` is handed out under one lock per message insert, in commit order, so the
+  budget's "calls since seq N" (``ledger_calls``) never skips a call that committed late.
 
 psycopg is imported when a PostgreSQL store is opened, so DuckDB users never load it.
 """
@@ -20,61 +18,30 @@ psycopg is imported when a PostgreSQL store is opened, so DuckDB users never loa
 from __future__ import annotations
 
 import json
-import logging
 import os
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from tahrix_lab.agent.errors import ConfigurationError, StoreUnavailableError
+from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.storage.interface import LedgerRow, TranscriptStore
-from tahrix_lab.agent.storage.pg_schema import MESSAGE_COLUMNS, MIGRATIONS, SEQ_LOCK, SESSION_COLUMNS, migrate
+from tahrix_lab.agent.storage.pg_pool import Pool
+from tahrix_lab.agent.storage.pg_schema import MESSAGE_COLUMNS, SEQ_LOCK, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target, engine_of, redacted, server_of
 from tahrix_lab.agent.transcript import Message, Part, Session, Usage
 
 if TYPE_CHECKING:
     import psycopg
-    from psycopg_pool import ConnectionPool
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-__all__ = ["PostgresStore", "connect_once"]
-
-
-def _seconds(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, "") or default)
-    except ValueError:
-        raise ConfigurationError(f"${name} must be a number of seconds.") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def connect_once(url: str, *, timeout: float = 10.0) -> psycopg.Connection[Any]:
-    """One autocommit connection (the pool's probe, ``tahrix db``); a calm error if down."""
-    import psycopg
-
-    try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
-    except psycopg.OperationalError as exc:
-        raise StoreUnavailableError(
-            f"Cannot reach the PostgreSQL record at {server_of(url)}: {_first_line(exc)}"
-        ) from None
+__all__ = ["PostgresStore"]
 
 
 class PostgresStore(TranscriptStore, engine="postgresql"):
     """Sessions, messages, parts, turn ends and the usage ledger in PostgreSQL."""
-
-    _pools: ClassVar[dict[tuple[int, str, int], ConnectionPool[Any]]] = {}
-    _pools_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
         self,
@@ -92,113 +59,29 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
         url = os.fspath(path) if path is not None else default_target()
         if engine_of(url) != "postgresql":
             raise ConfigurationError(f"{redacted(url)!r} is not a postgresql:// URL.")
-        self._url = url  # holds the password: never shown; ``path`` is the redacted form
-        self.path = redacted(url)
+        self.path = redacted(url)  # the URL as it may be shown: never its password
         self.server = server_of(url)
-        self.wait = wait if wait is not None else _seconds("TAHRIX_DB_WAIT", 30.0)
-        self.retry = retry if retry is not None else _seconds("TAHRIX_PG_RETRY", 30.0)
-        self.statement_timeout = (
-            statement_timeout
-            if statement_timeout is not None
-            else _seconds("TAHRIX_PG_STATEMENT_TIMEOUT", 30.0)
+        self._pool = Pool.get(
+            url, wait=wait, size=pool_size, statement_timeout=statement_timeout, retry=retry
         )
-        size = pool_size or int(os.environ.get("TAHRIX_PG_POOL", "") or 10)
-        self._pool = self._pool_for(url, size)
-        self._tx = threading.local()  # this thread's connection inside transaction()
-
-    # -- the pool ----------------------------------------------------------
-    def _pool_for(self, url: str, size: int) -> ConnectionPool[Any]:
-        from psycopg_pool import ConnectionPool
-
-        key = (os.getpid(), url, size)  # a forked child makes its own
-        with self._pools_lock:
-            pool = self._pools.get(key)
-            if pool is not None and not pool.closed:
-                return pool
-            with connect_once(url, timeout=self.wait) as probe:  # down at start: one calm line
-                migrate(probe, "transcript", MIGRATIONS)
-            timeout_ms = int(self.statement_timeout * 1000)
-
-            def configure(conn: psycopg.Connection[Any]) -> None:
-                conn.execute(f"SET statement_timeout = {timeout_ms}")
-                conn.execute("SET TIME ZONE 'UTC'")
-
-            pool = ConnectionPool(
-                url,
-                min_size=1,
-                max_size=size,
-                kwargs={"autocommit": True},
-                configure=configure,
-                check=ConnectionPool.check_connection,
-                timeout=self.wait,
-                name=f"tahrix-record {self.server}",
-                open=False,
-            )
-            pool.open(wait=False)
-            self._pools[key] = pool
-            return pool
 
     def close(self) -> None:
         """Pools are per process and shared by the stores on one URL: nothing to close here."""
 
-    @classmethod
-    def close_pools(cls) -> None:
+    @staticmethod
+    def close_pools() -> None:
         """Close this process's pools (tests, and a process about to exit)."""
-        with cls._pools_lock:
-            pools, cls._pools = list(cls._pools.values()), {}
-        for pool in pools:
-            pool.close()
+        Pool.close_all()
 
     def _run(self, work: Callable[[psycopg.Connection[Any], bool], T]) -> T:
-        """Run ``work(conn, first)`` on a pooled connection; retry a dropped connection until
-        ``retry`` seconds passed (``first`` is False on a retry: a write may have landed)."""
-        import psycopg
-        from psycopg_pool import PoolTimeout
-
-        held: psycopg.Connection[Any] | None = getattr(self._tx, "conn", None)
-        if held is not None:  # inside transaction(): the block's connection, no retry
-            return work(held, True)
-        deadline = time.monotonic() + self.retry
-        first, delay = True, 0.05
-        while True:
-            try:
-                with self._pool.connection(timeout=self.wait) as conn:
-                    return work(conn, first)
-            except PoolTimeout:
-                raise StoreUnavailableError(
-                    f"No connection to the PostgreSQL record at {self.server} within {self.wait:g} s "
-                    "(the server is down, or every connection of this process is busy). Try again shortly."
-                ) from None
-            except psycopg.errors.QueryCanceled:
-                raise StoreUnavailableError(
-                    f"The PostgreSQL record at {self.server} took longer than {self.statement_timeout:g} s "
-                    "to answer. Try again shortly."
-                ) from None
-            except psycopg.OperationalError as exc:
-                if time.monotonic() >= deadline:
-                    raise StoreUnavailableError(
-                        f"Lost the connection to the PostgreSQL record at {self.server}: {_first_line(exc)}"
-                    ) from None
-                log.warning("PostgreSQL record at %s: %s; retrying", self.server, _first_line(exc))
-                first = False
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        return self._pool.run(work)
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._run(lambda conn, _first: conn.execute(sql, params).fetchall())
 
-    @contextmanager
-    def transaction(self, *, buffered: bool = False) -> Iterator[None]:
+    def transaction(self, *, buffered: bool = False) -> AbstractContextManager[None]:
         """The writes of the block commit together on one connection, or none of them."""
-        if getattr(self._tx, "conn", None) is not None:
-            yield
-            return
-        with self._pool.connection(timeout=self.wait) as conn, conn.transaction():
-            self._tx.conn = conn
-            try:
-                yield
-            finally:
-                self._tx.conn = None
+        return self._pool.transaction()
 
     # -- sessions ----------------------------------------------------------
     def create_session(
