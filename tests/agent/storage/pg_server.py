@@ -61,8 +61,10 @@ class PgServer:
 
     def start(self) -> None:
         options = (
+            # fsync off: a test server outlives no machine crash. Commits stay synchronous,
+            # so a committed row survives ``pg_ctl stop -m immediate`` (the fault tests).
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            "-c full_page_writes=off -c max_connections=200"
         )
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.root / "log"), "-w", "start")
 
