@@ -4,8 +4,9 @@
   first one probes the server with one connection and applies the record's migrations
   there: a server down at start is one calm ``StoreUnavailableError`` at once.
 - Connections are autocommit, in UTC, with a statement timeout
-  (``TAHRIX_PG_STATEMENT_TIMEOUT`` seconds, 30), and checked when taken from the pool,
-  so a restarted server costs a reconnect.
+  (``TAHRIX_PG_STATEMENT_TIMEOUT`` seconds, 30). They are not checked when taken (that
+  would be one more round trip per statement): a connection a restart killed fails its
+  statement, the pool drops it, and the statement is retried on another.
 - ``pool.run(work)`` runs ``work(conn, first)``; a dropped connection is retried with
   backoff for ``TAHRIX_PG_RETRY`` seconds (30), ``first`` False on a retry (a write may
   have landed: writes are keyed so a retry finds it). No free connection within
@@ -116,7 +117,6 @@ class Pool:
             max_size=size,
             kwargs={"autocommit": True},
             configure=configure,
-            check=ConnectionPool.check_connection,
             timeout=wait,
             name=f"tahrix-record {self.server}",
             open=False,

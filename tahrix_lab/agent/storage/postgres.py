@@ -4,8 +4,8 @@ The seed's discipline, kept on a server shared by many hosts:
 
 - one pool per process and URL (``pg_pool``: autocommit connections checked when taken,
   a statement timeout, retries of a dropped connection, a calm error when none is free);
-- each persist is one short write (one statement, or two in one transaction for a message:
-  the seq lock and the insert); never a transaction held across a stream;
+- each persist is one short autocommit statement (one round trip); never a transaction
+  held across a stream;
 - every write carries a ``write_id`` made once per call: when a connection drops after the
   server committed but before the answer arrived, the retry finds the row instead of
   writing it twice;
@@ -176,7 +176,7 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
 
     # -- messages ----------------------------------------------------------
     def append_message(self, session_id: str, message: Message) -> Message:
-        """One short transaction: the seq lock, then one INSERT that takes the next position."""
+        """One autocommit statement: the seq lock, then the row at the session's next position."""
         usage = message.usage or Usage()
         parts = json.dumps([p.to_dict() for p in message.parts], ensure_ascii=False)
         write_id = uuid.uuid4()
@@ -186,27 +186,36 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
             usage.cache_read_tokens, usage.cache_write_tokens, usage.reasoning_tokens, message.tools_offered,
             message.latency_ms, message.ttft_ms, parts,
         ]  # fmt: skip
+        # One statement, one round trip: the seq lock (held to its commit), then the row
+        # at the next position. Two writers on one session at once (rare: a session has one
+        # run at a time) can pick the same position; the loser tries again.
         insert = (
+            "WITH seq_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s)) "
             f"INSERT INTO messages (write_id, {MESSAGE_COLUMNS}) "
-            "SELECT %s, %s, coalesce(max(position) + 1, 0), %s, %s, %s, %s, %s, %s, "
-            "%s, %s, %s, %s, %s, %s, %s, %s, %s FROM messages WHERE session_id = %s "
+            "SELECT %s, %s, (SELECT coalesce(max(position) + 1, 0) FROM messages WHERE session_id = %s), "
+            "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s FROM seq_lock "
             "ON CONFLICT (write_id) DO NOTHING RETURNING position"
         )
-        params = [write_id, session_id, *values[1:], session_id]
+        params = [SEQ_LOCK, write_id, session_id, session_id, *values[1:]]
 
         def write(conn: psycopg.Connection[Any], first: bool) -> int:
-            if not first:  # the first try may have landed before the connection dropped
-                found = conn.execute(
-                    "SELECT position FROM messages WHERE write_id = %s", [write_id]
-                ).fetchone()
-                if found is not None:
-                    return int(found[0])
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", [SEQ_LOCK])
-                row = conn.execute(insert, params).fetchone()
-            if row is None:
-                raise ConfigurationError(f"Message write {write_id} was lost.")  # cannot happen
-            return int(row[0])
+            import psycopg
+
+            for _ in range(20):
+                if not first:  # an earlier try may have landed before the connection dropped
+                    found = conn.execute("SELECT position FROM messages WHERE write_id = %s", [write_id])
+                    row = found.fetchone()
+                    if row is not None:
+                        return int(row[0])
+                try:
+                    row = conn.execute(insert, params).fetchone()
+                except psycopg.errors.UniqueViolation:
+                    first = False
+                    continue
+                if row is not None:
+                    return int(row[0])
+                first = False  # the write id was there already: read its position
+            raise ConfigurationError(f"Could not place a message in session {session_id!r}.")
 
         message.position = self._run(write)
         message.session_id = session_id
