@@ -149,16 +149,15 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
             if value is not None:
                 where.append(clause)
                 params.append(value)
-        sql = (
-            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} ORDER BY created_at DESC, id"
-        )
+        sql = f'SELECT {SESSION_COLUMNS} FROM sessions WHERE {" AND ".join(where)} ORDER BY created_at DESC, id COLLATE "C"'
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [_session(r) for r in self._rows(sql, params)]
 
     def session_ids_starting(self, prefix: str, limit: int = 3) -> list[str]:
         rows = self._rows(
-            "SELECT id FROM sessions WHERE starts_with(id, %s) ORDER BY id LIMIT %s", [prefix, limit]
+            'SELECT id FROM sessions WHERE starts_with(id, %s) ORDER BY id COLLATE "C" LIMIT %s',
+            [prefix, limit],
         )
         return [r[0] for r in rows]
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -190,3 +192,12 @@ def test_show_on_postgresql(
     out = capsys.readouterr().out
     assert "hello from postgres" in out
     assert PASSWORD not in out
+
+
+def test_a_duckdb_user_never_loads_psycopg() -> None:
+    code = (
+        "import sys; from tahrix_lab.agent import TranscriptStore; TranscriptStore(':memory:').close();"
+        "print([m for m in ('psycopg', 'psycopg_pool') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
