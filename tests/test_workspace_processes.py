@@ -156,7 +156,7 @@ def test_probing_for_waiters_from_many_threads_leaves_no_lock_behind(tmp_path: P
     fd, and every process that then waited for the file hung on the turnstile."""
     import threading
 
-    from tahrix_lab.agent.file_locks import Turnstile
+    from tahrix_lab.agent.storage.file_locks import Turnstile
 
     path = str(tmp_path / "x.duckdb.waiters")
     for _ in range(20):

@@ -37,8 +37,6 @@ from tahrix_lab.agent.pricing import Pricer, Rate
 from tahrix_lab.agent.transcript import Message, Usage, utcnow
 
 if TYPE_CHECKING:
-    import duckdb
-
     from tahrix_lab.agent.store import TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -190,25 +188,12 @@ class Budget:
         if time.monotonic() - self._synced_at < self.sync_every:
             return
         self._synced_at = time.monotonic()
-        with store.lease():  # one attach for both reads
-            cur = store.cursor()
-            params: list[object]
-            if self._watermark is None:  # first read: the last 30 days
-                where, params = "created_at > ?", [now - MONTH]
-            else:
-                where, params = "seq > ?", [self._watermark]
-            rows = cur.execute(
-                "SELECT session_id, position, created_at, model_id, backend, input_tokens, output_tokens, "
-                "cache_read_tokens, cache_write_tokens, seq FROM messages "
-                f"WHERE role = 'assistant' AND {where} ORDER BY seq",
-                params,
-            ).fetchall()
-            if self._watermark is None:
-                top = cur.execute("SELECT coalesce(max(seq), 0) FROM messages").fetchone()
-                self._watermark = int(top[0]) if top else 0
-            if not rows:
-                return
-            self._learn_users(cur, {r[0] for r in rows})
+        rows, top = store.ledger_calls(after_seq=self._watermark, since=now - MONTH)
+        if self._watermark is None:
+            self._watermark = top
+        if not rows:
+            return
+        self._learn_users(store, {r[0] for r in rows})
         for sid, position, at, model, backend, inp, out, cr, cw, seq in rows:
             key = (sid, position)
             if key in self._counted:
@@ -224,13 +209,10 @@ class Budget:
         self._read.append(key)
         self._read_set.add(key)
 
-    def _learn_users(self, cur: duckdb.DuckDBPyConnection, session_ids: set[str]) -> None:
+    def _learn_users(self, store: TranscriptStore, session_ids: set[str]) -> None:
         missing = list(session_ids - self._session_users.keys())
         if missing:
-            for sid, user in cur.execute(
-                'SELECT id, "user" FROM sessions WHERE id IN ?', [missing]
-            ).fetchall():
-                self._session_users[sid] = user
+            self._session_users.update(store.session_users(missing))
 
     def _on_append(self, session_id: str, message: Message) -> None:
         if message.role != "assistant" or message.position is None:
@@ -240,7 +222,7 @@ class Budget:
             if key in self._read_set:
                 return  # a sync already read it back from the store
             if session_id not in self._session_users and self._loaded_from is not None:
-                self._learn_users(self._loaded_from.cursor(), {session_id})
+                self._learn_users(self._loaded_from, {session_id})
             self._counted.add(key)
             usage = message.usage or Usage()
             self._add(

@@ -4,6 +4,7 @@
      ├── ConfigurationError      the developer's or operator's mistake (bad backend
      │    │                      name, missing credentials, unknown session)
      │    └── StoreLockedError   the database file is held by another process
+     ├── StoreUnavailableError   the team store (PostgreSQL) cannot be reached or is busy
      ├── BackendError            the provider failed (status, retryable, raw cause)
      ├── UserFacingError         a refusal the user should read as it is
      │    └── BudgetExceeded     a budget bucket is full (bucket, calm message)
@@ -36,6 +37,12 @@ class StoreLockedError(ConfigurationError):
             "Close the other Tahrix Lab process (or notebook kernel) that has it open, "
             "or point TAHRIX_DB at another file."
         )
+
+
+class StoreUnavailableError(TahrixError):
+    """The PostgreSQL record cannot be reached in time (down, or every pooled connection busy).
+
+    The message names the server (never its password) and is written for the user."""
 
 
 class BackendError(TahrixError):

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 def build_parser() -> argparse.ArgumentParser:
     from tahrix_lab.app.commands import case as case_commands
+    from tahrix_lab.app.commands import db as db_commands
     from tahrix_lab.app.commands import mcp as mcp_commands
     from tahrix_lab.app.commands import notebook as notebook_commands
     from tahrix_lab.app.commands import serve as serve_commands
@@ -33,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tahrix", description="Tahrix Lab: on-chain investigations with an LLM assistant."
     )
     parser.add_argument("--version", action="version", version=f"tahrix-lab {__version__}")
-    parser.add_argument("--db", help="the DuckDB file (default: $TAHRIX_DB or ./tahrix.duckdb)")
+    parser.add_argument(
+        "--db", help="the DuckDB file or a postgresql:// URL (default: $TAHRIX_DB or ./tahrix.duckdb)"
+    )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log details (raw provider errors) to stderr"
     )
@@ -43,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     transcript_commands.add_commands(sub)
     notebook_commands.add_commands(sub)
     mcp_commands.add_commands(sub)
+    db_commands.add_commands(sub)
     return parser
 
 

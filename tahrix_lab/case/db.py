@@ -14,13 +14,13 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 
 from tahrix_lab.agent.duck import Database
-from tahrix_lab.agent.leased_cursor import Cursor
 from tahrix_lab.agent.migrations import apply_migrations
+from tahrix_lab.agent.storage.leased_cursor import Cursor
 from tahrix_lab.case.chains import EVM_CHAINS
 from tahrix_lab.case.schema import MIGRATIONS, SEVERITIES
 
@@ -75,7 +75,7 @@ class CaseDB:
         # The workspace's Database: the file is held per statement or burst (agent/duck.py).
         # A cursor of it (``db.connection.cursor()``) means that same database.
         if isinstance(conn, Cursor):
-            conn = conn.database
+            conn = cast(Database, conn.database)
         self._conn = conn if isinstance(conn, Database) else Database(connection=conn)
         self.write_lock = self._conn.write_lock
         with self._conn.lease():

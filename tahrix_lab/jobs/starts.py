@@ -29,7 +29,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
-from tahrix_lab.agent.group_commit import GroupCommit
+from tahrix_lab.agent.storage.group_commit import GroupCommit
 from tahrix_lab.jobs.request import JobRejected
 
 J = TypeVar("J")

@@ -160,14 +160,12 @@ def resolve_id(store: TranscriptStore, given: str) -> str:
     """A full session id from an id or a unique prefix of one."""
     from tahrix_lab.agent.errors import ConfigurationError
 
-    rows = (
-        store.cursor().execute("SELECT id FROM sessions WHERE starts_with(id, ?) LIMIT 3", [given]).fetchall()
-    )
-    if not rows:
+    ids = store.session_ids_starting(given, limit=3)
+    if not ids:
         raise ConfigurationError(f"No session id starts with {given!r} in {store.path!r}.")
-    if len(rows) > 1 and not any(r[0] == given for r in rows):
+    if len(ids) > 1 and given not in ids:
         raise ConfigurationError(f"{given!r} matches several sessions; give more of the id.")
-    return str(rows[0][0]) if len(rows) == 1 else given
+    return ids[0] if len(ids) == 1 else given
 
 
 def _cost(value: Any) -> str:

@@ -6,12 +6,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import duckdb
-
-if TYPE_CHECKING:
-    from tahrix_lab.agent.duck import Database
 
 _TXN_BEGIN = ("BEGIN", "START")
 _TXN_END = ("COMMIT", "END", "ROLLBACK", "ABORT")
@@ -35,6 +33,19 @@ _QUERIES = frozenset(
 STALE_RESULT_S = 0.5  # an unfetched result outside any lease is buffered after this
 
 
+class Leases(Protocol):
+    """What a cursor needs of its ``duck.Database`` (named here so the two modules make no circle)."""
+
+    shared: bool
+
+    def lease(self) -> AbstractContextManager[Any]: ...
+    def holds_lease(self, beyond: int = 0) -> bool: ...
+    def _enter(self) -> None: ...
+    def _exit(self, *, drain: bool = True, thread: int | None = None) -> None: ...
+    def _ran_on(self, cur: Cursor) -> None: ...
+    def _raw_cursor(self) -> duckdb.DuckDBPyConnection: ...
+
+
 class Cursor:
     """A DuckDB cursor that holds the file while a statement runs and its result is read.
 
@@ -43,7 +54,7 @@ class Cursor:
     so a one-line ``db.cursor().execute(...).fetchall()`` holds the file only that long.
     """
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Leases) -> None:
         self._db = db
         self._raw: duckdb.DuckDBPyConnection | None = None
         self._busy = threading.Lock()
@@ -56,7 +67,7 @@ class Cursor:
         self._description: Any = None
 
     @property
-    def database(self) -> Database:
+    def database(self) -> Leases:
         """The shared database this cursor leases its statements from."""
         return self._db
 

@@ -1,3 +1,6 @@
+"""The store conformance suite: each test here runs on DuckDB and on PostgreSQL (the
+``store`` and ``store_target`` fixtures), bar the few about the DuckDB file itself."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,6 +16,7 @@ import pytest
 from tahrix_lab.agent import Message, Part, Session, StoreLockedError, TranscriptStore, Usage
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.migrations import Migration, applied_migrations, apply_migrations
+from tahrix_lab.agent.storage import PostgresStore
 from tahrix_lab.agent.store import MIGRATIONS
 
 
@@ -91,8 +95,8 @@ def test_a_new_migration_applies_once_on_an_old_database(tmp_path: Path) -> None
     assert store.get_session(s.id).user == "u"
 
 
-def test_transcript_round_trips_losslessly(tmp_path: Path) -> None:
-    store = TranscriptStore(tmp_path / "t.duckdb")
+def test_transcript_round_trips_losslessly(store_target: str) -> None:
+    store = TranscriptStore(store_target)
     session = store.create_session(
         user="ana", purpose="investigation", system_prompt="Cite evidence.", title="T"
     )
@@ -101,7 +105,8 @@ def test_transcript_round_trips_losslessly(tmp_path: Path) -> None:
         store.append_message(session.id, m)
     store.close()
 
-    reopened = TranscriptStore(tmp_path / "t.duckdb")
+    PostgresStore.close_pools()  # PostgreSQL: new connections too
+    reopened = TranscriptStore(store_target)
     loaded = reopened.load_messages(session.id)
     assert [m.to_dict() for m in loaded] == [m.to_dict() for m in original]
     assert [m.position for m in loaded] == [0, 1, 2, 3, 4]
@@ -110,8 +115,7 @@ def test_transcript_round_trips_losslessly(tmp_path: Path) -> None:
     assert reopened.get_session(session.id) == session
 
 
-def test_list_sessions_filters_by_user_purpose_and_time() -> None:
-    store = TranscriptStore(":memory:")
+def test_list_sessions_filters_by_user_purpose_and_time(store: TranscriptStore) -> None:
     t = datetime(2026, 1, 1, tzinfo=UTC)
     for i, (user, purpose) in enumerate([("a", "chat"), ("a", "investigation"), ("b", "chat")]):
         store.create_session(session=Session(user=user, purpose=purpose, created_at=t + timedelta(days=i)))
@@ -123,8 +127,7 @@ def test_list_sessions_filters_by_user_purpose_and_time() -> None:
     assert newest.user == "b"
 
 
-def test_usage_rows_one_per_model_call() -> None:
-    store = TranscriptStore(":memory:")
+def test_usage_rows_one_per_model_call(store: TranscriptStore) -> None:
     s = store.create_session(user="ana")
     for m in rich_conversation():
         store.append_message(s.id, m)
@@ -137,14 +140,12 @@ def test_usage_rows_one_per_model_call() -> None:
     assert len(store.usage_rows(since=datetime(2026, 3, 12, 2, 14, 3, tzinfo=UTC))) == 1
 
 
-def test_unknown_session_is_a_clear_error() -> None:
-    store = TranscriptStore(":memory:")
+def test_unknown_session_is_a_clear_error(store: TranscriptStore) -> None:
     with pytest.raises(ConfigurationError, match="No session with id 'nope'"):
         store.get_session("nope")
 
 
-def test_ten_threads_write_into_one_file_with_no_row_lost_or_misordered(tmp_path: Path) -> None:
-    store = TranscriptStore(tmp_path / "t.duckdb")
+def test_ten_threads_write_into_one_store_with_no_row_lost_or_misordered(store: TranscriptStore) -> None:
     sessions = [store.create_session(user=f"u{i}") for i in range(10)]
     # Two threads per session too: positions must stay dense and unique.
     shared = store.create_session(user="shared")
@@ -206,8 +207,7 @@ def test_a_file_held_by_another_process_gives_a_clear_error(
     TranscriptStore(path).close()  # free again once the holder is gone
 
 
-def test_update_and_delete_session() -> None:
-    store = TranscriptStore(":memory:")
+def test_update_and_delete_session(store: TranscriptStore) -> None:
     s = store.create_session()
     store.append_message(s.id, Message.user("hi"))
     store.update_session(s.id, status="closed", title="Done")
@@ -220,19 +220,26 @@ def test_update_and_delete_session() -> None:
         store.get_session(s.id)
 
 
-def test_parts_view_gives_sql_one_row_per_part() -> None:
-    store = TranscriptStore(":memory:")
+def sql(target: str, store: TranscriptStore, query: str, params: list[object]) -> list[tuple[object, ...]]:
+    """Run SQL as a user of the record would: DuckDB through the store, psycopg on the URL."""
+    if store.engine == "duckdb":
+        return store.cursor().execute(query, params).fetchall()
+    import psycopg
+
+    with psycopg.connect(target) as conn:
+        return conn.execute(query.replace("?", "%s"), params).fetchall()
+
+
+def test_parts_view_gives_sql_one_row_per_part(store_target: str, store: TranscriptStore) -> None:
     s = store.create_session()
     for m in rich_conversation():
         store.append_message(s.id, m)
-    rows = (
-        store.cursor()
-        .execute(
-            "SELECT message_position, position, type, tool_name, tool_input->>'address', tool_status "
-            "FROM parts WHERE session_id = ? AND type IN ('tool_use', 'tool_result') ORDER BY 1, 2",
-            [s.id],
-        )
-        .fetchall()
+    rows = sql(
+        store_target,
+        store,
+        "SELECT message_position, position, type, tool_name, tool_input->>'address', tool_status "
+        "FROM parts WHERE session_id = ? AND type IN ('tool_use', 'tool_result') ORDER BY 1, 2",
+        [s.id],
     )
     assert rows == [
         (1, 3, "tool_use", "lookup_address", "0xabc", None),
@@ -240,13 +247,13 @@ def test_parts_view_gives_sql_one_row_per_part() -> None:
         (2, 0, "tool_result", "lookup_address", None, "ok"),
         (2, 1, "tool_result", "bad_args", None, "error"),
     ]
-    total = store.cursor().execute("SELECT count(*) FROM parts WHERE session_id = ?", [s.id]).fetchone()
-    assert total == (sum(len(m.parts) for m in rich_conversation()),)
+    total = sql(store_target, store, "SELECT count(*) FROM parts WHERE session_id = ?", [s.id])
+    assert total == [(sum(len(m.parts) for m in rich_conversation()),)]
 
 
-def test_two_store_objects_on_one_database_keep_positions_dense(tmp_path: Path) -> None:
-    a = TranscriptStore(tmp_path / "t.duckdb")
-    b = TranscriptStore(connection=a.connection)
+def test_two_store_objects_on_one_database_keep_positions_dense(store_target: str) -> None:
+    a = TranscriptStore(store_target)
+    b = TranscriptStore(store_target)
     s = a.create_session()
     a.append_message(s.id, Message.user("1"))
     b.append_message(s.id, Message.user("2"))

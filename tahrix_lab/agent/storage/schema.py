@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tahrix_lab.agent.migrations import Migration
+from tahrix_lab.agent.storage.migrations import Migration
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(

@@ -1,0 +1,194 @@
+"""The store interface the loop, the budget and the surfaces see: ``TranscriptStore``.
+
+One interface, two engines (DESIGN.md §1a): ``TranscriptStore(target)`` gives a
+``DuckDBStore`` for a file path or ``":memory:"`` (one analyst, nothing to install) and a
+``PostgresStore`` for a ``postgresql://`` URL (a team on one record). Both pass the same
+conformance suite (tests/agent/storage). Each engine registers itself by subclassing with
+``engine=...``; the package ``tahrix_lab.agent.storage`` imports both, so either is there
+whenever this module is.
+
+The discipline both keep: each persist is one short autocommit write (never a
+transaction held across a stream), and listeners (the budget's ledger) hear of every
+message appended by this process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tahrix_lab.agent.errors import ConfigurationError
+from tahrix_lab.agent.storage.target import Engine, default_target, engine_of, redacted
+from tahrix_lab.agent.transcript import Message, Session
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from tahrix_lab.agent.storage.duck import Database
+
+# One model call as the budget's ledger reads it: session id, position, created_at,
+# model id, backend, input, output, cache read, cache write tokens, and the seq it was
+# written in (commit order, across processes).
+LedgerRow = tuple[
+    str, int, datetime, str | None, str | None, int | None, int | None, int | None, int | None, int
+]
+
+
+class TranscriptStore:
+    """Sessions, messages (with their parts), turn ends and the usage ledger.
+
+    ``TranscriptStore(target)``: ``target`` defaults to ``$TAHRIX_DB`` or ``tahrix.duckdb``;
+    a ``postgresql://`` URL puts the record in PostgreSQL. ``connection=`` shares a DuckDB
+    connection another component opened (always the DuckDB engine).
+    """
+
+    engines: ClassVar[dict[str, type[TranscriptStore]]] = {}
+    engine: ClassVar[Engine]
+    path: str  # the target as it may be shown: a file path, or the URL without its password
+
+    def __init_subclass__(cls, engine: Engine | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if engine is not None:
+            cls.engine = engine
+            TranscriptStore.engines[engine] = cls
+
+    def __new__(
+        cls, path: str | os.PathLike[str] | None = None, *args: Any, **kwargs: Any
+    ) -> TranscriptStore:
+        if cls is TranscriptStore:
+            engine: Engine = "duckdb"
+            if kwargs.get("connection") is None:
+                engine = engine_of(path if path is not None else default_target())
+            cls = TranscriptStore.engines[engine]
+        return super().__new__(cls)
+
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, connection: Any = None, **options: Any
+    ) -> None:
+        self._listeners: list[Callable[[str, Message], None]] = []
+
+    # -- plumbing --------------------------------------------------------
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> TranscriptStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({redacted(self.path)!r})"
+
+    @contextmanager
+    def lease(self) -> Iterator[Any]:
+        """A burst of reads seen together (DuckDB: one attach of the file). No-op elsewhere."""
+        yield self
+
+    def transaction(self, *, buffered: bool = False) -> AbstractContextManager[None]:
+        """The writes of the block commit together, or none of them."""
+        raise NotImplementedError
+
+    def group_writes(self, *, max_batch: int = 32) -> None:
+        """Let many threads' writes at one moment share one transaction (where it pays)."""
+
+    @property
+    def connection(self) -> Database:
+        """The DuckDB database under the store (DuckDB only: the case tables share its file)."""
+        raise ConfigurationError(f"{type(self).__name__} has no DuckDB connection ({self.path}).")
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's DuckDB cursor (DuckDB only; code outside storage should ask the store)."""
+        raise ConfigurationError(f"{type(self).__name__} has no DuckDB cursor ({self.path}).")
+
+    # -- sessions --------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        user: str = "analyst",
+        purpose: str = "chat",
+        system_prompt: str | None = None,
+        title: str | None = None,
+        replay_of: str | None = None,
+        session: Session | None = None,
+    ) -> Session:
+        raise NotImplementedError
+
+    def get_session(self, session_id: str) -> Session:
+        raise NotImplementedError
+
+    def update_session(self, session_id: str, **changes: Any) -> None:
+        raise NotImplementedError
+
+    def list_sessions(
+        self,
+        *,
+        user: str | None = None,
+        purpose: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+    ) -> list[Session]:
+        """Sessions, newest first, filtered by user, purpose and creation time."""
+        raise NotImplementedError
+
+    def session_ids_starting(self, prefix: str, limit: int = 3) -> list[str]:
+        """Session ids that start with ``prefix`` (``tahrix show 3fa2…``)."""
+        raise NotImplementedError
+
+    def delete_session(self, session_id: str) -> None:
+        raise NotImplementedError
+
+    # -- messages --------------------------------------------------------
+    def append_message(self, session_id: str, message: Message) -> Message:
+        """Persist a message with its parts in one write; sets its position."""
+        raise NotImplementedError
+
+    def add_listener(self, listener: Callable[[str, Message], None]) -> None:
+        """Call ``listener(session_id, message)`` after every append (the budget keeps its ledger so)."""
+        self._listeners.append(listener)
+
+    def _notify(self, session_id: str, message: Message) -> None:
+        for listener in self._listeners:
+            listener(session_id, message)
+
+    def load_messages(self, session_id: str) -> list[Message]:
+        """Every message of a session with its parts, ordered by position."""
+        raise NotImplementedError
+
+    def append_turn_end(
+        self,
+        session_id: str,
+        *,
+        stop_reason: str | None = None,
+        error_kind: str | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        """Record how the session's latest turn ended (after its last message)."""
+        raise NotImplementedError
+
+    def load_turn_ends(self, session_id: str) -> list[dict[str, Any]]:
+        """How each turn ended, in order: ``{position, stop_reason, error_kind, error_message}``."""
+        raise NotImplementedError
+
+    def import_sessions(self, items: Sequence[tuple[Session, Sequence[Message]]]) -> None:
+        """Write whole sessions in one transaction: all of them or, on any error, none."""
+        raise NotImplementedError
+
+    # -- the ledger ------------------------------------------------------
+    def usage_rows(self, user: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
+        """One row per model call (assistant message): who, when, which model, tokens."""
+        raise NotImplementedError
+
+    def ledger_calls(self, *, after_seq: int | None, since: datetime) -> tuple[list[LedgerRow], int]:
+        """The model calls the budget has not read yet: those written after ``after_seq`` or,
+        on the first read (``None``), those created after ``since``; with the highest seq
+        the answer covers (the next ``after_seq``). One indexed query."""
+        raise NotImplementedError
+
+    def session_users(self, session_ids: Sequence[str]) -> dict[str, str]:
+        """Each given session's user."""
+        raise NotImplementedError

@@ -1,0 +1,172 @@
+"""One PostgreSQL connection pool per process and URL, and the one way statements run on it.
+
+- ``Pool.get(url, ...)``: this process's pool (a forked child makes its own). Opening the
+  first one probes the server with one connection and applies the record's migrations
+  there: a server down at start is one calm ``StoreUnavailableError`` at once.
+- Connections are autocommit, in UTC, with a statement timeout
+  (``TAHRIX_PG_STATEMENT_TIMEOUT`` seconds, 30). They are not checked when taken (that
+  would be one more round trip per statement): a connection a restart killed fails its
+  statement, the pool drops it, and the statement is retried on another.
+- ``pool.run(work)`` runs ``work(conn, first)``; a dropped connection is retried with
+  backoff for ``TAHRIX_PG_RETRY`` seconds (30), ``first`` False on a retry (a write may
+  have landed: writes are keyed so a retry finds it). No free connection within
+  ``TAHRIX_DB_WAIT`` seconds (30; every connection busy, or the server down) is a calm
+  error, as is a statement past its timeout.
+
+Messages name the server as ``host:port/db``, never the user's password.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from tahrix_lab.agent.errors import ConfigurationError, StoreUnavailableError
+from tahrix_lab.agent.storage.pg_schema import MIGRATIONS, migrate
+from tahrix_lab.agent.storage.target import server_of
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def _seconds(name: str, given: float | None, default: float) -> float:
+    if given is not None:
+        return given
+    try:
+        return float(os.environ.get(name, "") or default)
+    except ValueError:
+        raise ConfigurationError(f"${name} must be a number of seconds.") from None
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def connect_once(url: str, *, timeout: float = 10.0) -> psycopg.Connection[Any]:
+    """One autocommit connection (the pool's probe, ``tahrix db``); a calm error if down."""
+    import psycopg
+
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(
+            f"Cannot reach the PostgreSQL record at {server_of(url)}: {first_line(exc)}"
+        ) from None
+
+
+class Pool:
+    """A process's pool on one URL, with the wait, retry and timeout its statements get."""
+
+    _all: ClassVar[dict[tuple[Any, ...], Pool]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    @classmethod
+    def get(
+        cls,
+        url: str,
+        *,
+        wait: float | None = None,
+        size: int | None = None,
+        statement_timeout: float | None = None,
+        retry: float | None = None,
+    ) -> Pool:
+        wait = _seconds("TAHRIX_DB_WAIT", wait, 30.0)
+        retry = _seconds("TAHRIX_PG_RETRY", retry, 30.0)
+        statement_timeout = _seconds("TAHRIX_PG_STATEMENT_TIMEOUT", statement_timeout, 30.0)
+        size = size or int(os.environ.get("TAHRIX_PG_POOL", "") or 10)
+        key = (os.getpid(), url, wait, retry, statement_timeout, size)
+        with cls._lock:
+            pool = cls._all.get(key)
+            if pool is None or pool.pool.closed:
+                pool = cls._all[key] = cls(url, wait, retry, statement_timeout, size)
+            return pool
+
+    @classmethod
+    def close_all(cls) -> None:
+        with cls._lock:
+            pools, cls._all = list(cls._all.values()), {}
+        for pool in pools:
+            pool.pool.close()
+
+    def __init__(self, url: str, wait: float, retry: float, statement_timeout: float, size: int) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.server = server_of(url)
+        self.wait, self.retry, self.statement_timeout = wait, retry, statement_timeout
+        with connect_once(url, timeout=wait) as probe:  # down at start: one calm line
+            migrate(probe, "transcript", MIGRATIONS)  # as `tahrix db migrate` would
+        timeout_ms = int(statement_timeout * 1000)
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(f"SET statement_timeout = {timeout_ms}")
+            conn.execute("SET TIME ZONE 'UTC'")
+
+        self.pool: ConnectionPool[Any] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=size,
+            kwargs={"autocommit": True},
+            configure=configure,
+            timeout=wait,
+            name=f"tahrix-record {self.server}",
+            open=False,
+        )
+        self.pool.open(wait=False)
+        self._tx = threading.local()  # this thread's connection inside transaction()
+
+    def run(self, work: Callable[[psycopg.Connection[Any], bool], T]) -> T:
+        """``work(conn, first)`` on a pooled connection (see the module docstring)."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        held: psycopg.Connection[Any] | None = getattr(self._tx, "conn", None)
+        if held is not None:  # inside transaction(): the block's connection, no retry
+            return work(held, True)
+        deadline = time.monotonic() + self.retry
+        first, delay = True, 0.05
+        while True:
+            try:
+                with self.pool.connection(timeout=self.wait) as conn:
+                    return work(conn, first)
+            except PoolTimeout:
+                raise StoreUnavailableError(
+                    f"No connection to the PostgreSQL record at {self.server} within {self.wait:g} s "
+                    "(the server is down, or every connection of this process is busy). Try again shortly."
+                ) from None
+            except psycopg.errors.QueryCanceled:
+                raise StoreUnavailableError(
+                    f"The PostgreSQL record at {self.server} took longer than {self.statement_timeout:g} s "
+                    "to answer. Try again shortly."
+                ) from None
+            except psycopg.OperationalError as exc:
+                if time.monotonic() >= deadline:
+                    raise StoreUnavailableError(
+                        f"Lost the connection to the PostgreSQL record at {self.server}: {first_line(exc)}"
+                    ) from None
+                log.warning("PostgreSQL record at %s: %s; retrying", self.server, first_line(exc))
+                first = False
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The block's writes on one connection, committed together or not at all."""
+        if getattr(self._tx, "conn", None) is not None:
+            yield
+            return
+        with self.pool.connection(timeout=self.wait) as conn, conn.transaction():
+            self._tx.conn = conn
+            try:
+                yield
+            finally:
+                self._tx.conn = None

@@ -1,0 +1,120 @@
+"""The record's schema in PostgreSQL: named migrations, tracked like DuckDB's (``_migrations``).
+
+The columns mirror ``schema`` (DuckDB) so export and import move rows unchanged. Two
+additions serve a team: ``write_id`` makes every write idempotent (a retry after a dropped
+connection finds its row instead of writing it twice), and ``seq`` (the order messages
+were written in) is given out under one lock per insert, so the budget's "calls since
+seq N" never skips a call that committed late. ``parts`` is ``json``, not ``jsonb``: the
+stored text keeps its key order, so a replay sends the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tahrix_lab.agent.storage.migrations import Migration
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        "0001_transcript",
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            "user" TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active',
+            system_prompt TEXT,
+            created_at TIMESTAMPTZ NOT NULL,
+            replay_of TEXT,
+            title TEXT
+        );
+        CREATE INDEX sessions_created_at ON sessions (created_at);
+        CREATE TABLE messages (
+            session_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL,
+            backend TEXT,
+            model_id TEXT,
+            stop_reason TEXT,
+            raw_stop_reason TEXT,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            cache_read_tokens BIGINT,
+            cache_write_tokens BIGINT,
+            reasoning_tokens BIGINT,
+            tools_offered TEXT[],
+            latency_ms DOUBLE PRECISION,
+            ttft_ms DOUBLE PRECISION,
+            parts JSON NOT NULL,
+            seq BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+            write_id UUID UNIQUE,
+            PRIMARY KEY (session_id, position)
+        );
+        -- the budget's first read (calls of the last 30 days) and cost queries by time
+        CREATE INDEX messages_calls_at ON messages (created_at) WHERE role = 'assistant';
+        CREATE VIEW parts AS
+        SELECT m.session_id, m.position AS message_position, (p.i - 1)::INTEGER AS position,
+               p.part->>'type' AS type, p.part->>'text' AS text,
+               p.part->>'tool_use_id' AS tool_use_id, p.part->>'tool_name' AS tool_name,
+               p.part->'tool_input' AS tool_input, p.part->'tool_result' AS tool_result,
+               p.part->>'tool_status' AS tool_status, p.part->>'media_ref' AS media_ref,
+               p.part->>'media_type' AS media_type, p.part->>'signature' AS signature
+        FROM messages m, json_array_elements(m.parts) WITH ORDINALITY AS p(part, i);
+        CREATE TABLE turn_ends (
+            session_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            stop_reason TEXT,
+            error_kind TEXT,
+            error_message TEXT,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            write_id UUID UNIQUE
+        );
+        CREATE INDEX turn_ends_session ON turn_ends (session_id, position);
+        """,
+    ),
+)
+
+MESSAGE_COLUMNS = (
+    "session_id, position, role, created_at, backend, model_id, stop_reason, raw_stop_reason, "
+    "input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, "
+    "tools_offered, latency_ms, ttft_ms, parts"
+)
+SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title'
+# Any fixed number: every message insert takes this transaction-level lock, so seq is
+# handed out in commit order (see the module docstring).
+SEQ_LOCK = 0x7A1A_5E01
+
+_TRACKING = (
+    "CREATE TABLE IF NOT EXISTS _migrations (namespace TEXT NOT NULL, name TEXT NOT NULL, "
+    "applied_at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (namespace, name))"
+)
+_MIGRATE_LOCK = 0x7A1A_5E02  # one migrating process at a time
+
+
+def applied(conn: Any, namespace: str) -> list[str]:
+    """The migrations recorded for ``namespace`` (``conn``: a psycopg connection)."""
+    conn.execute(_TRACKING)
+    rows = conn.execute(
+        "SELECT name FROM _migrations WHERE namespace = %s ORDER BY applied_at, name", [namespace]
+    )
+    return [r[0] for r in rows.fetchall()]
+
+
+def migrate(conn: Any, namespace: str, migrations: Sequence[Migration]) -> list[str]:
+    """Apply the migrations not yet recorded, each in its own transaction; the names applied.
+
+    An advisory lock lets two processes that start at once take turns."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATE_LOCK])
+        done = set(applied(conn, namespace))
+        ran = []
+        for m in migrations:
+            if m.name in done:
+                continue
+            with conn.transaction():
+                conn.execute(m.sql)
+                conn.execute("INSERT INTO _migrations (namespace, name) VALUES (%s, %s)", [namespace, m.name])
+            ran.append(m.name)
+        return ran
