@@ -212,6 +212,17 @@ class CaseDB:
                 [json.dumps(grant), utcnow_naive(), session_id],
             )
 
+    def sessions_of(self, case_id: str) -> list[dict[str, Any]]:
+        """The case's linked sessions, oldest first (the report's default sessions)."""
+        return [
+            jsonable(r)
+            for r in self.rows(
+                'SELECT session_id, "grant", created_by, created_at FROM case_sessions WHERE case_id = ? '
+                "ORDER BY created_at",
+                [case_id],
+            )
+        ]
+
     def mark_seen(self, session_id: str, kind: str, keys: Iterable[str]) -> set[str]:
         """Record keys as seen by the session; return those seen before this call."""
         keys = list(dict.fromkeys(keys))
