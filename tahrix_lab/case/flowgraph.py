@@ -231,7 +231,7 @@ def _transfer_edge(db: CaseDB, case_id: str, e: dict[str, Any], symbols: dict[st
         rows.sort(key=lambda r: (r["transfer_id"] not in sample, -(r["usd"] or 0.0)))
         rows = rows[:want]
     rows.sort(key=lambda r: (r["block_time"], r["transfer_id"]))
-    txs = [{"tx_hash": r["tx_hash"], "chain": e["chain"], "time": r["block_time"],
+    txs = [{"tx_hash": r["tx_hash"], "transfer_id": r["transfer_id"], "chain": e["chain"], "time": r["block_time"],
             "symbol": symbols.get(r["asset_key"], r["asset_key"]), "amount": r["amount"], "usd": r["usd"],
             "explorer": explorer_url(e["chain"], "tx", r["tx_hash"])} for r in rows]  # fmt: skip
     known = [r["usd"] for r in rows if r["usd"] is not None]
