@@ -610,7 +610,7 @@ export function declutter(cy) {
 // important part (the case's roles and the start) at the smallest readable zoom.
 export function fitReadable(cy, eles, padding = 24) {
   const visible = (eles || cy.elements()).filter((e) => !e.hasClass("txp-hidden"));
-  if (!visible.length) return;
+  if (!visible.length || !(cy.width() > 0 && cy.height() > 0)) return; // fitted when the box gets a size
   cy.fit(visible, padding);
   const minZoom = MIN_READABLE_PX / NODE_FONT;
   if (cy.zoom() >= minZoom) return;
@@ -648,7 +648,8 @@ export function createGraph(el, opts = {}) {
   let legendBox = null;
   let graph = null;
   let readFilters = () => ({ from: "", to: "", asset: "", minUsd: 0, maxHop: null });
-  const cy = cytoscape({ container: box, elements: [], style: GRAPH_STYLE, minZoom: 0.05, maxZoom: 4 });
+  // preset: no layout at start (the box may have no size yet, before the notebook attaches it)
+  const cy = cytoscape({ container: box, elements: [], layout: { name: "preset" }, style: GRAPH_STYLE, minZoom: 0.05, maxZoom: 4 });
   box.__cy = cy; // for tests and the curious, from the console
 
   // Cytoscape caches where its container is on the page and re-reads it only on resize. A notebook
@@ -689,7 +690,16 @@ export function createGraph(el, opts = {}) {
     drawer.classList.add("open");
     hint.hidden = true;
   };
-  const showNode = (node) => open((d) => nodeDetails(d, cy, node.data("raw"), opts));
+  // The drawer covers the graph's right side: bring the shown node out from under it.
+  const ensureVisible = (node) => {
+    const free = cy.width() - drawer.offsetWidth;
+    const p = node.renderedPosition();
+    if (free > 120 && (p.x > free - 60 || p.x < 60)) cy.panBy({ x: free / 2 - p.x, y: 0 });
+  };
+  const showNode = (node) => {
+    open((d) => nodeDetails(d, cy, node.data("raw"), opts));
+    ensureVisible(node);
+  };
   const showEdge = (edge) => open((d) => edgeDetails(d, cy, edge.data("raw")));
   cy.on("tap", "node", (ev) => showNode(ev.target));
   cy.on("tap", "edge", (ev) => showEdge(ev.target));
@@ -739,7 +749,7 @@ export function createGraph(el, opts = {}) {
     const fresh = cy.collection(added.map((id) => cy.getElementById(String(id))).filter((e) => e.length));
     cy.nodes().removeClass("txp-added");
     fresh.addClass("txp-added");
-    if (box.clientWidth > 0) fitted = true;
+    fitted = box.clientWidth > 0;
     if (fresh.length) fitReadable(cy, fresh.union(keep), 40); // what the trace added, not a full re-fit
     else fitReadable(cy);
     if (openId && cy.getElementById(openId).length) {

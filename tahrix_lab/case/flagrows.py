@@ -58,21 +58,33 @@ def explain(flag_type: str, ev: dict[str, Any]) -> str:
     texts = {
         "peel_chain": lambda: f"Peel chain of {g('length', '?')} steps, a little peeled off at each",
         "mixer_exposure": lambda: _exposure("mixer", ev),
-        "mixer_bulk_deposit": lambda: f"{g('deposits', '?')} deposits into mixer {_short(g('mixer'))} "
-        f"(up to {g('max_deposits_in_window', '?')} in one window), {_usd(g('usd'))}",
-        "chain_hopping": lambda: f"Hopped chains {' → '.join(((g('hops') or [{}])[0]).get('route') or g('chains') or [])}"
-        f" within {g('min_gap_minutes', '?')} min, {_usd(g('usd'))}",
-        "structuring": lambda: f"{g('count_in_window', '?')} transfers just under {_usd(g('threshold_usd'))} "
-        f"to {len(g('recipients') or [])} recipients, {_usd(g('usd'))}",
-        "repeated_amount": lambda: f"{g('total', '?')} transfers of exactly {g('amount', '?')} "
-        f"to {_short(g('counterparty'))}, {_usd(g('usd'))}",
+        "mixer_bulk_deposit": lambda: (
+            f"{g('deposits', '?')} deposits into mixer {_short(g('mixer'))} "
+            f"(up to {g('max_deposits_in_window', '?')} in one window), {_usd(g('usd'))}"
+        ),
+        "chain_hopping": lambda: (
+            f"Hopped chains {' → '.join(((g('hops') or [{}])[0]).get('route') or g('chains') or [])}"
+            f" within {g('min_gap_minutes', '?')} min, {_usd(g('usd'))}"
+        ),
+        "structuring": lambda: (
+            f"{g('count_in_window', '?')} transfers just under {_usd(g('threshold_usd'))} "
+            f"to {len(g('recipients') or [])} recipients, {_usd(g('usd'))}"
+        ),
+        "repeated_amount": lambda: (
+            f"{g('total', '?')} transfers of exactly {g('amount', '?')} "
+            f"to {_short(g('counterparty'))}, {_usd(g('usd'))}"
+        ),
         "dusting": lambda: f"Dust sent to {g('recipients', '?')} addresses",
-        "address_poisoning": lambda: f"Look-alike of {_list([_short(a) for a in g('imitated') or []])}; "
-        f"{_usd(g('missend_usd'))} mis-sent to it",
-        "fresh_address_funding": lambda: f"Fresh address funded by {g('funder_label') or _short(g('funder'))}, "
-        f"{_usd(g('usd'))}",
-        "pass_through": lambda: f"Passed {_usd(g('usd_out'))} straight through "
-        f"(median hold {g('median_hold_minutes', '?')} min)",
+        "address_poisoning": lambda: (
+            f"Look-alike of {_list([_short(a) for a in g('imitated') or []])}; "
+            f"{_usd(g('missend_usd'))} mis-sent to it"
+        ),
+        "fresh_address_funding": lambda: (
+            f"Fresh address funded by {g('funder_label') or _short(g('funder'))}, {_usd(g('usd'))}"
+        ),
+        "pass_through": lambda: (
+            f"Passed {_usd(g('usd_out'))} straight through (median hold {g('median_hold_minutes', '?')} min)"
+        ),
         "sanctions_exposure": lambda: _exposure("sanctions", ev),
     }
     make = texts.get(flag_type)
@@ -134,7 +146,8 @@ def flag_rows(db: CaseDB, case_id: str) -> dict[str, Any]:
             first_time=min(starts) if starts else None,
             last_time=max(ends) if ends else None,
             status=_status([f["status"] for f in flags]),
-            explanation=flags[0]["explanation"] + (f" (+{more} more kind{'s' if more > 1 else ''})" if more else ""),
+            explanation=flags[0]["explanation"]
+            + (f" (+{more} more kind{'s' if more > 1 else ''})" if more else ""),
         )
     return jdict(out)
 

@@ -80,7 +80,7 @@ def native_text(amount: Decimal | str | None) -> str:
 
 
 def edge_text(edge: dict[str, Any]) -> str:
-    """"1,200 ETH · $4.2M · 2024-03-14" (+ " · ×N transfers" when the edge stands for several)."""
+    """The edge line: "1,200 ETH · $4.2M · 2024-03-14", and " · ×N transfers" when it stands for several."""
     bits = [f"{native_text(a['amount'])} {a['symbol']}" for a in edge.get("amounts", [])[:2]]
     if len(edge.get("amounts", [])) > 2:
         bits[-1] += f" +{len(edge['amounts']) - 2} assets"
@@ -206,7 +206,9 @@ def _totals(db: CaseDB, case_id: str, keys: list[Key]) -> dict[Key, dict[str, An
 
 
 def _symbols(db: CaseDB) -> dict[str, str]:
-    return {r["asset_key"]: r["symbol"] or r["asset_key"] for r in db.rows("SELECT asset_key, symbol FROM assets")}
+    return {
+        r["asset_key"]: r["symbol"] or r["asset_key"] for r in db.rows("SELECT asset_key, symbol FROM assets")
+    }
 
 
 def _time(value: Any) -> datetime | None:
@@ -314,7 +316,9 @@ def onward_starts(
     matched = [b for b in events if b["dst_tx_hash"] and b["dst_address"]]
     if not matched:
         ids = ", ".join(b["bridge_event_id"] for b in events)
-        raise UserFacingError(f"The far leg of {ids} is not in the case (no matched destination transaction).")
+        raise UserFacingError(
+            f"The far leg of {ids} is not in the case (no matched destination transaction)."
+        )
     return [b["dst_tx_hash"] for b in matched], None, matched
 
 
@@ -330,4 +334,12 @@ def bridge_edges(db: CaseDB, node_id: str, events: list[dict[str, Any]]) -> list
     return out
 
 
-__all__ = ["bridge_edges", "compact_usd", "edge_text", "explorer_url", "flow_graph", "native_text", "onward_starts"]
+__all__ = [
+    "bridge_edges",
+    "compact_usd",
+    "edge_text",
+    "explorer_url",
+    "flow_graph",
+    "native_text",
+    "onward_starts",
+]

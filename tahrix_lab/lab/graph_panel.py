@@ -72,7 +72,9 @@ class FlowGraphPanel(Panel):
     def _show(self, data: Any) -> None:
         if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
             raise TypeError("the graph loader must return a dict with 'nodes' and 'edges' lists")
-        nodes = [{k: v for k, v in n.items() if k not in DROP_NODE_KEYS} for n in data["nodes"][:MAX_GRAPH_NODES]]
+        nodes = [
+            {k: v for k, v in n.items() if k not in DROP_NODE_KEYS} for n in data["nodes"][:MAX_GRAPH_NODES]
+        ]
         graph = {"nodes": nodes, "edges": list(data.get("edges") or [])}
         if data.get("assets"):
             graph["assets"] = data["assets"]

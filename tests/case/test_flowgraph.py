@@ -69,13 +69,17 @@ def test_sample_case_edges_carry_native_amounts_equal_to_their_transfers(loaded:
     graph = loaded.flow_graph("CASE-001", **PARAMS)
     mixer = [e for e in graph["edges"] if e["transfers"] == 134]
     assert len(mixer) == 3
-    assert all(e["text"].startswith("13,400 ETH · $4") and e["text"].endswith("×134 transfers") for e in mixer)
+    assert all(
+        e["text"].startswith("13,400 ETH · $4") and e["text"].endswith("×134 transfers") for e in mixer
+    )
     assert {e["kind"] for e in graph["edges"]} == {"transfer", "swap", "bridge"}
     assert graph["assets"] == ["ETH", "USDC"]
 
 
 @pytest.mark.parametrize("min_usd", [100.0, 50_000.0])
-def test_generated_case_edges_carry_native_amounts_equal_to_their_transfers(generated: Workspace, min_usd: float) -> None:
+def test_generated_case_edges_carry_native_amounts_equal_to_their_transfers(
+    generated: Workspace, min_usd: float
+) -> None:
     assert check_edges_are_their_transfers(generated, "CASE-001", max_hops=5, min_usd=min_usd) > 5
 
 

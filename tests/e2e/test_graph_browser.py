@@ -50,7 +50,15 @@ def mount(pg: Any, widgets_url: str, data: dict[str, Any], *, scroller: bool = F
     the box is not among the ancestors Cytoscape saw when it started)."""
     pg.set_viewport_size({"width": 1400, "height": 1000})
     pg.goto(widgets_url + "/blank.html")
-    state = {"title": "", "error": "", "focus_request": {}, "can_trace": True, "added": [], "note": "", **data}
+    state = {
+        "title": "",
+        "error": "",
+        "focus_request": {},
+        "can_trace": True,
+        "added": [],
+        "note": "",
+        **data,
+    }
     pg.evaluate(PANEL_JS, [widgets_url, state])
     if scroller:
         pg.evaluate("""() => {
@@ -72,7 +80,9 @@ def click_node(pg: Any, node_id: str) -> None:
 
 def click_edge(pg: Any, selector: str) -> dict[str, Any]:
     box = pg.locator(".txp-graph").bounding_box()
-    mid = pg.evaluate(f"() => {{ const e = {CY}.edges('{selector}')[0]; return {{...e.renderedMidpoint(), raw: e.data('raw')}}; }}")
+    mid = pg.evaluate(
+        f"() => {{ const e = {CY}.edges('{selector}')[0]; return {{...e.renderedMidpoint(), raw: e.data('raw')}}; }}"
+    )
     pg.mouse.click(box["x"] + mid["x"], box["y"] + mid["y"])
     return dict(mid["raw"])
 
@@ -99,7 +109,9 @@ def test_graph_reads_at_fit_and_clicks_land_after_scrolling(page: Any, widgets_u
     click_node(page, "ethereum:0x1983968a3f592f44f8d31f1a41570ee7a8143bd1")  # caches the container's place
     page.locator(".txp-drawer.open .txp-details-title").wait_for()
     page.locator(".txp-close").click()
-    page.evaluate("() => { document.getElementById('scroller').scrollTop += 260; }")  # the box scrolls, not the window
+    page.evaluate(
+        "() => { document.getElementById('scroller').scrollTop += 260; }"
+    )  # the box scrolls, not the window
     perp = "ethereum:0x33736dcca7f0c99e80b5244a4767e1fa79823eb2"
     click_node(page, perp)
     page.locator(".txp-drawer.open .txp-details-title", has_text="perpetrator").wait_for()
@@ -127,7 +139,9 @@ def test_an_edge_click_lists_its_transactions(page: Any, widgets_url: str, sampl
     assert "bridge crossing (stargate" in page.locator(".txp-drawer dl").inner_text()
     links = page.locator(".txp-drawer .txp-tx a.txp-link")
     hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
-    assert hrefs == [t["explorer"] for t in raw["txs"]] and hrefs[0].startswith(("https://etherscan.io/tx/", "https://bscscan.com/tx/"))
+    assert hrefs == [t["explorer"] for t in raw["txs"]] and hrefs[0].startswith(
+        ("https://etherscan.io/tx/", "https://bscscan.com/tx/")
+    )
     raw = click_edge(page, '[kind = "transfer"]')
     page.locator(".txp-drawer .txp-details-title", has_text="→").wait_for()
     assert page.locator(".txp-drawer .txp-tx").count() == len(raw["txs"])
@@ -141,7 +155,16 @@ def test_filters_legend_zoom_and_focus(page: Any, widgets_url: str, sample: Any)
     mount(page, widgets_url, {"kind": "graph", "graph": sample["graph"]})
     page.wait_for_function(f"() => {CY} && {CY}.nodes().length > 3")
     legend = page.locator(".txp-legend").inner_text()
-    for want in ("perpetrator", "suspect", "exchange", "mixer", "bridge", "transfer", "swap (DEX)", "bridge crossing"):
+    for want in (
+        "perpetrator",
+        "suspect",
+        "exchange",
+        "mixer",
+        "bridge",
+        "transfer",
+        "swap (DEX)",
+        "bridge crossing",
+    ):
         assert want in legend
     page.screenshot(path=str(SCREENS / "graph-fit.png"))
     zoom = page.evaluate(f"() => {CY}.zoom()")
@@ -157,13 +180,19 @@ def test_filters_legend_zoom_and_focus(page: Any, widgets_url: str, sample: Any)
     page.locator(".txp-reset").click()
     assert page.evaluate(f"() => {CY}.edges(':visible').length") == len(sample["graph"]["edges"])
     # focus from Python: a new focus_request selects, centres and opens the node
-    page.evaluate("() => window.panelModel.set('focus_request', {n: 1, ids: ['ethereum:0x17420e940144702bc6b789ef81365acc3f88af59']})")
+    page.evaluate(
+        "() => window.panelModel.set('focus_request', {n: 1, ids: ['ethereum:0x17420e940144702bc6b789ef81365acc3f88af59']})"
+    )
     page.locator(".txp-drawer.open .txp-details-title", has_text="suspect").wait_for()
-    assert page.evaluate(f"() => {CY}.$(':selected').map(n => n.id())") == ["ethereum:0x17420e940144702bc6b789ef81365acc3f88af59"]
+    assert page.evaluate(f"() => {CY}.$(':selected').map(n => n.id())") == [
+        "ethereum:0x17420e940144702bc6b789ef81365acc3f88af59"
+    ]
     assert page.console_errors == []
 
 
-def test_trace_onward_keeps_the_selection_and_shows_what_it_added(page: Any, widgets_url: str, sample: Any) -> None:
+def test_trace_onward_keeps_the_selection_and_shows_what_it_added(
+    page: Any, widgets_url: str, sample: Any
+) -> None:
     graph = sample["graph"]
     smaller = {**graph, "nodes": [n for n in graph["nodes"] if n["id"] != POOL],
                "edges": [e for e in graph["edges"] if POOL not in (e["source"], e["target"])]}  # fmt: skip
@@ -190,8 +219,12 @@ def test_trace_onward_keeps_the_selection_and_shows_what_it_added(page: Any, wid
     assert page.console_errors == []
 
 
-def test_flags_panel_opens_on_triage_and_a_row_shows_its_evidence(page: Any, widgets_url: str, sample: Any) -> None:
-    mount(page, widgets_url, {"kind": "flags", "rows": sample["rows"], "raw": sample["raw"], "title": "Flags"})
+def test_flags_panel_opens_on_triage_and_a_row_shows_its_evidence(
+    page: Any, widgets_url: str, sample: Any
+) -> None:
+    mount(
+        page, widgets_url, {"kind": "flags", "rows": sample["rows"], "raw": sample["raw"], "title": "Flags"}
+    )
     rows = page.locator(".txp-triage tr.txp-row")
     assert [rows.nth(i).get_attribute("data-row") for i in range(rows.count())] == [
         r["row_id"] for r in sample["triage"]["rows"]
@@ -252,7 +285,10 @@ def test_graph_and_flags_in_jupyterlab(jupyter_lab: Any, page: Any) -> None:
     try:
         open_notebook(page, jupyter_lab, "graph.ipynb")
         run_all(page)
-        page.wait_for_function(f"() => {CY} && {CY}.nodes().length > 10", timeout=120_000)
+        page.wait_for_function(
+            "() => { const g = document.querySelector('.txp-graph'); return g && g.__cy && g.__cy.nodes().length > 10; }",
+            timeout=120_000,
+        )
         page.locator(".txp-triage tr.txp-row").first.wait_for()
         with Workspace(jupyter_lab.root / "check.duckdb") as ws:
             triage = ws.triage(ws.load_sample_case())
@@ -279,11 +315,19 @@ def test_graph_and_flags_in_jupyterlab(jupyter_lab: Any, page: Any) -> None:
         # a flag row click highlights its subject in the graph (through the kernel)
         suspect = next(r for r in triage["rows"] if r["role"] == "suspect")
         page.locator(f'tr.txp-row[data-row="{suspect["row_id"]}"]').click()
-        page.wait_for_function(f"() => {CY}.$('.txp-focus').map(n => n.id()).join() === {json.dumps(','.join(suspect['addresses']))}")
+        page.wait_for_function(
+            f"() => {CY}.$('.txp-focus').map(n => n.id()).join() === {json.dumps(','.join(suspect['addresses']))}"
+        )
         scroll_graph_to_mid_page(page)
         page.locator(".txp-panel[data-kind='graph']").screenshot(path=str(SCREENS / "graph-node.png"))
     except BaseException:
         ARTIFACTS.mkdir(exist_ok=True)
+        print(
+            page.evaluate(
+                "() => [...document.querySelectorAll('.jp-OutputArea-output')].map(o => o.innerText.slice(0, 500))"
+            )
+        )
+        print(page.console_errors)
         page.screenshot(path=str(ARTIFACTS / "jupyterlab-graph-failure.png"), full_page=True)
         raise
     finally:

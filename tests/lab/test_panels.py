@@ -245,6 +245,8 @@ def test_the_graph_for_a_case_traces_onward_across_the_bridge(case_ws: Any) -> N
     graph._on_front_end({"type": "trace", "node": router})
     assert graph.error == ""
     out = [e for e in graph.graph["edges"] if e["source"] == router]
-    assert [(e["kind"], e["bridge_event_id"]) for e in out] == [("bridge", "BR-0052")]  # never its other outflows
+    assert [(e["kind"], e["bridge_event_id"]) for e in out] == [
+        ("bridge", "BR-0052")
+    ]  # never its other outflows
     assert pool in graph.added  # the matched leg went on, over the second bridge
     assert graph.note.startswith("Traced onward from Stargate: router")
