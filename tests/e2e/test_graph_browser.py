@@ -142,12 +142,16 @@ def test_an_edge_click_lists_its_transactions(page: Any, widgets_url: str, sampl
     assert hrefs == [t["explorer"] for t in raw["txs"]] and hrefs[0].startswith(
         ("https://etherscan.io/tx/", "https://bscscan.com/tx/")
     )
-    raw = click_edge(page, '[kind = "transfer"]')
+    raw = click_edge(page, '[short *= "×"]')  # an edge that stands for several transfers
     page.locator(".txp-drawer .txp-details-title", has_text="→").wait_for()
+    assert (
+        raw["transfers"] > 1
+        and f"Transactions ({raw['transfers']})" in page.locator(".txp-drawer").inner_text()
+    )
     assert page.locator(".txp-drawer .txp-tx").count() == len(raw["txs"])
     first = page.locator(".txp-drawer .txp-tx").first.inner_text()
     assert raw["txs"][0]["tx_hash"][:6] in first and raw["txs"][0]["symbol"] in first
-    page.screenshot(path=str(SCREENS / "graph-edge.png"))
+    page.locator(".txp-panel").screenshot(path=str(SCREENS / "graph-edge.png"))
     assert page.console_errors == []
 
 
@@ -166,7 +170,7 @@ def test_filters_legend_zoom_and_focus(page: Any, widgets_url: str, sample: Any)
         "bridge crossing",
     ):
         assert want in legend
-    page.screenshot(path=str(SCREENS / "graph-fit.png"))
+    page.locator(".txp-panel").screenshot(path=str(SCREENS / "graph-fit.png"))
     zoom = page.evaluate(f"() => {CY}.zoom()")
     page.locator(".txp-zoom-in").click()
     assert page.evaluate(f"() => {CY}.zoom()") == pytest.approx(zoom * 1.25)
@@ -238,7 +242,7 @@ def test_flags_panel_opens_on_triage_and_a_row_shows_its_evidence(
     evidence = page.locator(f'tr.txp-evidence[data-row="{perp["row_id"]}"]')
     assert evidence.locator(".txp-flag").count() == perp["flag_count"]
     assert page.evaluate("() => window.panelSent") == [{"type": "select", "row_id": perp["row_id"]}]
-    page.screenshot(path=str(SCREENS / "flags-triage.png"))
+    page.locator(".txp-panel").screenshot(path=str(SCREENS / "flags-triage.png"))
     page.locator(".txp-view").click()  # raw view one click away
     assert page.locator(".txp-table tbody tr").count() == len(sample["raw"])
     # focus(flag_id) from Python opens the row that holds it
