@@ -767,13 +767,22 @@ export function createGraph(el, opts = {}) {
     if (eles.length === 1) showNode(eles[0]);
     return eles.length;
   };
+  // After a trace onward that changed nothing (or failed) no new graph arrives: say so, and bring the
+  // drawer's button back by drawing the open details again.
+  const settle = (text) => {
+    note.textContent = text;
+    const open = cy.$(":selected");
+    if (drawer.classList.contains("open") && open.length === 1) {
+      if (open.isNode()) showNode(open); else showEdge(open);
+    }
+  };
   const destroy = () => {
     document.removeEventListener("scroll", invalidate, { capture: true });
     window.removeEventListener("resize", invalidate);
     if (observer) observer.disconnect();
     cy.destroy();
   };
-  return { cy, update, focus, destroy, el };
+  return { cy, update, focus, settle, destroy, el };
 }
 
 // -- anywidget glue ----------------------------------------------------------------
@@ -828,8 +837,9 @@ function renderGraphPanel(model, body) {
     const f = model.get("focus_request") || {};
     if (f.n && graph) graph.focus(f.ids || []);
   };
+  const settle = () => { if (graph) graph.settle(model.get("note") || ""); };
   const destroy = () => { if (graph) graph.destroy(); };
-  return { draw, focus, destroy };
+  return { draw, focus, settle, destroy };
 }
 
 function render({ model, el }) {
@@ -848,7 +858,8 @@ function render({ model, el }) {
   head();
   panel.draw();
   const on = [["change:title", head], ["change:error", head], ["change:focus_request", panel.focus],
-    ...(kind === "flags" ? [["change:rows", panel.draw], ["change:raw", panel.draw]] : [["change:graph", panel.draw]])];
+    ...(kind === "flags" ? [["change:rows", panel.draw], ["change:raw", panel.draw]]
+      : [["change:graph", panel.draw], ["change:note", panel.settle], ["change:error", panel.settle]])];
   for (const [ev, f] of on) model.on(ev, f);
   el.__panel = panel; // test hook: the graph controller lives in the panel's closure
   return () => {

@@ -128,6 +128,8 @@ class FlowGraphPanel(Panel):
             return
         if content.get("type") != "trace":
             return
+        # cleared first, so the same note or error twice still reaches the page (which brings its button back)
+        self.note, self.error = "", ""
         try:
             self.trace_onward(str(content.get("node")))
         except Exception as exc:  # shown in the panel, and the graph stays as it was
@@ -137,7 +139,6 @@ class FlowGraphPanel(Panel):
             self.added = []
         else:
             self.error = ""
-        self.send_state("graph")  # redraw even when nothing changed, so the button comes back
 
 
 def merge_graphs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -220,6 +220,12 @@ def test_trace_onward_keeps_the_selection_and_shows_what_it_added(
     assert 0 < pos["x"] < size[0] and 0 < pos["y"] < size[1]
     assert page.evaluate(f"(id) => {CY}.getElementById(id).hasClass('txp-added')", POOL)
     assert page.locator(".txp-note").inner_text() == "Traced onward"
+    # a trace that finds nothing new sends no graph: the note alone brings the button back
+    page.locator(".txp-trace").click()
+    assert page.locator(".txp-trace").inner_text() == "Tracing…"
+    page.evaluate("() => window.panelModel.set('note', 'Traced onward from hop 2: nothing new.')")
+    assert page.locator(".txp-trace").inner_text() == "Trace onward from here"
+    assert page.locator(".txp-note").inner_text() == "Traced onward from hop 2: nothing new."
     assert page.console_errors == []
 
 
