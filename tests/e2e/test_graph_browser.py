@@ -121,9 +121,10 @@ def test_graph_reads_at_fit_and_clicks_land_after_scrolling(page: Any, widgets_u
     # wheel zoom keeps the point under the pointer where it was
     box = page.locator(".txp-graph").bounding_box()
     before = page.evaluate(f"(id) => {CY}.getElementById(id).renderedPosition()", perp)
+    zoom = page.evaluate(f"() => {CY}.zoom()")
     page.mouse.move(box["x"] + before["x"], box["y"] + before["y"])
     page.mouse.wheel(0, -200)
-    page.wait_for_timeout(200)
+    page.wait_for_function(f"() => {CY}.zoom() > {zoom}")
     after = page.evaluate(f"(id) => {CY}.getElementById(id).renderedPosition()", perp)
     assert abs(after["x"] - before["x"]) < 3 and abs(after["y"] - before["y"]) < 3
     assert page.console_errors == []
