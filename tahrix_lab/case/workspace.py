@@ -370,3 +370,31 @@ class Workspace:
         if strangers:
             raise UserFacingError(f"Session(s) {', '.join(strangers)} are not sessions of case {case_id!r}.")
         return list(sessions)
+
+    # -- the fund-flow graph and the flags panel's rows (case/flowgraph.py, case/flagrows.py) --------
+    def flow_graph(self, case_id: str, **params: Any) -> dict[str, Any]:
+        """``trace(case_id, **params)`` as the graph panel draws it: native amounts and transactions per
+        edge, names, label sources, totals and flags per node."""
+        from tahrix_lab.case.flowgraph import flow_graph
+
+        return flow_graph(self.cases, case_id, self.trace(case_id, **params))
+
+    def trace_onward(
+        self, case_id: str, node: dict[str, Any], graph: dict[str, Any] | None = None, **params: Any
+    ) -> dict[str, Any]:
+        """The graph onward from ``node`` (a graph node); from a bridge contract, along the matched legs of
+        the crossings ``graph`` shows going into it, never the contract's unrelated outflows."""
+        from tahrix_lab.case.flowgraph import bridge_edges, flow_graph, onward_starts
+
+        starts, chain, events = onward_starts(self.cases, case_id, node, graph)
+        out = flow_graph(self.cases, case_id, self.trace(starts, case_id=case_id, chain=chain, **params))
+        out["edges"] = bridge_edges(self.cases, str(node["id"]), events) + out["edges"]
+        return out
+
+    def flag_rows(self, case_id: str) -> dict[str, Any]:
+        """``triage(case_id)`` with a label, chain, amount, time, status and one-line explanation per row
+        and per flag: what the flags panel shows."""
+        from tahrix_lab.case.flagrows import flag_rows
+
+        self.require_case(case_id)
+        return flag_rows(self.cases, case_id)

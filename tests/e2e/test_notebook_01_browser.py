@@ -98,14 +98,14 @@ def check_notebook_01(page: Any, server: Any, url: str, shot: str) -> None:
     before = page.evaluate(f"() => {CY}.nodes().length")
     labels = page.evaluate(f"() => {CY}.nodes().map(n => n.data('display'))")
     assert len(set(labels)) == len(labels)  # one node per address, told apart by the short address
-    assert page.evaluate(f"() => {CY}.edges().some(e => e.data('display').startsWith('$'))")
+    assert page.evaluate(f"() => {CY}.edges().some(e => /^[\\d,.]+ ETH · \\$/.test(e.data('display')))")
 
     # tap a node that is not an endpoint and trace onward from it (a real mouse
     # click on the canvas is tested in test_renderer_browser; here a click in an
     # output can make the notebook scroll to the cell under the pointer)
     node_id = page.evaluate(f"() => {CY}.nodes('[endpoint = \"no\"]').last().id()")
     page.evaluate(f"(id) => {CY}.getElementById(id).emit('tap')", node_id)
-    page.locator(".txp-details .txp-trace").click()
+    page.locator(".txp-drawer .txp-trace").click()
     page.locator(".txp-note", has_text="Traced onward from").wait_for()
     assert page.locator(".txp-error").first.inner_text() == ""
     assert page.evaluate(f"() => {CY}.nodes().length") >= before

@@ -452,7 +452,7 @@ def column(pg: Any, name: str) -> list[str]:
 
 
 def test_flags_table_sorts_filters_and_refreshes(page: Any, widgets_url: str) -> None:
-    mount_panel(page, widgets_url, {"kind": "flags", "rows": FLAG_ROWS, "title": "Flags", "error": ""})
+    mount_panel(page, widgets_url, {"kind": "flags", "raw": FLAG_ROWS, "title": "Flags", "error": ""})
     assert column(page, "flag_id") == ["f2", "f1", "f10"]  # most severe first
     page.locator('th[data-key="flag_id"]').click()
     assert column(page, "flag_id") == ["f1", "f2", "f10"]  # natural order: f2 before f10
@@ -464,7 +464,7 @@ def test_flags_table_sorts_filters_and_refreshes(page: Any, widgets_url: str) ->
     assert column(page, "flag_id") == ["f2"]
     assert page.locator(".txp-count").inner_text() == "1 of 3 flags"
     page.evaluate(
-        "(rows) => window.panelModel.set('rows', rows)", [*FLAG_ROWS, {**FLAG_ROWS[1], "flag_id": "f3"}]
+        "(rows) => window.panelModel.set('raw', rows)", [*FLAG_ROWS, {**FLAG_ROWS[1], "flag_id": "f3"}]
     )
     assert column(page, "flag_id") == ["f2", "f3"]  # the sort and the filter survive a refresh
     page.evaluate("() => window.panelModel.set('error', 'Could not load')")
@@ -505,19 +505,19 @@ def test_flow_graph_is_layered_from_the_source(page: Any, widgets_url: str) -> N
     assert page.evaluate(f"() => {CY}.edges().length") == 5  # the edge to an unknown node is not drawn
     assert page.locator(".txp-count").inner_text() == "5 addresses · 5 flows"
     labels = page.evaluate(f"() => {CY}.edges().map(e => e.data('display'))")
-    assert "$600,000" in labels and "$1,000,000" in labels
+    assert "600000 USDC · $600K" in labels and "$1M" in labels
     widths = page.evaluate(f"() => {CY}.edges().map(e => e.data('width'))")
     assert widths[0] == max(widths)
     nodes = page.evaluate(f"() => Object.fromEntries({CY}.nodes().map(n => [n.id(), n.data('display')]))")
     assert nodes["eth:0xthief"] == "Exploiter\n0xthief"  # label, then the short address
-    assert nodes["eth:0xhop"] == "unlabelled\n0xhop"
+    assert nodes["eth:0xhop"] == "address\n0xhop"  # nothing better is known
     # pan and zoom are on; a click on a node shows its details and offers to trace onward
     assert page.evaluate(f"() => {CY}.userZoomingEnabled() && {CY}.userPanningEnabled()")
     box = page.locator(".txp-graph").bounding_box()
     pos = page.evaluate(f"() => {CY}.getElementById('eth:0xcex').renderedPosition()")
     page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
     page.locator(".txp-details-title", has_text="Exchange deposit").wait_for()
-    assert "exchange" in page.locator(".txp-details dl").inner_text()
+    assert "exchange" in page.locator(".txp-drawer dl").inner_text()
     page.locator(".txp-trace").click()
     assert page.evaluate("() => window.panelSent") == [{"type": "trace", "node": "eth:0xcex"}]
     page.evaluate("() => window.panelModel.set('graph', {nodes: [], edges: []})")
@@ -527,7 +527,7 @@ def test_flow_graph_is_layered_from_the_source(page: Any, widgets_url: str) -> N
 
 def test_flag_severities_have_distinct_colours(page: Any, widgets_url: str) -> None:
     rows = [{**FLAG_ROWS[0], "flag_id": s, "severity": s} for s in ("critical", "high", "medium", "low")]
-    mount_panel(page, widgets_url, {"kind": "flags", "rows": rows, "title": "", "error": ""})
+    mount_panel(page, widgets_url, {"kind": "flags", "raw": rows, "title": "", "error": ""})
     colours = page.evaluate(
         "() => [...document.querySelectorAll('td.txp-severity')].map(td => getComputedStyle(td).color)"
     )
@@ -536,7 +536,7 @@ def test_flag_severities_have_distinct_colours(page: Any, widgets_url: str) -> N
 
 def test_panels_treat_case_data_as_text(page: Any, widgets_url: str) -> None:
     evil = {**FLAG_ROWS[0], "subject": XSS[1], "flag_type": XSS[0], "status": XSS[3]}
-    mount_panel(page, widgets_url, {"kind": "flags", "rows": [evil], "title": XSS[2], "error": XSS[1]})
+    mount_panel(page, widgets_url, {"kind": "flags", "raw": [evil], "title": XSS[2], "error": XSS[1]})
     graph = {"nodes": [{"id": XSS[1], "label": XSS[0], "category": XSS[2]}, {"id": "b", "label": XSS[4]}],
              "edges": [{"source": XSS[1], "target": "b", "usd": 1, "tx_hash": XSS[1], "asset": XSS[0], "amount": 1}]}  # fmt: skip
     page.evaluate(PANEL_JS.replace("getElementById('root')", "body.appendChild(document.createElement('div'))"),

@@ -48,11 +48,12 @@ class Source:
         return self.data
 
 
-def test_flags_panel_shows_the_flag_columns() -> None:
+def test_flags_panel_shows_a_plain_list_as_the_raw_table() -> None:
     panel = FlagsPanel(Source(FLAGS), title="Flags")
     assert panel.kind == "flags"
     assert panel.title == "Flags"
-    assert panel.rows == [
+    assert panel.rows == []  # no triage rows: the raw table alone
+    assert panel.raw == [
         {"flag_id": "f1", "flag_type": "peel_chain", "severity": "high", "score": 0.91, "subject": "0xabc", "status": "open"},
         {"flag_id": "f2", "flag_type": "dusting", "severity": "low", "score": 0.2, "subject": "0xdef", "status": "dismissed"},
     ]  # fmt: skip
@@ -64,18 +65,18 @@ def test_refresh_reloads_and_a_failing_loader_shows_a_calm_error() -> None:
     panel = FlagsPanel(source)
     source.data = FLAGS
     panel.refresh()
-    assert [r["flag_id"] for r in panel.rows] == ["f1", "f2"]
+    assert [r["flag_id"] for r in panel.raw] == ["f1", "f2"]
     source.data = RuntimeError("database is locked")
     panel.refresh()
     assert panel.error == "Could not load this panel's data: database is locked"
-    assert len(panel.rows) == 2  # the last good data stays
+    assert len(panel.raw) == 2  # the last good data stays
     source.data = FLAGS[:1]
     panel.refresh()
     assert panel.error == ""
     assert source.calls == 4
 
 
-def test_graph_panel_keeps_the_drawable_fields() -> None:
+def test_graph_panel_keeps_the_fields_and_makes_them_json() -> None:
     panel = FlowGraphPanel(Source(GRAPH))
     assert panel.kind == "graph"
     assert panel.graph["nodes"][0] == {
@@ -83,6 +84,7 @@ def test_graph_panel_keeps_the_drawable_fields() -> None:
         "label": "Bridge exploiter",
         "category": "perpetrator",
         "hop": 0,
+        "extra": "dropped",
     }
     assert panel.graph["edges"][1] == {"source": "eth:0xb", "target": "eth:0xc", "usd": "1200.5",
                                        "tx_hashes": ["0x2", "0x3"], "transfers": 2}  # fmt: skip
@@ -93,8 +95,8 @@ def test_bad_loaders_are_named() -> None:
         FlagsPanel([])  # type: ignore[arg-type]
     panel = FlowGraphPanel(Source([1, 2]))
     assert "must return a dict with 'nodes'" in panel.error
-    flags = FlagsPanel(Source({"rows": []}))
-    assert "expected a list of dicts" in flags.error
+    flags = FlagsPanel(Source({"flags": []}))
+    assert "expected a list of dicts or a triage dict" in flags.error
 
 
 @pytest.fixture
@@ -138,7 +140,7 @@ def test_panels_follow_a_chat_and_refresh_on_their_effects(chat_store: Transcrip
 
     chat.ask("run the detectors", timeout=30)
     assert (flags_source.calls, graph_source.calls) == (2, 2)
-    assert [r["flag_id"] for r in flags.rows] == ["f1", "f2"]
+    assert [r["flag_id"] for r in flags.raw] == ["f1", "f2"]
 
 
 def test_refresh_on_can_be_widened() -> None:
@@ -172,17 +174,19 @@ def test_trace_onward_merges_what_the_tracer_finds_and_a_failure_is_shown() -> N
     panel = FlowGraphPanel(Source(GRAPH), trace_from=trace_from)
     assert panel.can_trace is True
     assert FlowGraphPanel(Source(GRAPH)).can_trace is False
-    panel._on_front_end(panel, {"type": "trace", "node": "eth:0xc"}, [])
+    panel._on_front_end({"type": "trace", "node": "eth:0xc"})
     assert asked[0]["label"] == "Exchange"
     assert [n["id"] for n in panel.graph["nodes"]] == ["eth:0xa", "eth:0xb", "eth:0xc", "eth:0xd"]
     assert panel.graph["nodes"][2]["label"] == "Exchange"  # what was shown first wins
-    assert panel.note == "Traced onward from Exchange: 1 new addresses."
+    assert panel.note == "Traced onward from Exchange: 1 new addresses, 1 new flows."
+    assert panel.added == ["eth:0xd"]  # the front end brings these into view, the selection stays
     assert panel.graph["edges"][-1] == {"source": "eth:0xc", "target": "eth:0xd", "usd": 90.0,
                                         "first_time": "2024-03-13T03:28:00Z"}  # fmt: skip
-    panel._on_front_end(panel, {"type": "trace", "node": "eth:0xb"}, [])
+    panel._on_front_end({"type": "trace", "node": "eth:0xb"})
     assert panel.error == "Could not trace onward: no transfers after this address"
     assert len(panel.graph["nodes"]) == 4  # the graph stays as it was
-    panel._on_front_end(panel, {"type": "trace", "node": "eth:0xnone"}, [])
+    assert panel.added == []
+    panel._on_front_end({"type": "trace", "node": "eth:0xnone"})
     assert "no node 'eth:0xnone'" in panel.error
 
 
@@ -190,3 +194,59 @@ def test_the_graph_panel_ships_its_library_and_the_flags_panel_does_not() -> Non
     assert "TahrixCytoscape" in FlowGraphPanel._esm and "dagre" in FlowGraphPanel._esm
     assert "TahrixCytoscape=" not in FlagsPanel._esm
     assert len(FlagsPanel._esm) < 50_000
+
+
+# -- on a real case: triage rows, the graph payload, focus and the link between the panels -----
+@pytest.fixture(scope="module")
+def case_ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from tahrix_lab.case.workspace import Workspace
+
+    ws = Workspace(tmp_path_factory.mktemp("panels") / "case.duckdb")
+    ws.load_sample_case()
+    yield ws
+    ws.close()
+
+
+def test_the_flags_panel_opens_on_the_triage_rows(case_ws: Any) -> None:
+    panel = FlagsPanel.for_case(case_ws, "CASE-001")
+    triage = case_ws.triage("CASE-001")
+    assert [r["row_id"] for r in panel.rows] == [r["row_id"] for r in triage["rows"]]
+    assert len(panel.raw) == triage["flags_total"]  # every raw flag one click away (none dismissed here)
+    assert {"label", "chains", "amount_usd", "first_time", "status", "explanation"} <= set(panel.rows[0])
+
+
+def test_flags_focus_and_select_reach_the_graph(case_ws: Any) -> None:
+    flags = FlagsPanel.for_case(case_ws, "CASE-001")
+    graph = FlowGraphPanel.for_case(case_ws, "CASE-001", max_hops=4, min_usd=1000)
+    flags.link(graph)
+    perp = next(r for r in flags.rows if r["role"] == "perpetrator")
+    flag_id = perp["flags"][0]["flag_id"]
+    assert flags.focus(flag_id) == perp["row_id"]
+    assert flags.focus_request["row_id"] == perp["row_id"] and flags.focus_request["flag_id"] == flag_id
+    with pytest.raises(ValueError, match="no flag 'FLG-nope'"):
+        flags.focus("FLG-nope")
+    # a row click (as the page sends it) highlights the row's addresses in the graph
+    flags._on_front_end({"type": "select", "row_id": perp["row_id"]})
+    assert graph.focus_request["ids"] == perp["addresses"]
+    n = graph.focus_request["n"]
+    assert graph.focus("0x33736DCCA7F0C99E80B5244A4767E1FA79823EB2") == perp["addresses"]  # any case
+    assert graph.focus_request["n"] == n + 1  # a new request each time, so the page acts on a repeat
+    # a flag clicked in a node's details opens its row
+    graph._on_front_end({"type": "flag", "flag_id": flag_id})
+    assert flags.focus_request["flag_id"] == flag_id
+
+
+def test_the_graph_for_a_case_traces_onward_across_the_bridge(case_ws: Any) -> None:
+    graph = FlowGraphPanel.for_case(case_ws, "CASE-001", max_hops=2, min_usd=1000)
+    assert graph.can_trace and graph.error == ""
+    router = "ethereum:0x221265400ab7798807fa22f715c891ff3add6527"  # Stargate's router, $35M out in the case
+    pool = "bsc:0xb16107f1be437c7ba6caf4a341023aed54ef125a"
+    assert pool not in {n["id"] for n in graph.graph["nodes"]}
+    graph._on_front_end({"type": "trace", "node": router})
+    assert graph.error == ""
+    out = [e for e in graph.graph["edges"] if e["source"] == router]
+    assert [(e["kind"], e["bridge_event_id"]) for e in out] == [
+        ("bridge", "BR-0052")
+    ]  # never its other outflows
+    assert pool in graph.added  # the matched leg went on, over the second bridge
+    assert graph.note.startswith("Traced onward from Stargate: router")
