@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     case_commands.add_commands(sub)
+    __import__("tahrix_lab.app.commands.labels", fromlist=["add_commands"]).add_commands(sub)
     serve_commands.add_commands(sub, integration_factory=case_integration)
     transcript_commands.add_commands(sub)
     mcp_commands.add_commands(sub)

@@ -1,0 +1,264 @@
+"""Loading label files into the library: idempotent, with a report per file.
+
+A label's identity is ``(source, chain, address, source category, entity)``: loading the
+same list again changes nothing; a new version of a list updates the labels whose fields
+changed (name, dates, version) and adds the new ones. Two rows of one load with the same
+identity (an address twice in a list, in upper and lower case) are one label, counted as
+duplicates. Labels a list no longer carries are kept: a library is a record of what each
+source said as of its version (``tahrix labels sources`` shows the versions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.case.chains import resolve_chain
+from tahrix_lab.case.db import CaseDB, utcnow_naive
+from tahrix_lab.case.labels.formats import CONFIDENCE, FIELDS, LEVELS, Bad, Batch, read_file
+from tahrix_lab.case.taxonomy import normalise_category
+
+# Categories that are an abuse as well (screen_exposure's lists read ``abuse`` too).
+ABUSE_CATEGORIES = frozenset({"sanction", "scam", "phishing", "ransomware", "service_hack", "terrorism"})
+OFAC_FORMATS = frozenset({"ofac-list", "ofac-sdn-xml", "ofac-sdn-csv"})
+# the fields whose change makes a reload an update
+COMPARED = (
+    "label", "entity", "category", "source_category", "abuse", "source_version", "confidence", "confidence_level",
+    "valid_from", "valid_to", "program", "asset", "overrides",
+)  # fmt: skip
+
+
+@dataclass
+class FileLabels:
+    file: str
+    format: str
+    source: str
+    source_version: str | None
+    read: int = 0
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    duplicates: int = 0
+    unknown_categories: dict[str, int] = field(default_factory=dict)
+    bad: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LabelLoadReport:
+    """What ``load_labels`` did, per file (``files``) and in total."""
+
+    files: list[FileLabels] = field(default_factory=list)
+
+    def total(self, name: str) -> int:
+        return sum(int(getattr(f, name)) for f in self.files)
+
+    @property
+    def unknown_categories(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.files:
+            for k, v in f.unknown_categories.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    @property
+    def bad(self) -> list[str]:
+        return [b for f in self.files for b in f.bad]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": [asdict(f) for f in self.files],
+            "totals": {k: self.total(k) for k in ("read", "new", "updated", "unchanged", "duplicates")}
+            | {"bad": len(self.bad), "unknown_categories": self.unknown_categories},
+        }
+
+    def table(self) -> str:
+        head = f"{'file':<40} {'format':<16} {'source':<12} {'version':<12} read    new  updated unchanged  dup  bad"
+        lines = [head]
+        for f in self.files:
+            lines.append(
+                f"{Path(f.file).name[:40]:<40} {f.format:<16} {f.source[:12]:<12} {(f.source_version or '-')[:12]:<12} "
+                f"{f.read:>4} {f.new:>6} {f.updated:>8} {f.unchanged:>9} {f.duplicates:>4} {len(f.bad):>4}"
+            )
+        for cat, n in sorted(self.unknown_categories.items()):
+            lines.append(f"unknown category kept as written: {cat!r} ({n} labels)")
+        for b in self.bad[:50]:
+            lines.append(f"bad row: {b}")
+        if len(self.bad) > 50:
+            lines.append(f"… and {len(self.bad) - 50} more bad rows")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _frame(
+    batches: list[Batch], as_of: str | None, added_by: str | None
+) -> tuple[pd.DataFrame, dict[str, dict[str, int]]]:
+    """All batches as one frame with the normalised category and the confidence; the
+    unknown categories (kept as written) per file."""
+    cols: dict[str, list[Any]] = {f: [] for f in (*FIELDS, "file", "format", "source_version", "category",
+                                                  "confidence_level")}  # fmt: skip
+    unknown: dict[str, dict[str, int]] = {}
+    cache: dict[str | None, tuple[str | None, bool]] = {}
+    for b in batches:
+        n = len(b)
+        for f in FIELDS:
+            if f not in ("source", "confidence", "abuse"):
+                cols[f].extend(b.cols[f])
+        cols["file"].extend([b.file] * n)
+        cols["format"].extend([b.format] * n)
+        cols["source_version"].extend([as_of or b.source_version] * n)
+        cols["source"].extend(s or b.source for s in b.cols["source"])
+        conf_id, conf_level = CONFIDENCE.get(b.format, ("unknown", 5))
+        confs = [c or conf_id for c in b.cols["confidence"]]
+        cols["confidence"].extend(confs)
+        cols["confidence_level"].extend(LEVELS.get(c, conf_level if c == conf_id else None) for c in confs)
+        unk = unknown.setdefault(b.file, {})
+        for raw, abuse in zip(b.cols["source_category"], b.cols["abuse"], strict=True):
+            if b.format in OFAC_FORMATS:
+                cat, known = "sanction", True
+            else:
+                if raw not in cache:
+                    cache[raw] = normalise_category(raw)
+                cat, known = cache[raw]
+            cols["category"].append(cat)
+            cols["abuse"].append(abuse or (cat if cat in ABUSE_CATEGORIES else None))
+            if not known and cat is not None:
+                unk[cat] = unk.get(cat, 0) + 1
+    cols["added_by"] = [added_by] * len(cols["address"])
+    cols["ord"] = list(range(len(cols["address"])))
+    return pd.DataFrame(cols), unknown
+
+
+def load_labels(
+    db: CaseDB,
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    source: str | None = None,
+    as_of: str | None = None,
+    chain: str | None = None,
+    asset: str | None = None,
+    added_by: str | None = None,
+) -> LabelLoadReport:
+    """Load label files (any format ``formats`` knows) into the workspace's label library.
+
+    ``source`` names the list (default per format: ``eth-labels``, ``etherscan``,
+    ``ofac-sdn``, ``own``); ``as_of`` is its version or date when the file does not say;
+    ``chain``/``asset`` fix what a file name or row does not. Bad rows are named in the
+    report and skipped; everything else is stored."""
+    files = [Path(p) for p in paths]
+    for p in files:
+        if not p.is_file():
+            raise UserFacingError(f"No label file {str(p)!r}.")
+    fixed_chain = resolve_chain(chain) if chain else None
+    batches = [read_file(p, chain=fixed_chain, asset=asset, source=source) for p in files]
+    frame, unknown = _frame(batches, as_of, added_by)
+    now = utcnow_naive()
+    reports = {
+        b.file: FileLabels(b.file, b.format, b.source, as_of or b.source_version, read=b.read,
+                           unknown_categories=unknown.get(b.file, {}), bad=[str(x) for x in b.bad])
+        for b in batches
+    }  # fmt: skip
+    with db.write() as cur:
+        cur.register("_lab_frame", frame)
+        try:
+            _merge(cur, reports, now)
+        finally:
+            cur.unregister("_lab_frame")
+        for b, p in zip(batches, files, strict=True):
+            digest = _sha256(p)
+            rep = reports[b.file]
+            seen = cur.execute(
+                "SELECT count(*) FROM label_sources WHERE source = ? AND sha256 = ? AND source_version IS NOT DISTINCT FROM ?",
+                [rep.source, digest, rep.source_version],
+            ).fetchall()[0][0]
+            if not seen:  # a reload of the same file as the same version leaves no second entry
+                cur.execute(
+                    "INSERT INTO label_sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [rep.source, rep.source_version, rep.format, str(p), digest, now, added_by,
+                     json.dumps(asdict(rep))],
+                )  # fmt: skip
+    return LabelLoadReport(list(reports.values()))
+
+
+_TYPES = {
+    "line": "BIGINT", "chain": "VARCHAR", "address": "VARCHAR", "label": "VARCHAR", "entity": "VARCHAR",
+    "source_category": "VARCHAR", "source": "VARCHAR", "valid_from": "VARCHAR", "valid_to": "VARCHAR",
+    "program": "VARCHAR", "asset": "VARCHAR", "confidence": "VARCHAR", "abuse": "VARCHAR", "overrides": "BOOLEAN",
+    "file": "VARCHAR", "format": "VARCHAR", "source_version": "VARCHAR", "category": "VARCHAR",
+    "confidence_level": "INTEGER", "added_by": "VARCHAR", "ord": "BIGINT",
+}  # fmt: skip
+
+
+def _merge(cur: Any, reports: dict[str, FileLabels], now: Any) -> None:
+    key = (
+        "'LIB-' || substr(md5(concat_ws('|', source, chain, address, coalesce(source_category, ''), "
+        "coalesce(entity, ''))), 1, 16)"
+    )
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _lab_in AS
+        SELECT *, {key} AS label_id, TRY_CAST(valid_from AS TIMESTAMP) AS vf, TRY_CAST(valid_to AS TIMESTAMP) AS vt
+        FROM (SELECT {", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in _TYPES.items() if c != "overrides")},
+                     coalesce(CAST(overrides AS BOOLEAN), FALSE) AS overrides FROM _lab_frame)"""
+    )
+    for file, line, col in cur.execute(
+        """SELECT file, line, CASE WHEN vf IS NULL AND valid_from IS NOT NULL THEN 'valid_from' ELSE 'valid_to' END
+           FROM _lab_in WHERE (vf IS NULL AND valid_from IS NOT NULL) OR (vt IS NULL AND valid_to IS NOT NULL)
+           ORDER BY ord"""
+    ).fetchall():
+        reports[file].bad.append(str(Bad(file, line, col, "not a date")))
+    cur.execute(
+        """CREATE OR REPLACE TEMP TABLE _lab_one AS
+        SELECT * EXCLUDE (rn) FROM (
+          SELECT *, row_number() OVER (PARTITION BY label_id ORDER BY ord) AS rn FROM _lab_in
+          WHERE (vf IS NOT NULL OR valid_from IS NULL) AND (vt IS NOT NULL OR valid_to IS NULL))
+        WHERE rn = 1"""
+    )
+    for file, n in cur.execute(
+        """SELECT i.file, count(*) - count(DISTINCT i.label_id) FROM _lab_in i
+           WHERE (vf IS NOT NULL OR valid_from IS NULL) AND (vt IS NOT NULL OR valid_to IS NULL) GROUP BY i.file"""
+    ).fetchall():
+        reports[file].duplicates = int(n)
+    same = " AND ".join(
+        f"o.{c} IS NOT DISTINCT FROM n.{'vf' if c == 'valid_from' else 'vt' if c == 'valid_to' else c}"
+        for c in COMPARED
+    )
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _lab_st AS
+        SELECT n.*, o.loaded_at AS old_loaded,
+               CASE WHEN o.label_id IS NULL THEN 'new' WHEN {same} THEN 'unchanged' ELSE 'updated' END AS st
+        FROM _lab_one n LEFT JOIN label_library o ON o.label_id = n.label_id"""
+    )
+    for file, st, n in cur.execute("SELECT file, st, count(*) FROM _lab_st GROUP BY ALL").fetchall():
+        setattr(reports[file], st, int(n))
+    cur.execute(
+        "DELETE FROM label_library WHERE label_id IN (SELECT label_id FROM _lab_st WHERE st = 'updated')"
+    )
+    cur.execute(
+        """INSERT INTO label_library (label_id, chain, address, label, entity, category, source_category, abuse,
+             source, source_version, confidence, confidence_level, valid_from, valid_to, program, asset, added_by,
+             overrides, file, line, loaded_at, updated_at)
+        SELECT label_id, chain, address, label, entity, category, source_category, abuse, source, source_version,
+               confidence, confidence_level, vf, vt, program, asset, added_by, overrides, file, line,
+               coalesce(old_loaded, $now), $now
+        FROM _lab_st WHERE st <> 'unchanged'""",
+        {"now": now},
+    )
+    for t in ("_lab_in", "_lab_one", "_lab_st"):
+        cur.execute(f"DROP TABLE IF EXISTS {t}")
