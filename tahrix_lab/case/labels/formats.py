@@ -151,7 +151,8 @@ def _date(text: str | None) -> str | None:
 # -- recognising ----------------------------------------------------------------------------------
 def sniff(path: Path) -> str:
     """The format of a label file, from its first bytes (and, for OFAC lists, its name)."""
-    head = path.open("rb").read(4096).decode("utf-8-sig", errors="replace").lstrip()
+    with path.open("rb") as fh:
+        head = fh.read(4096).decode("utf-8-sig", errors="replace").lstrip()
     name = path.name.lower()
     if head.startswith("<"):
         return "ofac-sdn-xml"
