@@ -163,6 +163,15 @@ MIGRATIONS: tuple[Migration, ...] = (
         FROM label_library b JOIN case_addrs a ON a.chain = b.chain AND a.address = b.address;
         """,
     ),
+    Migration(
+        "0004_case_unknown_block_time",
+        # A movement whose block time no file gave yet is evidence all the same: it is held with an
+        # unknown time (NULL) and gains it when its block or transaction arrives (loaders/merge.py).
+        """
+        ALTER TABLE transfers ALTER COLUMN block_time DROP NOT NULL;
+        ALTER TABLE transactions ALTER COLUMN block_time DROP NOT NULL;
+        """,
+    ),
 )
 
 # The evidence tables a case folder holds, in load order, with their natural keys.

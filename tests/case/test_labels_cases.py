@@ -153,3 +153,29 @@ def test_cli_labels_load_find_sources(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["--db", dbfile, "labels", "sources"]) == 0
     out = capsys.readouterr().out
     assert "ofac-sdn" in out and "2024-05-01" in out and "sanctioned_addresses_ETH.json" in out
+
+
+def test_a_case_database_from_before_the_library_migrates(tmp_path: Path) -> None:
+    from tahrix_lab.agent.migrations import applied_migrations, apply_migrations
+    from tahrix_lab.case.schema import MIGRATIONS
+
+    conn = duckdb.connect(str(tmp_path / "old.duckdb"))
+    apply_migrations(conn, "case", MIGRATIONS[:2])  # the schema before the label library
+    conn.execute("INSERT INTO cases (case_id, title) VALUES ('OLD', 'old')")
+    conn.execute(
+        "INSERT INTO labels (case_id, label_id, chain, address, label, category, source) "
+        "VALUES ('OLD', 'L1', 'ethereum', ?, 'x', 'exchange', 'folder')",
+        [A],
+    )
+    conn.execute(
+        "INSERT INTO case_addresses (case_id, chain, address, role) VALUES ('OLD', 'ethereum', ?, 'suspect')",
+        [A],
+    )
+    db = CaseDB(conn)
+    assert applied_migrations(conn, "case") == [m.name for m in MIGRATIONS]
+    assert db.labels_for("OLD", [("ethereum", A)])[("ethereum", A)]["best"]["origin"] == "case"
+    conn.execute(  # a movement whose block time is not known yet can be held
+        "INSERT INTO transfers (case_id, transfer_id, chain, tx_hash, block_time, kind, asset_key) "
+        "VALUES ('OLD', 't', 'ethereum', '0x1', NULL, 'token', 'ethereum:native')"
+    )
+    conn.close()

@@ -131,6 +131,7 @@ def _frame(
         cols["confidence_level"].extend(LEVELS.get(c, conf_level if c == conf_id else None) for c in confs)
         unk = unknown.setdefault(b.file, {})
         for raw, abuse in zip(b.cols["source_category"], b.cols["abuse"], strict=True):
+            cat: str | None
             if b.format in OFAC_FORMATS:
                 cat, known = "sanction", True
             else:
