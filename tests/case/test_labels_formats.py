@@ -213,7 +213,7 @@ def test_eth_labels_csv_and_own_csv_with_bad_rows_named(db: CaseDB, tmp_path: Pa
     report = load_labels(db, [accounts, own])
     acc, mine = report.files
     assert (acc.new, acc.duplicates) == (2, 1)
-    assert acc.bad == [f"{accounts}, line 5, column 'chainId': unknown chain id '999'"]
+    assert acc.bad == [f"{accounts}, line 5, column 'chainId': unknown chain '999'"]
     assert mine.bad == [f"{own}, line 4, column 'chain': unknown chain 'dogecoin'",
                         f"{own}, line 5, column 'valid_from': not a date"]  # fmt: skip
     assert report.unknown_categories == {"Weird Thing": 1}

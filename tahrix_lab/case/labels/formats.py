@@ -36,8 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tahrix_lab.agent.errors import UserFacingError
-from tahrix_lab.case.chains import CHAINS, EVM_CHAINS, resolve_chain
+from tahrix_lab.case.chains import CHAINS
 
 FIELDS = (
     "line", "chain", "address", "label", "entity", "source_category", "source", "valid_from", "valid_to",
@@ -72,45 +71,29 @@ class Bad:
 
 @dataclass
 class Batch:
-    """Labels read from one file, as parallel lists (``FIELDS``)."""
+    """Labels read from one file, as parallel lists (``FIELDS``), as written: the loader checks
+    and normalises every row in SQL, one mechanism for every format (``loaders._check``)."""
 
     file: str
     format: str
     source: str
     source_version: str | None = None
+    addr_column: str = "address"  # the file's columns a bad row is named by
+    chain_column: str = "chain"
     cols: dict[str, list[Any]] = field(default_factory=lambda: {f: [] for f in FIELDS})
     bad: list[Bad] = field(default_factory=list)
     read: int = 0
 
-    def add(
-        self, line: int | None, chain: str | None, address: Any, column: str = "address", **kw: Any
-    ) -> None:
-        """One label; an address that does not fit its chain is a bad row, never stored."""
+    def add(self, line: int | None, chain: str | None, address: Any, **kw: Any) -> None:
+        """One row; ``chain`` as the file names it (None: from the address's form)."""
         self.read += 1
-        addr = address.strip() if isinstance(address, str) else ""
-        if not addr:
-            self.bad.append(Bad(self.file, line, column, "no address"))
-            return
-        if chain is None:
-            chain = chain_of(addr)
-            if chain is None:
-                self.bad.append(Bad(self.file, line, column, f"cannot tell the chain of {addr[:60]!r}"))
-                return
-        if chain in EVM_CHAINS:
-            if not _EVM_RE.match(addr):
-                self.bad.append(Bad(self.file, line, column, f"not an EVM address: {addr[:60]!r}"))
-                return
-            addr = addr.lower()
-        elif chain == "tron" and not _TRON_RE.match(addr):
-            self.bad.append(Bad(self.file, line, column, f"not a Tron address: {addr[:60]!r}"))
-            return
         c = self.cols
         c["line"].append(line)
         c["chain"].append(chain)
-        c["address"].append(addr)
+        c["address"].append(address if isinstance(address, str) else None)
         for f in FIELDS[3:]:
             v = kw.get(f)
-            c[f].append(v.strip() or None if isinstance(v, str) else v)
+            c[f].append((v.strip() or None) if isinstance(v, str) else v)
 
     def __len__(self) -> int:
         return len(self.cols["address"])
@@ -125,14 +108,6 @@ def chain_of(address: str) -> str | None:
     if address.startswith(("bc1", "1", "3")) and 25 <= len(address) <= 90:
         return "bitcoin"
     return None
-
-
-def entity_of(name_tag: str | None) -> str | None:
-    """``"Binance: Hot Wallet 6"`` → ``"Binance"`` (the explorers' ``Entity: role`` name tags)."""
-    if not name_tag or ":" not in name_tag:
-        return None
-    head = name_tag.split(":", 1)[0].strip()
-    return head or None
 
 
 def _date(text: str | None) -> str | None:
@@ -193,29 +168,23 @@ def read_eth_labels_json(b: Batch, path: Path, chain: str | None) -> None:
             b.bad.append(Bad(b.file, i, None, "entry is not an object"))
             continue
         tag = e.get("nameTag") or e.get("name") or e.get("label")
-        b.add(
-            i, chain or "ethereum", e.get("address"), label=tag, entity=entity_of(tag), source_category=slug
-        )
+        b.add(i, chain or "ethereum", e.get("address"), label=tag, source_category=slug)
 
 
 def read_eth_labels_csv(b: Batch, path: Path, chain: str | None) -> None:
+    b.chain_column = "chainId"
     with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         for row in reader:
             line = reader.line_num
             cid = (row.get("chainId") or "").strip()
-            ch = chain or _EVM_ID.get(int(cid)) if cid.isdigit() else chain or "ethereum"
-            if ch is None:
-                b.read += 1
-                b.bad.append(Bad(b.file, line, "chainId", f"unknown chain id {cid!r}"))
-                continue
+            ch = chain or (_EVM_ID.get(int(cid), cid) if cid.isdigit() else "ethereum")
             tag = row.get("nameTag")
             b.add(
                 line,
                 ch,
                 row.get("address"),
                 label=tag,
-                entity=entity_of(tag),
                 source_category=row.get("label"),
             )
 
@@ -235,7 +204,6 @@ def read_etherscan_export(b: Batch, path: Path, chain: str | None) -> None:
                 chain or "ethereum",
                 row.get("address"),
                 label=tag,
-                entity=entity_of(tag),
                 source_category=slug or (names[i] if i < len(names) else None) or None,
             )
 
@@ -263,6 +231,7 @@ def read_ofac_list(b: Batch, path: Path, chain: str | None, asset: str | None) -
 
 
 def read_sdn_xml(b: Batch, path: Path, chain: str | None) -> None:
+    b.addr_column = "VersionDetail"
     root = ET.parse(path).getroot()
     ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
     if root.tag.endswith("sdnList"):
@@ -295,7 +264,7 @@ def read_sdn_xml(b: Batch, path: Path, chain: str | None) -> None:
                 continue
             asset = ftype.rsplit("-", 1)[-1].strip().upper()
             for det in feat.iter(f"{ns}VersionDetail"):
-                b.add(None, chain or OFAC_ASSETS.get(asset), det.text, column="VersionDetail", label=name,
+                b.add(None, chain or OFAC_ASSETS.get(asset), det.text, label=name,
                       entity=name, source_category="SDN", program="; ".join(programs.get(pid, [])) or None,
                       asset=asset, valid_from=dates.get(pid), abuse="sanction")  # fmt: skip
 
@@ -315,6 +284,7 @@ def _primary_name(profile: ET.Element, ns: str) -> str | None:
 
 
 def _read_classic_sdn(b: Batch, root: ET.Element, ns: str, chain: str | None) -> None:
+    b.addr_column = "idNumber"
     b.source_version = _date(root.findtext(f"{ns}publshInformation/{ns}Publish_Date"))
     for entry in root.iter(f"{ns}sdnEntry"):
         name = " ".join(
@@ -326,12 +296,13 @@ def _read_classic_sdn(b: Batch, root: ET.Element, ns: str, chain: str | None) ->
             if not itype.startswith("Digital Currency Address"):
                 continue
             asset = itype.rsplit("-", 1)[-1].strip().upper()
-            b.add(None, chain or OFAC_ASSETS.get(asset), ident.findtext(f"{ns}idNumber"), column="idNumber",
+            b.add(None, chain or OFAC_ASSETS.get(asset), ident.findtext(f"{ns}idNumber"),
                   label=name, entity=name, source_category="SDN", program=progs, asset=asset, abuse="sanction")  # fmt: skip
 
 
 def read_sdn_csv(b: Batch, path: Path, chain: str | None) -> None:
     """``sdn.csv``: ent_num, SDN_Name, SDN_Type, Program, Title, …, Remarks (OFAC writes ``-0-`` for empty)."""
+    b.addr_column = "Remarks"
     with path.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
         reader = csv.reader(fh)
         for row in reader:
@@ -342,7 +313,7 @@ def read_sdn_csv(b: Batch, path: Path, chain: str | None) -> None:
             program = row[3].strip().replace("] [", "; ").strip("[] ") or None
             for m in _DCA_RE.finditer(row[11]):
                 asset = m[1].upper()
-                b.add(line, chain or OFAC_ASSETS.get(asset), m[2], column="Remarks", label=name, entity=name,
+                b.add(line, chain or OFAC_ASSETS.get(asset), m[2], label=name, entity=name,
                       source_category="SDN", program=None if program == "-0-" else program, asset=asset,
                       abuse="sanction")  # fmt: skip
 
@@ -357,17 +328,9 @@ def read_labels_csv(b: Batch, path: Path, chain: str | None) -> None:
     reader.fieldnames = [f.strip().lower().replace(" ", "_") for f in reader.fieldnames or []]
     for row in reader:
         line = reader.line_num
-        ch_raw = (row.get("chain") or row.get("network") or "").strip()
-        ch = chain
-        if ch_raw:
-            try:
-                ch = resolve_chain(ch_raw)
-            except UserFacingError:
-                b.read += 1
-                b.bad.append(Bad(b.file, line, "chain", f"unknown chain {ch_raw!r}"))
-                continue
+        ch = (row.get("chain") or row.get("network") or "").strip() or chain
         name = row.get("name") or row.get("label") or row.get("name_tag") or row.get("nametag")
-        b.add(line, ch, row.get("address"), label=name, entity=row.get("entity") or entity_of(name),
+        b.add(line, ch, row.get("address"), label=name, entity=row.get("entity"),
               source_category=row.get("category"), source=row.get("source"), valid_from=_date(row.get("valid_from")),
               valid_to=_date(row.get("valid_to")), confidence=row.get("confidence"), abuse=row.get("abuse"),
               overrides=(row.get("overrides") or row.get("override") or "").strip().lower() in _TRUE)  # fmt: skip

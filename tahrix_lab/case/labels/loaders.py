@@ -21,9 +21,9 @@ from typing import Any
 import pandas as pd
 
 from tahrix_lab.agent.errors import UserFacingError
-from tahrix_lab.case.chains import resolve_chain
+from tahrix_lab.case.chains import CHAINS, EVM_CHAINS, resolve_chain
 from tahrix_lab.case.db import CaseDB, utcnow_naive
-from tahrix_lab.case.labels.formats import CONFIDENCE, FIELDS, LEVELS, Bad, Batch, read_file
+from tahrix_lab.case.labels.formats import CONFIDENCE, FIELDS, LEVELS, OFAC_ASSETS, Bad, Batch, read_file
 from tahrix_lab.case.taxonomy import normalise_category
 
 # Categories that are an abuse as well (screen_exposure's lists read ``abuse`` too).
@@ -113,7 +113,7 @@ def _frame(
     """All batches as one frame with the normalised category and the confidence; the
     unknown categories (kept as written) per file."""
     cols: dict[str, list[Any]] = {f: [] for f in (*FIELDS, "file", "format", "source_version", "category",
-                                                  "confidence_level")}  # fmt: skip
+                                                  "confidence_level", "addr_col", "chain_col")}  # fmt: skip
     unknown: dict[str, dict[str, int]] = {}
     cache: dict[str | None, tuple[str | None, bool]] = {}
     for b in batches:
@@ -123,6 +123,8 @@ def _frame(
                 cols[f].extend(b.cols[f])
         cols["file"].extend([b.file] * n)
         cols["format"].extend([b.format] * n)
+        cols["addr_col"].extend([b.addr_column] * n)
+        cols["chain_col"].extend([b.chain_column] * n)
         cols["source_version"].extend([as_of or b.source_version] * n)
         cols["source"].extend(s or b.source for s in b.cols["source"])
         conf_id, conf_level = CONFIDENCE.get(b.format, ("unknown", 5))
@@ -203,8 +205,18 @@ _TYPES = {
     "source_category": "VARCHAR", "source": "VARCHAR", "valid_from": "VARCHAR", "valid_to": "VARCHAR",
     "program": "VARCHAR", "asset": "VARCHAR", "confidence": "VARCHAR", "abuse": "VARCHAR", "overrides": "BOOLEAN",
     "file": "VARCHAR", "format": "VARCHAR", "source_version": "VARCHAR", "category": "VARCHAR",
-    "confidence_level": "INTEGER", "added_by": "VARCHAR", "ord": "BIGINT",
+    "confidence_level": "INTEGER", "added_by": "VARCHAR", "ord": "BIGINT", "addr_col": "VARCHAR",
+    "chain_col": "VARCHAR",
 }  # fmt: skip
+_EVM_SQL = "'^0x[0-9a-fA-F]{40}$'"
+_TRON_SQL = "'^T[1-9A-HJ-NP-Za-km-z]{33}$'"
+
+
+def _chain_names() -> dict[str, str]:
+    """Every spelling of a chain (``chains.CHAINS`` aliases) and the chains OFAC lists name."""
+    names = {a: c.name for c in CHAINS.values() for a in (c.name, *c.aliases)}
+    names.update({c: c for c in OFAC_ASSETS.values() if c})
+    return names
 
 
 def _merge(cur: Any, reports: dict[str, FileLabels], now: Any) -> None:
@@ -212,28 +224,67 @@ def _merge(cur: Any, reports: dict[str, FileLabels], now: Any) -> None:
         "'LIB-' || substr(md5(concat_ws('|', source, chain, address, coalesce(source_category, ''), "
         "coalesce(entity, ''))), 1, 16)"
     )
+    names = _chain_names()
+    cur.execute("CREATE OR REPLACE TEMP TABLE _lab_chains (k VARCHAR, chain VARCHAR)")
     cur.execute(
-        f"""CREATE OR REPLACE TEMP TABLE _lab_in AS
-        SELECT *, {key} AS label_id, TRY_CAST(valid_from AS TIMESTAMP) AS vf, TRY_CAST(valid_to AS TIMESTAMP) AS vt
-        FROM (SELECT {", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in _TYPES.items() if c != "overrides")},
-                     coalesce(CAST(overrides AS BOOLEAN), FALSE) AS overrides FROM _lab_frame)"""
+        "INSERT INTO _lab_chains SELECT unnest($k), unnest($v)", {"k": list(names), "v": list(names.values())}
     )
-    for file, line, col in cur.execute(
-        """SELECT file, line, CASE WHEN vf IS NULL AND valid_from IS NOT NULL THEN 'valid_from' ELSE 'valid_to' END
-           FROM _lab_in WHERE (vf IS NULL AND valid_from IS NOT NULL) OR (vt IS NULL AND valid_to IS NOT NULL)
-           ORDER BY ord"""
+    key_of = "trim(regexp_replace(lower(trim(r.chain_raw)), '[\\s\\-./]+', '_', 'g'), '_')"
+    # the chain: as the file names it, else from the address's form (EVM hex is read as Ethereum)
+    infer = (f"CASE WHEN regexp_matches(a, {_EVM_SQL}) THEN 'ethereum' WHEN regexp_matches(a, {_TRON_SQL}) "
+             "THEN 'tron' WHEN regexp_matches(a, '^(bc1|1|3)[0-9A-Za-z]{24,88}$') THEN 'bitcoin' END")  # fmt: skip
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _lab_chk AS
+        SELECT r.* EXCLUDE (chain_raw), CASE WHEN r.chain_raw IS NULL THEN {infer} ELSE m.chain END AS chain,
+               r.chain_raw, m.chain IS NULL AND r.chain_raw IS NOT NULL AS chain_unknown
+        FROM (SELECT * EXCLUDE (chain, address), chain AS chain_raw, nullif(trim(address), '') AS a
+              FROM (SELECT {", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in _TYPES.items() if c != "overrides")},
+                           coalesce(CAST(overrides AS BOOLEAN), FALSE) AS overrides FROM _lab_frame)) r
+        LEFT JOIN _lab_chains m ON m.k = {key_of}"""
+    )
+    evm = "list_contains($evm, chain)"
+    reasons = (
+        ("addr_col", "a IS NULL", "'no address'"),
+        ("chain_col", "chain_unknown", "'unknown chain ' || chr(39) || chain_raw || chr(39)"),
+        ("addr_col", "chain IS NULL", "'cannot tell the chain of ' || chr(39) || left(a, 60) || chr(39)"),
+        ("addr_col", f"{evm} AND NOT regexp_matches(a, {_EVM_SQL})",
+         "'not an EVM address: ' || chr(39) || left(a, 60) || chr(39)"),
+        ("addr_col", f"chain = 'tron' AND NOT regexp_matches(a, {_TRON_SQL})",
+         "'not a Tron address: ' || chr(39) || left(a, 60) || chr(39)"),
+        ("'valid_from'", "valid_from IS NOT NULL AND TRY_CAST(valid_from AS TIMESTAMP) IS NULL", "'not a date'"),
+        ("'valid_to'", "valid_to IS NOT NULL AND TRY_CAST(valid_to AS TIMESTAMP) IS NULL", "'not a date'"),
+    )  # fmt: skip
+    why = " ".join(f"WHEN {cond} THEN struct_pack(c := {col}, r := {msg})" for col, cond, msg in reasons)
+    cur.execute(f"CREATE OR REPLACE TEMP TABLE _lab_bad AS SELECT ord, file, line, CASE {why} END AS why "
+                "FROM _lab_chk", {"evm": list(EVM_CHAINS)})  # fmt: skip
+    cur.execute("DELETE FROM _lab_bad WHERE why IS NULL")
+    for file, line, col, reason in cur.execute(
+        "SELECT file, line, why.c, why.r FROM _lab_bad ORDER BY ord"
     ).fetchall():
-        reports[file].bad.append(str(Bad(file, line, col, "not a date")))
+        reports[file].bad.append(str(Bad(file, line, col, reason)))
+    cur.execute(
+        """CREATE OR REPLACE TEMP TABLE _lab_in AS
+        SELECT * EXCLUDE (a), CASE WHEN list_contains($evm, chain) THEN lower(a) ELSE a END AS address,
+               TRY_CAST(valid_from AS TIMESTAMP) AS vf, TRY_CAST(valid_to AS TIMESTAMP) AS vt
+        FROM _lab_chk ANTI JOIN _lab_bad USING (ord)""",
+        {"evm": list(EVM_CHAINS)},
+    )
+    # an entity the label names ("Binance: Hot Wallet 6" → Binance), where the list gives none
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _lab_in AS SELECT * REPLACE (
+              coalesce(entity, CASE WHEN NOT list_contains($ofac, format) AND position(':' IN label) > 1
+                                    THEN nullif(trim(split_part(label, ':', 1)), '') END) AS entity),
+              {key} AS label_id FROM _lab_in""",
+        {"ofac": sorted(OFAC_FORMATS)},
+    )
     cur.execute(
         """CREATE OR REPLACE TEMP TABLE _lab_one AS
         SELECT * EXCLUDE (rn) FROM (
-          SELECT *, row_number() OVER (PARTITION BY label_id ORDER BY ord) AS rn FROM _lab_in
-          WHERE (vf IS NOT NULL OR valid_from IS NULL) AND (vt IS NOT NULL OR valid_to IS NULL))
+          SELECT *, row_number() OVER (PARTITION BY label_id ORDER BY ord) AS rn FROM _lab_in)
         WHERE rn = 1"""
     )
     for file, n in cur.execute(
-        """SELECT i.file, count(*) - count(DISTINCT i.label_id) FROM _lab_in i
-           WHERE (vf IS NOT NULL OR valid_from IS NULL) AND (vt IS NOT NULL OR valid_to IS NULL) GROUP BY i.file"""
+        "SELECT file, count(*) - count(DISTINCT label_id) FROM _lab_in GROUP BY file"
     ).fetchall():
         reports[file].duplicates = int(n)
     same = " AND ".join(
@@ -261,5 +312,5 @@ def _merge(cur: Any, reports: dict[str, FileLabels], now: Any) -> None:
         FROM _lab_st WHERE st <> 'unchanged'""",
         {"now": now},
     )
-    for t in ("_lab_in", "_lab_one", "_lab_st"):
+    for t in ("_lab_chains", "_lab_chk", "_lab_bad", "_lab_in", "_lab_one", "_lab_st"):
         cur.execute(f"DROP TABLE IF EXISTS {t}")
