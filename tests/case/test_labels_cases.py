@@ -179,3 +179,28 @@ def test_a_case_database_from_before_the_library_migrates(tmp_path: Path) -> Non
         "VALUES ('OLD', 't', 'ethereum', '0x1', NULL, 'token', 'ethereum:native')"
     )
     conn.close()
+
+
+def test_trace_endpoints_name_their_sources_and_conflicts(
+    db: CaseDB, builder: Callable[[str], Any], tmp_path: Path
+) -> None:
+    from tahrix_lab.case.tracing import trace_funds
+
+    b = builder("C-TRACE")
+    b.transfer(A, B, 40_000, 1)
+    b.transfer(B, C, 39_000, 30)
+    cid = b.done()
+    vendor = tmp_path / "vendor.csv"
+    vendor.write_text(
+        f"address,chain,name,category,confidence\n{C},ethereum,ExchangeX: deposit,exchange,service_api\n"
+    )
+    crawl = tmp_path / "otc-desk.json"  # an eth-labels file that says otherwise
+    crawl.write_text(json.dumps([{"address": C.upper().replace("0X", "0x"), "nameTag": "Some OTC"}]))
+    load_labels(db, [vendor], source="vendor-x", as_of="2024-02-01")
+    load_labels(db, [crawl])
+    result = trace_funds(db, cid, [A])
+    (ep,) = [e for eps in result["endpoints"].values() for e in eps if e["address"] == C]
+    assert ep["category"] == "exchange" and ep["source"] == "vendor-x" and ep["label_conflict"]
+    assert [(x["source"], x.get("source_version"), x["category"]) for x in ep["attribution"]] == [
+        ("vendor-x", "2024-02-01", "exchange"), ("eth-labels", None, "otc_desk")]  # fmt: skip
+    assert result["summary"]["top_endpoints"][0]["source"] == "vendor-x"
