@@ -70,3 +70,28 @@ def test_an_etherscan_method_column_with_a_raw_selector_is_stored_as_the_selecto
     )
     assert [(r["method_selector"], r["method_name"]) for r in got] == [
         ("0xa9059cbb", None), (None, "Transfer"), (None, "0x12"), (None, None)]  # fmt: skip
+
+
+def test_a_trace_follows_value_through_a_dex_swap_back_to_the_sender(build: Any) -> None:
+    from tahrix_lab.case.tracing import trace_funds
+
+    b = build()
+    victim, thief, router, ex, mixer = a(0x11), a(0x12), a(0x13), a(0x14), a(0x15)
+    b.transfer(victim, thief, 100_000, 0, asset="ethereum:" + a(0x99), tx="0xsteal")  # stolen stablecoin
+    b.transfer(thief, router, 100_000, 10, asset="ethereum:" + a(0x99), tx="0xswap")  # token into the router
+    b.transfer(router, thief, 99_000, 10, tx="0xswap")  # native back by an internal transfer
+    b.transfers[-2]["kind"], b.transfers[-1]["kind"] = "token", "internal"
+    b.transfer(thief, ex, 60_000, 30, tx="0xcashout")  # then onward
+    b.transfer(thief, mixer, 39_000, 40, tx="0xmix")
+    b.label(router, "dex")
+    b.label(ex, "exchange")
+    b.label(mixer, "mixer")
+    cid = b.done()
+    s = trace_funds(b.db, cid, [victim])
+    summary = s["summary"]
+    assert summary["endpoint_usd_by_category"] == {"exchange": 60_000.0, "mixing_service": 39_000.0}
+    assert summary["held_usd"] == 1_000.0  # the swap's cost stays with the thief, counted once
+    assert summary["traced_usd"] == round(summary["endpoints_usd"] + summary["frontier_usd"] + summary["held_usd"]
+                                          + summary["cut_off_usd"], 2)  # fmt: skip
+    swaps = [e for e in s["edges"] if e.get("swap")]
+    assert {(e["from"], e["to"]) for e in swaps} == {(thief, router), (router, thief)}
