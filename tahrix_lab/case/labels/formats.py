@@ -51,7 +51,7 @@ OFAC_ASSETS: dict[str, str | None] = {
     "BSV": "bitcoin_sv", "BTG": "bitcoin_gold", "XMR": "monero", "ZEC": "zcash", "DASH": "dash", "XRP": "xrp",
     "XVG": "verge", "SOL": "solana", "ETHW": "ethereum",
 }  # fmt: skip
-_EVM_ID = {c.evm_chain_id: c.name for c in CHAINS.values() if c.evm_chain_id}
+EVM_IDS = {c.evm_chain_id: c.name for c in CHAINS.values() if c.evm_chain_id}
 _EVM_RE = re.compile(r"^0x[0-9a-fA-F]{40}$")
 _TRON_RE = re.compile(r"^T[1-9A-HJ-NP-Za-km-z]{33}$")
 _DCA_RE = re.compile(r"Digital Currency Address - ([A-Za-z0-9]+)[\s:]+([^\s;,]+)")
@@ -178,7 +178,7 @@ def read_eth_labels_csv(b: Batch, path: Path, chain: str | None) -> None:
         for row in reader:
             line = reader.line_num
             cid = (row.get("chainId") or "").strip()
-            ch = chain or (_EVM_ID.get(int(cid), cid) if cid.isdigit() else "ethereum")
+            ch = chain or (EVM_IDS.get(int(cid), cid) if cid.isdigit() else "ethereum")
             tag = row.get("nameTag")
             b.add(
                 line,

@@ -18,12 +18,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pandas as pd
 
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.case.chains import CHAINS, EVM_CHAINS, resolve_chain
 from tahrix_lab.case.db import CaseDB, utcnow_naive
-from tahrix_lab.case.labels.formats import CONFIDENCE, FIELDS, LEVELS, OFAC_ASSETS, Bad, Batch, read_file
+from tahrix_lab.case.labels.formats import (
+    CONFIDENCE,
+    DEFAULT_SOURCES,
+    EVM_IDS,
+    FIELDS,
+    LEVELS,
+    OFAC_ASSETS,
+    Bad,
+    Batch,
+    read_file,
+    sniff,
+)
+from tahrix_lab.case.loaders.sqlparts import lit, q
 from tahrix_lab.case.taxonomy import normalise_category
 
 # Categories that are an abuse as well (screen_exposure's lists read ``abuse`` too).
@@ -107,46 +120,136 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _frame(
-    batches: list[Batch], as_of: str | None, added_by: str | None
-) -> tuple[pd.DataFrame, dict[str, dict[str, int]]]:
-    """All batches as one frame with the normalised category and the confidence; the
-    unknown categories (kept as written) per file."""
-    cols: dict[str, list[Any]] = {f: [] for f in (*FIELDS, "file", "format", "source_version", "category",
-                                                  "confidence_level", "addr_col", "chain_col")}  # fmt: skip
-    unknown: dict[str, dict[str, int]] = {}
-    cache: dict[str | None, tuple[str | None, bool]] = {}
-    for b in batches:
-        n = len(b)
-        for f in FIELDS:
-            if f not in ("source", "confidence", "abuse"):
-                cols[f].extend(b.cols[f])
-        cols["file"].extend([b.file] * n)
-        cols["format"].extend([b.format] * n)
-        cols["addr_col"].extend([b.addr_column] * n)
-        cols["chain_col"].extend([b.chain_column] * n)
-        cols["source_version"].extend([as_of or b.source_version] * n)
-        cols["source"].extend(s or b.source for s in b.cols["source"])
-        conf_id, conf_level = CONFIDENCE.get(b.format, ("unknown", 5))
-        confs = [c or conf_id for c in b.cols["confidence"]]
-        cols["confidence"].extend(confs)
-        cols["confidence_level"].extend(LEVELS.get(c, conf_level if c == conf_id else None) for c in confs)
-        unk = unknown.setdefault(b.file, {})
-        for raw, abuse in zip(b.cols["source_category"], b.cols["abuse"], strict=True):
-            cat: str | None
-            if b.format in OFAC_FORMATS:
-                cat, known = "sanction", True
-            else:
-                if raw not in cache:
-                    cache[raw] = normalise_category(raw)
-                cat, known = cache[raw]
-            cols["category"].append(cat)
-            cols["abuse"].append(abuse or (cat if cat in ABUSE_CATEGORIES else None))
-            if not known and cat is not None:
-                unk[cat] = unk.get(cat, 0) + 1
-    cols["added_by"] = [added_by] * len(cols["address"])
-    cols["ord"] = list(range(len(cols["address"])))
-    return pd.DataFrame(cols), unknown
+_RAW = {
+    "line": "BIGINT", "chain": "VARCHAR", "address": "VARCHAR", "label": "VARCHAR", "entity": "VARCHAR",
+    "source_category": "VARCHAR", "source": "VARCHAR", "valid_from": "VARCHAR", "valid_to": "VARCHAR",
+    "program": "VARCHAR", "asset": "VARCHAR", "confidence": "VARCHAR", "abuse": "VARCHAR", "overrides": "BOOLEAN",
+    "file": "VARCHAR", "format": "VARCHAR", "source_version": "VARCHAR", "added_by": "VARCHAR", "ord": "BIGINT",
+    "addr_col": "VARCHAR", "chain_col": "VARCHAR",
+}  # fmt: skip
+_STRIDE = 1 << 40  # ord = file number * _STRIDE + row: rows keep their file's order
+
+
+def _meta(b: Batch, i: int, as_of: str | None, added_by: str | None) -> dict[str, Any]:
+    return {"file": b.file, "format": b.format, "source_version": as_of or b.source_version, "added_by": added_by,
+            "addr_col": b.addr_column, "chain_col": b.chain_column, "base": i * _STRIDE, "source": b.source}  # fmt: skip
+
+
+def _stage_batch(cur: Any, b: Batch, meta: dict[str, Any]) -> None:
+    """A batch the Python readers read, into ``_lab_raw``."""
+    n = len(b)
+    if not n:
+        return
+    cols: dict[str, list[Any]] = {f: b.cols[f] for f in FIELDS}
+    for k in ("file", "format", "source_version", "added_by", "addr_col", "chain_col"):
+        cols[k] = [meta[k]] * n
+    cols["source"] = [x or meta["source"] for x in b.cols["source"]]
+    cols["ord"] = list(range(meta["base"], meta["base"] + n))
+    frame = pd.DataFrame(cols)
+    cur.register("_lab_frame", frame)
+    try:
+        cur.execute(
+            f"INSERT INTO _lab_raw SELECT {', '.join(f'CAST({c} AS {t})' for c, t in _RAW.items())} FROM _lab_frame"
+        )
+    finally:
+        cur.unregister("_lab_frame")
+
+
+# Columns a plain label CSV may name each field by (lower case, spaces as underscores).
+_OWN_COLS = {
+    "address": ("address",), "chain": ("chain", "network"), "label": ("name", "label", "name_tag", "nametag"),
+    "entity": ("entity",), "source_category": ("category",), "source": ("source",), "valid_from": ("valid_from",),
+    "valid_to": ("valid_to",), "confidence": ("confidence",), "abuse": ("abuse",),
+    "overrides": ("overrides", "override"),
+}  # fmt: skip
+
+
+def _stage_csv(cur: Any, path: Path, meta: dict[str, Any], chain: str | None) -> int | None:
+    """A big CSV format (own label CSV, eth-labels CSV) read by DuckDB into ``_lab_raw``: a million
+    rows in seconds. None when DuckDB cannot read it so (the Python reader then does)."""
+    fmt = meta["format"]
+    with path.open("rb") as fh:
+        first = fh.readline().decode("utf-8-sig", errors="replace")
+    delim = ";" if first.count(";") > first.count(",") else ","
+    src = f"read_csv({lit(str(path))}, header = true, all_varchar = true, delim = {lit(delim)}, quote = '\"')"
+    try:
+        names = [r[0] for r in cur.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
+    except duckdb.Error:
+        return None
+    by = {n.strip().lower().replace(" ", "_"): n for n in names}
+
+    def col(*keys: str) -> str:
+        for k in keys:
+            if k in by:
+                return f"nullif(trim({q(by[k])}), '')"
+        return "NULL"
+
+    if fmt == "eth-labels-csv":
+        ids = " ".join(f"WHEN '{cid}' THEN '{name}'" for cid, name in EVM_IDS.items())
+        cid = col("chainid")
+        fields = {"chain": lit(chain) if chain else f"CASE {cid} {ids} ELSE coalesce({cid}, 'ethereum') END",
+                  "address": col("address"), "label": col("nametag"), "source_category": col("label")}  # fmt: skip
+        meta = {**meta, "chain_col": "chainId"}
+    else:
+        fields = {f: col(*keys) for f, keys in _OWN_COLS.items()}
+        if chain:
+            fields["chain"] = f"coalesce({fields['chain']}, {lit(chain)})"
+        fields["overrides"] = f"lower(coalesce({fields['overrides']}, '')) IN ('1', 'true', 'yes', 'y', 't')"
+    consts = {k: lit(meta[k]) if meta[k] is not None else "NULL"
+              for k in ("file", "format", "source_version", "added_by", "addr_col", "chain_col")}  # fmt: skip
+    exprs = []
+    for c, t in _RAW.items():
+        if c == "line":
+            e = "row_number() OVER () + 1"
+        elif c == "ord":
+            e = f"{meta['base']} + row_number() OVER ()"
+        elif c == "source":
+            e = f"coalesce({fields.get('source', 'NULL')}, {lit(meta['source'])})"
+        elif c in consts:
+            e = consts[c]
+        else:
+            e = fields.get(c, "NULL")
+        exprs.append(f"CAST({e} AS {t})")
+    try:
+        cur.execute(f"INSERT INTO _lab_raw SELECT {', '.join(exprs)} FROM {src}")
+    except duckdb.Error:
+        cur.execute("DELETE FROM _lab_raw WHERE file = ?", [meta["file"]])
+        return None
+    return int(cur.execute("SELECT count(*) FROM _lab_raw WHERE file = ?", [meta["file"]]).fetchall()[0][0])
+
+
+def _derive(cur: Any, reports: dict[str, FileLabels]) -> None:
+    """``_lab_all``: the raw rows with the normalised category (an OFAC list's is ``sanction``), the
+    abuse it implies, and the confidence (the format's unless the row names one) with its level."""
+    raws = [r[0] for r in cur.execute(
+        "SELECT DISTINCT source_category FROM _lab_raw WHERE source_category IS NOT NULL").fetchall()]  # fmt: skip
+    mapped = [normalise_category(r) for r in raws]
+    cur.execute("CREATE OR REPLACE TEMP TABLE _lab_cat (raw VARCHAR, category VARCHAR, known BOOLEAN)")
+    if raws:
+        cur.execute("INSERT INTO _lab_cat SELECT unnest($r), unnest($c), unnest($k)",
+                    {"r": raws, "c": [m[0] for m in mapped], "k": [m[1] for m in mapped]})  # fmt: skip
+    fmt_conf = " ".join(f"WHEN {lit(f)} THEN {lit(c)}" for f, (c, _) in CONFIDENCE.items())
+    level = " ".join(f"WHEN {lit(c)} THEN {n}" for c, n in LEVELS.items())
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _lab_all AS
+        SELECT r.* REPLACE (coalesce(r.confidence, CASE r.format {fmt_conf} ELSE 'unknown' END) AS confidence),
+               CASE WHEN list_contains($ofac, r.format) THEN 'sanction' ELSE c.category END AS category,
+               NOT list_contains($ofac, r.format) AND c.known IS FALSE AS unknown_cat
+        FROM _lab_raw r LEFT JOIN _lab_cat c ON c.raw = r.source_category""",
+        {"ofac": sorted(OFAC_FORMATS)},
+    )
+    cur.execute(
+        f"""CREATE OR REPLACE TEMP TABLE _lab_all AS
+        SELECT * REPLACE (coalesce(abuse, CASE WHEN list_contains($abuse, category) THEN category END) AS abuse,
+                          coalesce(overrides, FALSE) AS overrides),
+               CASE confidence {level} END AS confidence_level
+        FROM _lab_all""",
+        {"abuse": sorted(ABUSE_CATEGORIES)},
+    )
+    for file, cat, n in cur.execute(
+        "SELECT file, category, count(*) FROM _lab_all WHERE unknown_cat GROUP BY ALL ORDER BY 1, 2"
+    ).fetchall():
+        reports[file].unknown_categories[cat] = int(n)
 
 
 def load_labels(
@@ -170,44 +273,45 @@ def load_labels(
         if not p.is_file():
             raise UserFacingError(f"No label file {str(p)!r}.")
     fixed_chain = resolve_chain(chain) if chain else None
-    batches = [read_file(p, chain=fixed_chain, asset=asset, source=source) for p in files]
-    frame, unknown = _frame(batches, as_of, added_by)
     now = utcnow_naive()
-    reports = {
-        b.file: FileLabels(b.file, b.format, b.source, as_of or b.source_version, read=b.read,
-                           unknown_categories=unknown.get(b.file, {}), bad=[str(x) for x in b.bad])
-        for b in batches
-    }  # fmt: skip
-    with db.write() as cur:
-        cur.register("_lab_frame", frame)
-        try:
+    reports: dict[str, FileLabels] = {}
+    with db.write_lock:  # staged outside the transaction: a CSV DuckDB cannot read falls back to Python
+        cur = db.cursor()
+        cur.execute(
+            f"CREATE OR REPLACE TEMP TABLE _lab_raw ({', '.join(f'{c} {t}' for c, t in _RAW.items())})"
+        )
+        for i, p in enumerate(files):
+            fmt = sniff(p)
+            head = Batch(file=str(p), format=fmt, source=source or DEFAULT_SOURCES.get(fmt, "unknown"))
+            n = None
+            if fmt in ("labels-csv", "eth-labels-csv"):
+                n = _stage_csv(cur, p, _meta(head, i, as_of, added_by), fixed_chain)
+            if n is None:
+                head = read_file(p, chain=fixed_chain, asset=asset, source=source)
+                _stage_batch(cur, head, _meta(head, i, as_of, added_by))
+                n = head.read
+            reports[str(p)] = FileLabels(str(p), head.format, head.source, as_of or head.source_version, read=n,
+                                         bad=[str(x) for x in head.bad])  # fmt: skip
+        with db.write() as cur:
+            _derive(cur, reports)
             _merge(cur, reports, now)
-        finally:
-            cur.unregister("_lab_frame")
-        for b, p in zip(batches, files, strict=True):
-            digest = _sha256(p)
-            rep = reports[b.file]
-            seen = cur.execute(
-                "SELECT count(*) FROM label_sources WHERE source = ? AND sha256 = ? AND source_version IS NOT DISTINCT FROM ?",
-                [rep.source, digest, rep.source_version],
-            ).fetchall()[0][0]
-            if not seen:  # a reload of the same file as the same version leaves no second entry
-                cur.execute(
-                    "INSERT INTO label_sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [rep.source, rep.source_version, rep.format, str(p), digest, now, added_by,
-                     json.dumps(asdict(rep))],
-                )  # fmt: skip
+            for p in files:
+                digest = _sha256(p)
+                rep = reports[str(p)]
+                seen = cur.execute(
+                    "SELECT count(*) FROM label_sources WHERE source = ? AND sha256 = ? "
+                    "AND source_version IS NOT DISTINCT FROM ?",
+                    [rep.source, digest, rep.source_version],
+                ).fetchall()[0][0]
+                if not seen:  # a reload of the same file as the same version leaves no second entry
+                    cur.execute(
+                        "INSERT INTO label_sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        [rep.source, rep.source_version, rep.format, str(p), digest, now, added_by,
+                         json.dumps(asdict(rep))],
+                    )  # fmt: skip
     return LabelLoadReport(list(reports.values()))
 
 
-_TYPES = {
-    "line": "BIGINT", "chain": "VARCHAR", "address": "VARCHAR", "label": "VARCHAR", "entity": "VARCHAR",
-    "source_category": "VARCHAR", "source": "VARCHAR", "valid_from": "VARCHAR", "valid_to": "VARCHAR",
-    "program": "VARCHAR", "asset": "VARCHAR", "confidence": "VARCHAR", "abuse": "VARCHAR", "overrides": "BOOLEAN",
-    "file": "VARCHAR", "format": "VARCHAR", "source_version": "VARCHAR", "category": "VARCHAR",
-    "confidence_level": "INTEGER", "added_by": "VARCHAR", "ord": "BIGINT", "addr_col": "VARCHAR",
-    "chain_col": "VARCHAR",
-}  # fmt: skip
 _EVM_SQL = "'^0x[0-9a-fA-F]{40}$'"
 _TRON_SQL = "'^T[1-9A-HJ-NP-Za-km-z]{33}$'"
 
@@ -237,9 +341,8 @@ def _merge(cur: Any, reports: dict[str, FileLabels], now: Any) -> None:
         f"""CREATE OR REPLACE TEMP TABLE _lab_chk AS
         SELECT r.* EXCLUDE (chain_raw), CASE WHEN r.chain_raw IS NULL THEN {infer} ELSE m.chain END AS chain,
                r.chain_raw, m.chain IS NULL AND r.chain_raw IS NOT NULL AS chain_unknown
-        FROM (SELECT * EXCLUDE (chain, address), chain AS chain_raw, nullif(trim(address), '') AS a
-              FROM (SELECT {", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in _TYPES.items() if c != "overrides")},
-                           coalesce(CAST(overrides AS BOOLEAN), FALSE) AS overrides FROM _lab_frame)) r
+        FROM (SELECT * EXCLUDE (chain, address, unknown_cat), chain AS chain_raw, nullif(trim(address), '') AS a
+              FROM _lab_all) r
         LEFT JOIN _lab_chains m ON m.k = {key_of}"""
     )
     evm = "list_contains($evm, chain)"
@@ -312,5 +415,15 @@ def _merge(cur: Any, reports: dict[str, FileLabels], now: Any) -> None:
         FROM _lab_st WHERE st <> 'unchanged'""",
         {"now": now},
     )
-    for t in ("_lab_chains", "_lab_chk", "_lab_bad", "_lab_in", "_lab_one", "_lab_st"):
+    for t in (
+        "_lab_raw",
+        "_lab_cat",
+        "_lab_all",
+        "_lab_chains",
+        "_lab_chk",
+        "_lab_bad",
+        "_lab_in",
+        "_lab_one",
+        "_lab_st",
+    ):
         cur.execute(f"DROP TABLE IF EXISTS {t}")
