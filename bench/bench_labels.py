@@ -51,7 +51,8 @@ def write_labels(path: Path) -> None:
 
 
 def build_case(db: CaseDB, case_id: str) -> None:
-    # senders 0..M/4 (unlabelled: offset past the labels), receivers among the labels, 1 in 50 sanctioned
+    # senders 0..M/4 (unlabelled: offset past the labels), receivers among the labels: 1 in 50 transfers
+    # to a sanctioned address (category index 3), the rest to exchanges, DEXs and mixers (indexes 0-2)
     with db.write() as cur:
         cur.execute("INSERT INTO cases (case_id, title) VALUES (?, 'bench')", [case_id])
         cur.execute(
@@ -60,7 +61,7 @@ def build_case(db: CaseDB, case_id: str) -> None:
             SELECT $case, 'ethereum:0x' || lpad(printf('%x', i), 64, '0') || ':native:0', 'ethereum',
                    '0x' || lpad(printf('%x', i), 64, '0'), TIMESTAMP '2024-03-01' + to_seconds(i), 'native',
                    '0x' || lpad(printf('%x', {N} + i % ({M} // 4 + 1)), 40, '0'),
-                   '0x' || lpad(printf('%x', CASE WHEN i % 50 = 0 THEN (i * 10 + 3) % {N} ELSE (i * 7 + 1) % {N} END), 40, '0'),
+                   '0x' || lpad(printf('%x', CASE WHEN i % 50 = 0 THEN (i * 10 + 3) % {N} ELSE (i * 10 + i % 3) % {N} END), 40, '0'),
                    'ethereum:native', '1000000000000000000', 1, 3000.0, TRUE
             FROM range({M}) t(i)""",
             {"case": case_id},
