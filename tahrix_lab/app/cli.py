@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 def build_parser() -> argparse.ArgumentParser:
     from tahrix_lab.app.commands import case as case_commands
     from tahrix_lab.app.commands import db as db_commands
+    from tahrix_lab.app.commands import labels as labels_commands
     from tahrix_lab.app.commands import mcp as mcp_commands
     from tahrix_lab.app.commands import notebook as notebook_commands
     from tahrix_lab.app.commands import serve as serve_commands
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     case_commands.add_commands(sub)
+    labels_commands.add_commands(sub)
     serve_commands.add_commands(sub, integration_factory=_case_integration)
     transcript_commands.add_commands(sub)
     notebook_commands.add_commands(sub)

@@ -24,7 +24,23 @@ from tahrix_lab.agent.storage.leased_cursor import Cursor
 from tahrix_lab.case.chains import EVM_CHAINS
 from tahrix_lab.case.schema import MIGRATIONS, SEVERITIES
 
-__all__ = ["EVM_CHAINS", "CaseDB", "jdict", "jsonable", "label_view", "norm_address", "utcnow_naive"]
+__all__ = [
+    "EVM_CHAINS",
+    "LABEL_RANK",
+    "LABEL_RANK_KEY",
+    "CaseDB",
+    "jdict",
+    "jsonable",
+    "label_view",
+    "norm_address",
+    "utcnow_naive",
+]
+
+
+# How labels rank wherever one is picked (the label library's rule, case/labels): a label marked
+# as overriding (an analyst's, marked so) first, then confidence level, cluster definer, newest.
+LABEL_RANK = "l.overrides DESC, coalesce(l.confidence_level, 0) DESC, l.is_cluster_definer DESC, l.lastmod DESC, l.label_id"
+LABEL_RANK_KEY = "(l.overrides, coalesce(l.confidence_level, 0), l.is_cluster_definer, l.lastmod)"
 
 
 def norm_address(chain: str, address: str | None) -> str | None:
@@ -144,19 +160,19 @@ class CaseDB:
     def labels_for(
         self, case_id: str, keys: Iterable[tuple[str, str]], at: datetime | None = None
     ) -> dict[tuple[str, str], dict[str, Any]]:
-        """Resolved labels: the best (highest confidence level, cluster definer,
-        newest) valid label per address, all labels, and whether they conflict."""
+        """Resolved labels over ``case_labels`` (the case's own, analysts' from other cases, the
+        label library's): the best valid label per address (``LABEL_RANK``), every label with
+        its source, and whether their categories conflict."""
         keys = list(dict.fromkeys(keys))
         if not keys:
             return {}
         rows = self.rows(
-            """
-            SELECT l.* FROM labels l
+            f"""
+            SELECT l.* FROM case_labels l
             JOIN (SELECT unnest($2::VARCHAR[]) AS chain, unnest($3::VARCHAR[]) AS address) k
               ON k.chain = l.chain AND k.address = l.address
             WHERE l.case_id = $1
-            ORDER BY l.chain, l.address, coalesce(l.confidence_level, 0) DESC, l.is_cluster_definer DESC,
-                     l.lastmod DESC, l.label_id
+            ORDER BY l.chain, l.address, {LABEL_RANK}
             """,
             [case_id, [k[0] for k in keys], [k[1] for k in keys]],
         )
@@ -179,9 +195,9 @@ class CaseDB:
     def category_map(self, case_id: str) -> dict[tuple[str, str], str]:
         """(chain, address) → resolved category, for every labelled address of a case."""
         rows = self.cursor().execute(
-            """
-            SELECT chain, address, arg_max(category, (coalesce(confidence_level, 0), is_cluster_definer, lastmod))
-            FROM labels WHERE case_id = ? GROUP BY chain, address
+            f"""
+            SELECT chain, address, arg_max(category, {LABEL_RANK_KEY})
+            FROM case_labels l WHERE case_id = ? AND category IS NOT NULL GROUP BY chain, address
             """,
             [case_id],
         )
@@ -378,19 +394,17 @@ class CaseDB:
 
 
 def label_view(r: dict[str, Any]) -> dict[str, Any]:
-    """A label as returned to the model: every text field is data, never instructions."""
-    return jdict(
-        {
-            "label_id": r["label_id"],
-            "label": r["label"],
-            "entity": r["entity"],
-            "category": r["category"],
-            "abuse": r["abuse"],
-            "source": r["source"],
-            "confidence": r["confidence"],
-            "confidence_level": r["confidence_level"],
-            "valid_from": r["valid_from"],
-            "valid_to": r["valid_to"],
-            "created_by": r["created_by"],
-        }
-    )
+    """A label as returned to the model: every text field is data, never instructions. A
+    label names its source, the source's version or date and its validity window; one from
+    the label library or another case says so (``origin``, ``from_case``)."""
+    view = {
+        k: r.get(k)
+        for k in ("label_id", "label", "entity", "category", "abuse", "source", "confidence", "confidence_level",
+                  "valid_from", "valid_to", "created_by")
+    }  # fmt: skip
+    for k in ("source_version", "source_category", "program", "origin", "from_case"):
+        if r.get(k) is not None:
+            view[k] = r[k]
+    if r.get("overrides"):
+        view["overrides"] = True
+    return jdict(view)

@@ -115,6 +115,63 @@ MIGRATIONS: tuple[Migration, ...] = (
           incoming VARCHAR, loaded_at TIMESTAMP DEFAULT current_timestamp);
         """,
     ),
+    Migration(
+        "0003_label_library",
+        # The label library (case/labels): attribution is about addresses, not one case, so
+        # the workspace holds it once. Each label keeps its source, the source's version or
+        # date, the source's own category beside the normalised one, validity and who added
+        # it; ``label_sources`` keeps one row per file loaded, with its report.
+        # ``case_labels`` is what every reader of labels uses: the case's own labels, the
+        # analysts' labels made on other cases (``LBL-A-`` ids, from annotations) and the
+        # library's labels, each for the addresses the case holds. No key index: the
+        # loader de-duplicates on ``label_id`` with a join (a million-row load stays fast).
+        """
+        CREATE TABLE label_library (label_id VARCHAR NOT NULL, chain VARCHAR NOT NULL, address VARCHAR NOT NULL,
+          label VARCHAR, entity VARCHAR, category VARCHAR, source_category VARCHAR, abuse VARCHAR,
+          source VARCHAR NOT NULL, source_version VARCHAR, confidence VARCHAR, confidence_level INTEGER,
+          valid_from TIMESTAMP, valid_to TIMESTAMP, program VARCHAR, asset VARCHAR, added_by VARCHAR,
+          overrides BOOLEAN NOT NULL DEFAULT FALSE, file VARCHAR, line BIGINT, loaded_at TIMESTAMP NOT NULL,
+          updated_at TIMESTAMP NOT NULL);
+        CREATE TABLE label_sources (source VARCHAR NOT NULL, source_version VARCHAR, format VARCHAR NOT NULL,
+          file VARCHAR NOT NULL, sha256 VARCHAR, loaded_at TIMESTAMP NOT NULL, loaded_by VARCHAR,
+          report JSON NOT NULL);
+        CREATE VIEW case_labels AS
+        WITH case_addrs AS (SELECT case_id, chain, address FROM addresses
+                            UNION SELECT case_id, chain, address FROM case_addresses)
+        SELECT l.case_id, l.label_id, l.chain, l.address, l.label, l.entity, l.category,
+               NULL::VARCHAR AS source_category, l.abuse, l.source, NULL::VARCHAR AS source_version, l.confidence,
+               CASE WHEN l.confidence = 'override' THEN 100 ELSE l.confidence_level END AS confidence_level,
+               coalesce(l.is_cluster_definer, FALSE) AS is_cluster_definer, l.valid_from, l.valid_to,
+               l.created_by, l.lastmod, NULL::VARCHAR AS program, NULL::VARCHAR AS asset,
+               l.confidence = 'override' AS overrides,
+               CASE WHEN l.label_id LIKE 'LBL-A-%' THEN 'analyst' ELSE 'case' END AS origin,
+               l.case_id AS from_case
+        FROM labels l
+        UNION ALL
+        SELECT a.case_id, l.label_id, l.chain, l.address, l.label, l.entity, l.category, NULL, l.abuse, l.source,
+               NULL, l.confidence,
+               CASE WHEN l.confidence = 'override' THEN 100 ELSE l.confidence_level END,
+               coalesce(l.is_cluster_definer, FALSE), l.valid_from, l.valid_to, l.created_by, l.lastmod, NULL, NULL,
+               l.confidence = 'override', 'analyst', l.case_id
+        FROM labels l JOIN case_addrs a ON a.chain = l.chain AND a.address = l.address AND a.case_id <> l.case_id
+        WHERE l.label_id LIKE 'LBL-A-%'
+        UNION ALL
+        SELECT a.case_id, b.label_id, b.chain, b.address, coalesce(b.label, b.entity, b.source_category, b.source),
+               b.entity, b.category, b.source_category, b.abuse, b.source, b.source_version, b.confidence,
+               CASE WHEN b.overrides THEN 100 ELSE b.confidence_level END, FALSE, b.valid_from, b.valid_to,
+               b.added_by, b.updated_at, b.program, b.asset, b.overrides, 'library', NULL
+        FROM label_library b JOIN case_addrs a ON a.chain = b.chain AND a.address = b.address;
+        """,
+    ),
+    Migration(
+        "0004_case_unknown_block_time",
+        # A movement whose block time no file gave yet is evidence all the same: it is held with an
+        # unknown time (NULL) and gains it when its block or transaction arrives (loaders/merge.py).
+        """
+        ALTER TABLE transfers ALTER COLUMN block_time DROP NOT NULL;
+        ALTER TABLE transactions ALTER COLUMN block_time DROP NOT NULL;
+        """,
+    ),
 )
 
 # The evidence tables a case folder holds, in load order, with their natural keys.
@@ -144,6 +201,7 @@ SQL_TABLES = frozenset(
         "utxo_io",
         "bridge_events",
         "labels",
+        "case_labels",
         "anomaly_flags",
         "notes",
     }

@@ -41,6 +41,8 @@ def take_hop(
         out = by_here.get(here, [])
         if here in swaps:
             out = [r for r in out if r["tx_hash"] in arr.txs]
+        elif fwd:
+            out = _round_trips(ix, st, here, arr, out, hop, categories, p.min_usd)
         alloc = allocate(st, here, arr, out, p, ledgers.get(here), received.get(here, 0.0))
         passed = 0.0
         for r, taint in alloc:
@@ -68,6 +70,37 @@ def take_hop(
             st.frontier.append({"chain": here[0], "address": here[1], "hop": hop - 1, "tainted_usd": round(rest, 2),
                                 "reason": "held" if alloc else "no_further_movement", "unpriced": arr.unknown})  # fmt: skip
     return nxt
+
+
+def _round_trips(
+    ix: TraceIndex, st: State, here: Key, arr: Arrival, out: list[dict[str, Any]], hop: int,
+    categories: dict[Key, str], min_usd: float,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """``out`` without the swaps that pay ``here`` back in the same transaction (a token into a DEX
+    router, the native coin back by an internal transfer): a swap converts the value, it does not spend
+    it, so the taint stays with the sender for what it sends on. Both legs are drawn as edges (``swap``,
+    with the taint that went through, when it is not below ``min_usd``) and never followed again; the
+    taint is counted where the sender sends it on, once."""
+    cands = [r for r in out if categories.get((r["chain"], r["there"])) in SWAP_CATEGORIES]
+    if not cands:
+        return out
+    cols = ("t.transfer_id, t.chain, t.tx_hash, t.block_time, t.kind, t.from_address AS here, "
+            "t.to_address AS there, t.asset_key, t.amount, t.usd_value AS usd")  # fmt: skip
+    back: dict[str, list[dict[str, Any]]] = {}
+    for b in ix.fetch("tx_hash", sorted({r["tx_hash"] for r in cands}), cols, "t.status IS NOT FALSE"):
+        if (b["chain"], b["there"]) == here and b["here"] != here[1]:
+            back.setdefault(b["tx_hash"], []).append(b)
+    trips = [r for r in cands if r["tx_hash"] in back]
+    for r in trips:
+        for leg in [r, *back[r["tx_hash"]]]:
+            st.followed.add(leg["transfer_id"])
+            through = None if leg["usd"] is None else min(leg["usd"], arr.usd)
+            if through is not None and through < min_usd:
+                continue
+            st.node((r["chain"], r["there"]), hop, r["block_time"])
+            st.edges.append({**_edge(leg, hop, through, True), "swap": True})
+    gone = {r["transfer_id"] for r in trips}
+    return [r for r in out if r["transfer_id"] not in gone]
 
 
 def _follow(

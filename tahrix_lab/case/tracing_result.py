@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tahrix_lab.case.db import CaseDB, jsonable
+from tahrix_lab.case.labels.library import cite
 
 if TYPE_CHECKING:
     from tahrix_lab.case.tracing_types import State, TraceParams
@@ -24,14 +25,20 @@ def build_result(
         n["label"] = best["label"] if best else None
         n["category"] = best["category"] if best else None
         n["label_ids"] = [lab["label_id"] for lab in (labels.get(k) or {}).get("labels", [])]
+        n["label_source"] = best["source"] if best else None
         n["endpoint"] = k in st.endpoints
         n["id"] = f"{k[0]}:{k[1]}"
         nodes.append(n)
     by_cat: dict[str, list[dict[str, Any]]] = {}
     flat = []
     for k, ep in st.endpoints.items():
-        best = (labels.get(k) or {}).get("best")
-        ep = {**ep, "label": best["label"] if best else None, "entity": best["entity"] if best else None}
+        found = labels.get(k) or {}
+        best = found.get("best")
+        # where the attribution comes from: every label with its source, version and validity, and
+        # whether they disagree (never a silent pick between sources)
+        ep = {**ep, "label": best["label"] if best else None, "entity": best["entity"] if best else None,
+              "source": best["source"] if best else None, "attribution": [cite(x) for x in found.get("labels", [])],
+              "label_conflict": bool(found.get("conflict"))}  # fmt: skip
         by_cat.setdefault(ep["category"], []).append(ep)
         flat.append(ep)
     for eps in by_cat.values():
@@ -55,7 +62,7 @@ def build_result(
         "cut_off_usd": round(st.cut_off_usd, 2),
         "unpriced": {"movements_followed": st.unpriced_edges, "unknown_decimals": st.unknown_amount_edges,
                      "note": "unpriced movements are followed and count in no USD figure"},
-        "top_endpoints": [{k: e.get(k) for k in ("category", "chain", "address", "label", "tainted_usd", "hop",
+        "top_endpoints": [{k: e.get(k) for k in ("category", "chain", "address", "label", "source", "tainted_usd", "hop",
                                                    "evidence_count", "tx_hashes", "unpriced_transfers")}
                           | {"tx_hashes": e["tx_hashes"][:5]} for e in flat[:TOP_ENDPOINTS]],
         "accounting": "traced_usd = endpoints_usd + frontier_usd + held_usd + cut_off_usd (each movement once)",

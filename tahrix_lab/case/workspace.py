@@ -32,6 +32,9 @@ from tahrix_lab.case.context import CaseContextProvider, Grant
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.detectors import run_detectors as _run_detectors
 from tahrix_lab.case.detectors import triage as _triage
+from tahrix_lab.case.labels import LabelLoadReport, load_labels
+from tahrix_lab.case.labels import find as find_labels
+from tahrix_lab.case.labels import sources as label_sources
 from tahrix_lab.case.prompts import INVESTIGATION_PROMPT
 from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
 from tahrix_lab.case.tracing import TraceParams, role_starts, trace_funds
@@ -150,6 +153,31 @@ class Workspace:
     ) -> loaders.LoadReport:
         """A case folder, a folder of exports or one export file."""
         return loaders.load_path(self.cases, path, case_id=case_id, chain=chain, token=token, force=force)
+
+    # -- the label library --------------------------------------------------------
+    def load_labels(
+        self,
+        paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+        *,
+        source: str | None = None,
+        as_of: str | None = None,
+        chain: str | None = None,
+        asset: str | None = None,
+        added_by: str | None = None,
+    ) -> LabelLoadReport:
+        """Label files (eth-labels, Etherscan export, OFAC lists and SDN files, own CSV) into the
+        workspace's label library, seen by every case; idempotent (docs/case.md "Label library")."""
+        if isinstance(paths, str | os.PathLike):
+            paths = [paths]
+        return load_labels(self.cases, paths, source=source, as_of=as_of, chain=chain, asset=asset,
+                           added_by=added_by)  # fmt: skip
+
+    def find_labels(self, address: str, chain: str | None = None) -> list[dict[str, Any]]:
+        """Every label of an address across the library, analysts' labels and cases, with its source."""
+        return find_labels(self.cases, address, chain)
+
+    def label_sources(self) -> list[dict[str, Any]]:
+        return label_sources(self.cases)
 
     def load_reports(self, case_id: str) -> list[dict[str, Any]]:
         """The stored per-file reports of every load into the case, oldest first."""

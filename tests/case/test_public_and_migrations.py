@@ -12,7 +12,7 @@ from tahrix_lab.case.schema import MIGRATIONS
 
 def test_public_surface() -> None:
     modules = {"annotations", "chains", "commands", "context", "db", "demo", "detectors", "generator",
-               "generator_core", "generator_incident", "generator_stories", "investigator", "known_tokens",
+               "generator_core", "generator_incident", "generator_stories", "investigator", "known_tokens", "labels",
                "loaders", "prompts", "schema", "sqlguard", "taxonomy", "tools", "tracing", "tracing_hops",
                "tracing_index", "tracing_result", "tracing_taint", "tracing_types", "workspace"}  # fmt: skip
     exported = {n for n in dir(case) if not n.startswith("_")} - modules

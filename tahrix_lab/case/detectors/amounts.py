@@ -110,30 +110,48 @@ def repeated_amount(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[st
 
 
 # -- 5. dusting and 6. address poisoning -----------------------------------------------------------
+# What a distributor's label name or a distribution method says (Etherscan name tags such as
+# "CoinTool: MultiSender", "Uniswap: Merkle Distributor"; methods multisendToken, airdrop, disperseEther).
+DISTRIBUTION_WORDS = (
+    r"airdrop|distribut|multi[ _-]?sen[dt]|batch[ _-]?(send|transfer)|bulk[ _-]?sen[dt]|disperse|merkle"
+)
+
+
 @register("dusting", btc_dust_sats=546, evm_dust_usd=1.0, min_recipients=10)
 def dusting(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str, Any]]:
     rows = _rows(
         db,
         f"""
-        WITH {LAB}, {MOVED}
-        -- unknown USD is not dust; the zero address (mints) and labelled distributors (airdrops) are not dusters
+        WITH {LAB}, {MOVED},
+        -- a labelled contract whose name says it distributes, whatever its category (``defi``, a protocol slug)
+        named AS (SELECT DISTINCT chain, address FROM case_labels
+                  WHERE case_id = $case AND regexp_matches(concat_ws(' ', label, entity), $words, 'i'))
+        -- unknown USD is not dust; the zero address (mints) and distributors (airdrops) are not dusters: a
+        -- labelled distributor, a labelled contract named as one, or a labelled contract called by a
+        -- distribution method (multisend, airdrop, disperse…) — for the sender or the contract the tx called
         SELECT d.chain, d.tx_hash, d.from_address, count(DISTINCT d.to_address) AS recipients, min(d.block_time) AS t,
                list(DISTINCT d.to_address)[1:{EVIDENCE_CAP}] AS sample
         FROM moved d
         LEFT JOIN lab s ON s.chain = d.chain AND s.address = d.from_address
         LEFT JOIN transactions x ON x.case_id = $case AND x.chain = d.chain AND x.tx_hash = d.tx_hash
         LEFT JOIN lab c ON c.chain = d.chain AND c.address = x.to_address
+        LEFT JOIN named ns ON ns.chain = d.chain AND ns.address = d.from_address
+        LEFT JOIN named nc ON nc.chain = d.chain AND nc.address = x.to_address
         WHERE d.amount_raw <> '0' AND (
               (d.chain = 'bitcoin' AND TRY_CAST(d.amount_raw AS BIGINT) <= $sats)
            OR (d.chain <> 'bitcoin' AND d.usd_value < $usd))
           AND d.from_address IS NOT NULL AND NOT list_contains($zero, lower(d.from_address))
           AND (s.category IS NULL OR NOT list_contains($distributors, s.category))
           AND (c.category IS NULL OR NOT list_contains($distributors, c.category))
+          AND ns.address IS NULL AND nc.address IS NULL
+          AND NOT ((s.category IS NOT NULL OR c.category IS NOT NULL)
+                   AND regexp_matches(coalesce(x.method_name, ''), $words, 'i'))
         GROUP BY ALL HAVING count(DISTINCT d.to_address) >= $min
         """,
         {
             "zero": [z.lower() for z in ZERO_ADDRESSES],
             "distributors": list(DISTRIBUTOR_CATEGORIES),
+            "words": DISTRIBUTION_WORDS,
             "case": case_id,
             "sats": int(p["btc_dust_sats"]),
             "usd": p["evm_dust_usd"],

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from tahrix_lab.case.db import CaseDB
+from tahrix_lab.case.db import LABEL_RANK_KEY, CaseDB
 from tahrix_lab.case.taxonomy import ALIASES, CATEGORIES, SERVICE_CATEGORIES
 
 VERSION = "2.0"
@@ -42,15 +42,16 @@ def _alias_values() -> str:
 # Categories are normalised to the taxonomy here too (the loaders do it on load; labels stored
 # before that, or written raw, still compare right); an unknown spelling stays as written.
 CAT_KEY = "trim(regexp_replace(lower(trim(l.category)), '[\\s\\-/.]+', '_', 'g'), '_')"
+# Labels are the case's own, analysts' from other cases and the label library's (``case_labels``),
+# ranked as everywhere (``db.LABEL_RANK_KEY``: an overriding label, then confidence).
 LAB = f"""cat_alias(k, canonical) AS (VALUES {_alias_values()}),
 lab AS (
   SELECT l.chain, l.address,
-         arg_max(coalesce(al.canonical, l.category), (coalesce(l.confidence_level, 0), l.is_cluster_definer, l.lastmod))
-           AS category,
-         arg_max(l.label, (coalesce(l.confidence_level, 0), l.is_cluster_definer, l.lastmod)) AS label
-  FROM labels l
+         arg_max(coalesce(al.canonical, l.category), {LABEL_RANK_KEY}) AS category,
+         arg_max(l.label, {LABEL_RANK_KEY}) AS label
+  FROM case_labels l
   LEFT JOIN cat_alias al ON al.k = {CAT_KEY}
-  WHERE l.case_id = $case GROUP BY l.chain, l.address)"""
+  WHERE l.case_id = $case AND l.category IS NOT NULL GROUP BY l.chain, l.address)"""
 
 # Movements that happened (a failed one moves nothing) — as a CTE over transfers.
 MOVED = "moved AS NOT MATERIALIZED (SELECT * FROM transfers WHERE case_id = $case AND status IS NOT FALSE)"

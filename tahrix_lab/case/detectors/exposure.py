@@ -10,6 +10,7 @@ from tahrix_lab.case.detectors.common import rows as _rows
 from tahrix_lab.case.detectors.common import score as _score
 from tahrix_lab.case.detectors.common import services as _services
 from tahrix_lab.case.detectors.common import usd_severity as _usd_severity
+from tahrix_lab.case.labels.library import cite
 from tahrix_lab.case.taxonomy import FUNDING_CATEGORIES
 
 
@@ -151,7 +152,7 @@ def sanctions_exposure(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict
         db,
         f"""
         WITH {LAB}, {MOVED},
-        sanc AS (SELECT l.chain, l.address, l.label_id, l.label, l.valid_from, l.valid_to FROM labels l
+        sanc AS (SELECT l.chain, l.address, l.label_id, l.label, l.valid_from, l.valid_to FROM case_labels l
                  LEFT JOIN cat_alias al ON al.k = {CAT_KEY}
                  WHERE l.case_id = $case AND (l.abuse = 'sanction' OR coalesce(al.canonical, l.category) = 'sanction')),
         io AS (
@@ -176,13 +177,17 @@ def sanctions_exposure(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict
         """,
         {"case": case_id, "services": _services(p)},
     )
+    cited = _cite_labels(db, case_id, [i for r in direct for i in r["label_ids"]])
     flags = [
         {
             "chain": r["chain"], "address": r["subject"], "key": "direct", "severity": "critical", "score": 1.0,
             "window_start": r["t0"], "window_end": r["t1"],
             "evidence": {"exposure": "direct", "directions": sorted(r["directions"]), "listed_addresses": sorted(r["listed"]),
-                         "label_ids": sorted(r["label_ids"]), "usd": rnd(r["usd"]), "tx_hashes": r["txs"],
-                         "note": "only transfers inside the label's validity window count"},
+                         "label_ids": sorted(r["label_ids"]), "listed_by": [cited[i] for i in sorted(r["label_ids"])],
+                         "lists": sorted({_list_name(cited[i]) for i in r["label_ids"]}),
+                         "usd": rnd(r["usd"]), "tx_hashes": r["txs"],
+                         "note": "only transfers inside each listing's validity window [valid_from, valid_to) count; "
+                                 "a window end left null is open"},
         }
         for r in direct
     ]  # fmt: skip
@@ -196,6 +201,23 @@ def sanctions_exposure(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict
             }
         )  # fmt: skip
     return flags
+
+
+def _cite_labels(db: CaseDB, case_id: str, label_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Each listing label as a hit must cite it: the list (source), its version or date, the
+    validity window used, the entity and program where the list gives them."""
+    if not label_ids:
+        return {}
+    found = _rows(
+        db,
+        "SELECT * FROM case_labels WHERE case_id = $case AND label_id IN (SELECT unnest($ids::VARCHAR[]))",
+        {"case": case_id, "ids": sorted(set(label_ids))},
+    )
+    return {r["label_id"]: cite(r) for r in found}
+
+
+def _list_name(c: dict[str, Any]) -> str:
+    return f"{c.get('source')} ({c['source_version']})" if c.get("source_version") else str(c.get("source"))
 
 
 # -- 7. fresh-address funding ------------------------------------------------------------------

@@ -167,6 +167,11 @@ def stage_etherscan(
     return chain
 
 
+# Etherscan's Method column holds the method's name when Etherscan knows it, else the raw
+# four-byte selector (``0xa9059cbb``): that is a selector, not a name.
+_SELECTOR = "coalesce(regexp_full_match(method, '0x[0-9a-fA-F]{8}'), FALSE)"
+
+
 def _stage_native(
     cur: duckdb.DuckDBPyConnection, st: Staged, reports: list[FileReport], kind: str, chain: str, symbol: str, base: str,
     block: str, checks: list[tuple[str, str, str]], native_dec: int,
@@ -217,10 +222,12 @@ def _stage_native(
     fee_raw = raw_from_decimal("fee_t", str(native_dec))
     cur.execute(
         f"""INSERT INTO _tx (chain, tx_hash, block_number, block_time, from_address, to_address, value_raw, value,
-              fee_raw, fee, fee_usd, status, method_name, source, _line, _file)
+              fee_raw, fee, fee_usd, status, method_selector, method_name, source, _line, _file)
             SELECT chain, tx_hash, block_number, block_time, tx_from, tx_to,
                    {raw if mv_kind == "native" else "NULL"}, {"TRY_CAST(value_t AS DECIMAL(38,18))" if mv_kind == "native" else "NULL"},
-                   {fee_raw}, TRY_CAST(fee_t AS DECIMAL(38,18)), fee_usd, tx_ok, method, {lit("etherscan-" + kind)}, _line, _file
+                   {fee_raw}, TRY_CAST(fee_t AS DECIMAL(38,18)), fee_usd, tx_ok,
+                   CASE WHEN {_SELECTOR} THEN lower(method) END, CASE WHEN NOT {_SELECTOR} THEN method END,
+                   {lit("etherscan-" + kind)}, _line, _file
             FROM _es"""
     )
     ident = "chain || ':' || tx_hash || ':native:0'" if mv_kind == "native" else "NULL"

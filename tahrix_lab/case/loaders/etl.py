@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 
 from tahrix_lab.case.loaders.csvfile import Staged, first_bad, stage_csv
-from tahrix_lab.case.loaders.report import FileReport, LoadError
+from tahrix_lab.case.loaders.report import FileReport
 from tahrix_lab.case.loaders.run import LoadStep
 from tahrix_lab.case.loaders.sqlparts import INTEGER_RE, decimal_from_raw, fetch_value, lit, number, text
 
@@ -110,6 +110,18 @@ class EtlSet:
             cur.execute(
                 f"INSERT INTO _etl_times SELECT DISTINCT {_int(b.need('number'))}, {_ts(b.need('timestamp'))} FROM {b.table}"
             )
+        # the case's own block times lend themselves too (a token_transfers file loaded after its blocks)
+        cur.execute(
+            """INSERT INTO _etl_times SELECT DISTINCT block_number, block_time FROM transactions
+               WHERE case_id = ? AND chain = ? AND block_number IS NOT NULL AND block_time IS NOT NULL
+                 AND block_number NOT IN (SELECT block_number FROM _etl_times)""",
+            [self.case_id, self.chain],
+        )
+        # what merge.fill_times gives to rows loaded before their blocks
+        cur.execute(
+            f"CREATE OR REPLACE TEMP TABLE _block_times AS SELECT DISTINCT {lit(self.chain)} AS chain, block_number, "
+            "block_time FROM _etl_times"
+        )
         cur.execute(
             "CREATE OR REPLACE TEMP TABLE _etl_txtimes (tx_hash VARCHAR, block_time TIMESTAMP, block_number BIGINT)"
         )
@@ -163,18 +175,16 @@ class EtlSet:
                 out.append(LoadStep(fr, getattr(self, f"_{kind}"), batch="etl"))
         return out
 
-    def _times_for(self, cur: duckdb.DuckDBPyConnection, st: Staged, table: str) -> None:
-        """Refuse at the first row with no block time from any file of the set or the case."""
-        bad = fetch_value(cur, f"SELECT min(_line) FROM {table} WHERE block_time IS NULL")
-        if bad is None:
-            return
-        col = "block_timestamp" if st.col("blocktimestamp") else "block_number"
-        raise LoadError(
-            st.file, f"no block time for this row: {st.file.name} has no block_timestamp column and no "
-            f"blocks.csv (ethereum-etl export_blocks_and_transactions --blocks-output) or transactions.csv "
-            f"with this block or transaction was given beside it",
-            record=int(bad), column=col,
-        )  # fmt: skip
+    def _times_for(self, cur: duckdb.DuckDBPyConnection, st: Staged, table: str, fr: FileReport) -> None:
+        """Rows with no block time from any file of the set or the case are held with an unknown time
+        (NULL), never refused: they gain it when their block or transaction is loaded (merge.fill_times)."""
+        unknown = fetch_value(cur, f"SELECT count(*) FROM {table} WHERE block_time IS NULL")
+        if unknown:
+            fr.notes.append(
+                f"{unknown} rows without a block time (no block_timestamp column, and neither blocks.csv nor "
+                "transactions.csv of the set nor the case gives their block): held with an unknown time, "
+                "filled when those blocks or transactions are loaded"
+            )
 
     # -- one stager per file kind ------------------------------------------------------
     def _tokens(self, cur: duckdb.DuckDBPyConnection, fr: FileReport) -> None:
@@ -218,7 +228,7 @@ class EtlSet:
             LEFT JOIN _etl_receipts r ON r.tx_hash = tt.tx_hash"""
         )
         cur.execute("CREATE OR REPLACE TEMP TABLE _etl_tx AS SELECT DISTINCT ON (_line) * FROM _etl_tx")
-        self._times_for(cur, t, "_etl_tx")
+        self._times_for(cur, t, "_etl_tx", fr)
         cur.execute(
             f"""INSERT INTO _tx (chain, tx_hash, block_number, block_time, tx_index, from_address, to_address, nonce,
                   value_raw, value, fee_raw, fee, status, method_selector, source, _line)
@@ -256,7 +266,7 @@ class EtlSet:
         fr.skip("no block time for this receipt (give blocks.csv or transactions.csv)",
                 r.rows - int(fetch_value(cur, "SELECT count(*) FROM _tx") or 0))  # fmt: skip
 
-    def _token_rows(self, cur: duckdb.DuckDBPyConnection, st: Staged, select: str) -> None:
+    def _token_rows(self, cur: duckdb.DuckDBPyConnection, st: Staged, select: str, fr: FileReport) -> None:
         """``select`` gives _line, tx_hash, n (block), own_time, token, frm, dst, value_raw, log_index, token_id."""
         cur.execute(
             f"""CREATE OR REPLACE TEMP TABLE _etl_tt AS
@@ -265,7 +275,7 @@ class EtlSet:
             FROM ({select}) s LEFT JOIN _etl_times b ON b.block_number = s.n LEFT JOIN _etl_txtimes tt ON tt.tx_hash = s.tx_hash"""
         )
         cur.execute("CREATE OR REPLACE TEMP TABLE _etl_tt AS SELECT DISTINCT ON (_line) * FROM _etl_tt")
-        self._times_for(cur, st, "_etl_tt")
+        self._times_for(cur, st, "_etl_tt", fr)
         cur.execute(
             f"""INSERT INTO _as (asset_key, chain, token_address, standard)
                 SELECT DISTINCT asset_key, {lit(self.chain)}, token, CASE WHEN token_id IS NOT NULL THEN 'erc721' END FROM _etl_tt"""
@@ -294,7 +304,7 @@ class EtlSet:
             f"""SELECT _line, lower({text(st.need("transactionhash"))}) AS tx_hash, {_int(st.col("blocknumber"))} AS n,
                        {own} AS own_time, {_addr(st, "tokenaddress")} AS token, {_addr(st, "fromaddress")} AS frm,
                        {_addr(st, "toaddress")} AS dst, {_raw(st.need("value"))} AS value_raw,
-                       {_int(st.need("logindex"))} AS log_index, NULL::VARCHAR AS token_id FROM {st.table}""",
+                       {_int(st.need("logindex"))} AS log_index, NULL::VARCHAR AS token_id FROM {st.table}""", fr,
         )  # fmt: skip
         fr.notes.append(
             "ERC-721 transfers in token_transfers look like ERC-20 ones (value = token id); give tokens.csv"
@@ -326,7 +336,7 @@ class EtlSet:
             f"""SELECT _line, tx_hash, n, NULL::TIMESTAMP AS own_time, token, '0x' || right(t[2], 40) AS frm,
                        '0x' || right(t[3], 40) AS dst, {hexnum.format(x="d")} AS value_raw, log_index,
                        CASE WHEN len(t) = 4 THEN {hexnum.format(x="substr(t[4], 3)")} END AS token_id
-                FROM _etl_logs WHERE len(t) = 4 OR {hexnum.format(x="d")} IS NOT NULL""",
+                FROM _etl_logs WHERE len(t) = 4 OR {hexnum.format(x="d")} IS NOT NULL""", fr,
         )  # fmt: skip
         over = fetch_value(cur, "SELECT count(*) FROM _etl_logs") - fetch_value(
             cur, "SELECT count(*) FROM _etl_tt"
@@ -369,7 +379,7 @@ class EtlSet:
         for reason, cond in reasons.items():
             fr.skip(reason, fetch_value(cur, f"SELECT count(*) FROM _etl_tr WHERE {cond}"))
             cur.execute(f"DELETE FROM _etl_tr WHERE {cond}")
-        self._times_for(cur, st, "_etl_tr")
+        self._times_for(cur, st, "_etl_tr", fr)
         cur.execute(
             f"""INSERT INTO _mv (transfer_id, chain, tx_hash, block_time, kind, trace_address, from_address, to_address,
                   asset_key, amount_raw, amount, status, _line)
@@ -383,7 +393,7 @@ class EtlSet:
         )
 
     def drop(self, cur: duckdb.DuckDBPyConnection) -> None:
-        for name in ("_etl_times", "_etl_txtimes", "_etl_receipts", "_etl_tokens", "_etl_tx", "_etl_tt", "_etl_tr",
+        for name in ("_etl_times", "_block_times", "_etl_txtimes", "_etl_receipts", "_etl_tokens", "_etl_tx", "_etl_tt", "_etl_tr",
                      "_etl_logs"):  # fmt: skip
             cur.execute(f"DROP TABLE IF EXISTS {name}")
         for st in self.staged.values():

@@ -337,9 +337,54 @@ def merge_all(cur: duckdb.DuckDBPyConnection, case_id: str, reports: list[FileRe
     fill_known_decimals(cur, case_id, reports[-1])
     merge_transactions(cur, case_id, reports)
     merge_movements(cur, case_id, reports)
+    filled = fill_times(cur, case_id)
+    if filled:
+        reports[-1].notes.append(f"{filled} movements loaded earlier without a block time gained it")
     for fr in reports:
         if fr.rows_read or fr.inserted or fr.merged or fr.skipped or fr.notes or fr.tables:
             store_report(cur, case_id, fr)
+
+
+def fill_times(cur: duckdb.DuckDBPyConnection, case_id: str) -> int:
+    """Give movements and transactions held with an unknown block time the time their block has
+    now: from a load's block times (``_block_times``: chain, block_number, block_time, when a
+    loader staged them) or another transaction of the case in the same block; a movement takes
+    its transaction's. Return how many movements gained a time."""
+    if not fetch_value(
+        cur, "SELECT count(*) FROM transactions WHERE case_id = ? AND block_time IS NULL", [case_id]
+    ) and not fetch_value(
+        cur, "SELECT count(*) FROM transfers WHERE case_id = ? AND block_time IS NULL", [case_id]
+    ):
+        return 0
+    staged = fetch_value(
+        cur, "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_block_times' AND temporary"
+    )
+    extra = "UNION SELECT chain, block_number, block_time FROM _block_times" if staged else ""
+    cur.execute(
+        f"""UPDATE transactions SET block_time = k.block_time
+        FROM (SELECT chain, block_number, min(block_time) AS block_time FROM (
+                SELECT chain, block_number, block_time FROM transactions
+                WHERE case_id = $case AND block_time IS NOT NULL AND block_number IS NOT NULL {extra})
+              GROUP BY ALL) k
+        WHERE transactions.case_id = $case AND transactions.block_time IS NULL
+          AND k.chain = transactions.chain AND k.block_number = transactions.block_number""",
+        {"case": case_id},
+    )
+    before = fetch_value(
+        cur, "SELECT count(*) FROM transfers WHERE case_id = ? AND block_time IS NULL", [case_id]
+    )
+    cur.execute(
+        """UPDATE transfers SET block_time = x.block_time
+        FROM (SELECT chain, tx_hash, min(block_time) AS block_time FROM transactions
+              WHERE case_id = $case AND block_time IS NOT NULL GROUP BY ALL) x
+        WHERE transfers.case_id = $case AND transfers.block_time IS NULL
+          AND x.chain = transfers.chain AND x.tx_hash = transfers.tx_hash""",
+        {"case": case_id},
+    )
+    after = fetch_value(
+        cur, "SELECT count(*) FROM transfers WHERE case_id = ? AND block_time IS NULL", [case_id]
+    )
+    return int(before or 0) - int(after or 0)
 
 
 def store_report(cur: duckdb.DuckDBPyConnection, case_id: str, fr: FileReport) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from tahrix_lab.agent.errors import ToolRetry
 from tahrix_lab.case.context import ToolContext
-from tahrix_lab.case.db import jdict, norm_address
+from tahrix_lab.case.db import LABEL_RANK_KEY, jdict, norm_address
 from tahrix_lab.case.detectors import data_quality, triage
 from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, cap, chain_addr, register
 
@@ -50,7 +50,7 @@ def get_case_overview(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         "SELECT (SELECT count(*) FROM transactions WHERE case_id = $1) AS transactions, "
         "(SELECT count(*) FROM transfers WHERE case_id = $1) AS transfers, "
         "(SELECT count(*) FROM addresses WHERE case_id = $1) AS addresses, "
-        "(SELECT count(*) FROM labels WHERE case_id = $1) AS labels",
+        "(SELECT count(*) FROM case_labels WHERE case_id = $1) AS labels",
         [cid],
     )
     ctx.see("address", [f"{r['chain']}:{r['address']}" for r in roles])
@@ -121,6 +121,7 @@ def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             best = (cp_labels.get((chain, c["counterparty"])) or {}).get("best")
             c["label"] = best["label"] if best else None
             c["category"] = best["category"] if best else None
+            c["label_source"] = best["source"] if best else None
         roles = ctx.db.rows(
             "SELECT role, note, added_by, added_at FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?",
             [ctx.case_id, chain, address],
@@ -260,9 +261,9 @@ def list_transfers(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     )
     rows = ctx.db.rows(
         f"""
-        WITH lab AS (SELECT chain, address, arg_max(category, coalesce(confidence_level, 0)) AS category,
-                            arg_max(label, coalesce(confidence_level, 0)) AS label
-                     FROM labels WHERE case_id = $case GROUP BY ALL)
+        WITH lab AS (SELECT chain, address, arg_max(category, {LABEL_RANK_KEY}) AS category,
+                            arg_max(label, {LABEL_RANK_KEY}) AS label
+                     FROM case_labels l WHERE case_id = $case GROUP BY ALL)
         SELECT t.transfer_id, t.chain, t.tx_hash, t.block_time, t.kind, t.from_address, t.to_address, t.asset_key,
                a.symbol, t.amount, t.usd_value, t.status, {cp} AS counterparty, lab.label AS counterparty_label,
                lab.category AS counterparty_category

@@ -76,7 +76,7 @@ def chain_addr(ctx: ToolContext, address: str, chain: str | None) -> list[tuple[
     )
     if not rows:
         rows = ctx.db.rows(
-            "SELECT DISTINCT chain, address FROM labels WHERE case_id = ? AND (address = ? OR address = lower(?)) "
+            "SELECT DISTINCT chain, address FROM case_labels WHERE case_id = ? AND (address = ? OR address = lower(?)) "
             "AND (? IS NULL OR chain = ?)",
             [ctx.case_id, address.strip(), address.strip(), chain, chain],
         )

@@ -6,6 +6,7 @@ from typing import Any
 
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.db import jdict
+from tahrix_lab.case.labels.library import cite
 from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, chain_addr, register
 from tahrix_lab.case.tracing_index import TraceIndex
 
@@ -66,8 +67,9 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                WHERE rowid = ANY($ids::BIGINT[]) AND case_id = $case AND chain = $chain AND to_address = $addr
                  AND status IS NOT FALSE)
             SELECT io.cp, io.dir, io.usd_value, io.tx_hash, io.block_time, l.label_id, l.label, l.category, l.abuse,
-                   CASE {case_names} END AS list_name
-            FROM io JOIN labels l ON l.case_id = $case AND l.chain = $chain AND l.address = io.cp AND ({cond})
+                   l.entity, l.source, l.source_version, l.program, l.origin, l.from_case, l.valid_from, l.valid_to,
+                   l.confidence, CASE {case_names} END AS list_name
+            FROM io JOIN case_labels l ON l.case_id = $case AND l.chain = $chain AND l.address = io.cp AND ({cond})
             WHERE (l.valid_from IS NULL OR io.block_time >= l.valid_from) AND (l.valid_to IS NULL OR io.block_time < l.valid_to)
               AND ($as_of IS NULL OR ((l.valid_from IS NULL OR l.valid_from <= CAST($as_of AS TIMESTAMPTZ))
                    AND (l.valid_to IS NULL OR CAST($as_of AS TIMESTAMPTZ) < l.valid_to)))
@@ -81,8 +83,10 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             [ids, ctx.case_id, chain, address, address],
         ) or {"total": 0}
         seen_tx: dict[str, dict[str, Any]] = {}
+        listed: dict[str, list[dict[str, Any]]] = {}  # every label behind a hit, each with its source
         for r in rows:
             seen_tx.setdefault(r["tx_hash"] + r["dir"] + r["cp"], r)
+            listed.setdefault(r["tx_hash"] + r["dir"] + r["cp"], []).append(r)
         usd = sum((r["usd_value"] or 0) for r in seen_tx.values())
         by_list: dict[str, float] = {}
         for r in seen_tx.values():
@@ -90,7 +94,8 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return {
             "usd": round(usd, 2), "share": round(usd / total["total"], 4) if total["total"] else 0.0, "by_list": by_list,
             "unpriced_hits": sum(1 for r in seen_tx.values() if r["usd_value"] is None),
-            "hits": [{k: r[k] for k in ("cp", "dir", "usd_value", "tx_hash", "block_time", "label_id", "label", "list_name")}
+            "hits": [{**{k: r[k] for k in ("cp", "dir", "usd_value", "tx_hash", "block_time", "label_id", "label", "list_name")},
+                      "listed_by": [cite(x) for x in listed[r["tx_hash"] + r["dir"] + r["cp"]]]}
                      for r in list(seen_tx.values())[:20]],
         }  # fmt: skip
 
@@ -134,5 +139,5 @@ def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             results.append({"chain": chain, "address": address, "found": True, "direct": d, "indirect": indirect[:20],
                             "indirect_share": round(min(1.0, sum(x["weighted_share"] for x in indirect)), 4)})  # fmt: skip
     return jdict({"results": results, "lists": lists, "max_hops": hops, "as_of": as_of,
-                     "note": "direct share = listed USD / all priced USD in+out of the address (failed transfers move nothing; unpriced hits are counted, not valued); labels count only inside their validity window",
+                     "note": "direct share = listed USD / all priced USD in+out of the address (failed transfers move nothing; unpriced hits are counted, not valued); labels count only inside their validity window [valid_from, valid_to) at the transfer's time; each hit lists every label behind it with its source and version (listed_by)",
                      "data_note": DATA_NOTE})  # fmt: skip

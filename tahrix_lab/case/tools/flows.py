@@ -6,7 +6,7 @@ from typing import Any
 
 from tahrix_lab.agent.errors import ToolRetry, UserFacingError
 from tahrix_lab.case.context import ToolContext
-from tahrix_lab.case.db import jdict
+from tahrix_lab.case.db import LABEL_RANK_KEY, jdict
 from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, cap, register
 from tahrix_lab.case.tracing import DEFAULT_STOP, TraceParams, role_starts, trace_funds
 
@@ -198,9 +198,9 @@ def match_bridge_leg(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     tol = float(args.get("fee_tolerance_pct", 3)) / 100
     if not candidates and moved.get("usd"):
         rows = db.rows(
-            """
-            WITH lab AS (SELECT chain, address, arg_max(category, coalesce(confidence_level, 0)) AS category
-                         FROM labels WHERE case_id = $case GROUP BY ALL)
+            f"""
+            WITH lab AS (SELECT chain, address, arg_max(category, {LABEL_RANK_KEY}) AS category
+                         FROM case_labels l WHERE case_id = $case GROUP BY ALL)
             SELECT t.chain, t.tx_hash, t.block_time, t.to_address, t.asset_key, a.canonical_asset, t.usd_value, t.transfer_id
             FROM transfers t LEFT JOIN assets a USING (asset_key)
             JOIN lab ON lab.chain = t.chain AND lab.address = t.from_address AND lab.category = 'defi_bridge'

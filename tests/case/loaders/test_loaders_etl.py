@@ -9,7 +9,7 @@ import pytest
 from export_fixtures import ERC20_HEADER, NINE, T0, USDT, a, erc20_row, h, write_csv
 
 from tahrix_lab.case.db import CaseDB
-from tahrix_lab.case.loaders import LoadError, load_etl_csv, load_file, load_path, recognise
+from tahrix_lab.case.loaders import load_etl_csv, load_file, load_path, recognise
 from tahrix_lab.case.loaders.etl import TRANSFER_TOPIC
 
 UNKNOWN = "0x" + "5" * 40  # no tokens.csv row, not in the shipped table
@@ -121,12 +121,37 @@ def test_transfers_from_logs_when_no_token_transfers_file(db: CaseDB, tmp_path: 
         f"ethereum:{h(2)}:token:7", a(1), a(4), "2500000")  # fmt: skip
 
 
-def test_token_transfers_alone_names_the_file_that_gives_block_times(db: CaseDB, tmp_path: Path) -> None:
-    path = etl_folder(tmp_path) / "token_transfers.csv"
-    with pytest.raises(LoadError) as err:
-        load_etl_csv(db, "C", path)
-    assert (err.value.line, err.value.column) == (2, "block_number") and "blocks.csv" in err.value.message
-    assert db.scalar("SELECT count(*) FROM transfers") == 0
+def test_token_transfers_alone_are_held_with_unknown_times_until_their_blocks_arrive(
+    db: CaseDB, tmp_path: Path
+) -> None:
+    folder = etl_folder(tmp_path)
+    report = load_etl_csv(db, "C", folder / "token_transfers.csv")  # held, never refused
+    assert report.files[0].inserted == 3 and "unknown time" in " ".join(report.files[0].notes)
+    times = db.cursor().execute("SELECT block_time FROM transfers WHERE case_id = 'C'").fetchall()
+    assert times == [(None,)] * 3
+    filled = load_etl_csv(db, "C", folder / "blocks.csv")
+    assert "gained" in " ".join(filled.files[0].notes)
+    got = (
+        db.cursor().execute("SELECT DISTINCT epoch(block_time) FROM transfers WHERE case_id = 'C'").fetchall()
+    )
+    assert got == [(T0 + 12,)]  # block 101
+
+
+def test_token_transfers_use_block_times_the_case_already_holds(db: CaseDB, tmp_path: Path) -> None:
+    folder = etl_folder(tmp_path)
+    load_path(db, folder / "transactions.csv", case_id="C")  # without blocks.csv: times unknown
+    load_etl_csv(db, "C", folder / "blocks.csv")  # the blocks arrive: the transactions gain their times
+    assert db.scalar("SELECT count(*) FROM transactions WHERE case_id = 'C' AND block_time IS NULL") == 0
+    other = tmp_path / "more"
+    other.mkdir()
+    (other / "token_transfers.csv").write_text(  # another transaction of block 101, loaded alone afterwards
+        "token_address,from_address,to_address,value,transaction_hash,log_index,block_number\n"
+        f"{USDT},{a(8)},{a(9)},700000,{h(77)},3,101\n"
+    )
+    report = load_etl_csv(db, "C", other / "token_transfers.csv")
+    assert not [n for n in report.files[0].notes if "unknown time" in n]
+    row = db.one("SELECT epoch(block_time) AS t FROM transfers WHERE case_id = 'C' AND tx_hash = ?", [h(77)])
+    assert row == {"t": T0 + 12}
 
 
 def test_bigquery_form_with_timestamps_loads_alone(db: CaseDB, tmp_path: Path) -> None:
