@@ -39,7 +39,7 @@ _ADDRESS_SOURCES = (
      "(SELECT unnest($2::VARCHAR[]))"),
     ("case_addresses", "SELECT c.address AS v, c.chain, c.address, c.role, c.note FROM case_addresses c "
      "WHERE c.case_id = $1 AND c.address IN (SELECT unnest($2::VARCHAR[]))"),
-    ("labels", "SELECT l.address AS v, l.chain, l.address, l.label_id, l.label, l.category, l.source FROM labels l "
+    ("labels", "SELECT l.address AS v, l.chain, l.address, l.label_id, l.label, l.category, l.source FROM case_labels l "
      "WHERE l.case_id = $1 AND l.address IN (SELECT unnest($2::VARCHAR[]))"),
     ("utxo_io", "SELECT DISTINCT u.address AS v, u.chain, u.address FROM utxo_io u WHERE u.case_id = $1 "
      "AND u.address IN (SELECT unnest($2::VARCHAR[]))"),
