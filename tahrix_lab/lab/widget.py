@@ -13,9 +13,14 @@ Transport, linear in the conversation's size:
   merged; they are batched (one message per ``FLUSH_S`` at most while tokens
   stream), because every message costs a Jupyter envelope of several hundred
   bytes;
-* the synced traits ``chunks`` + ``seq`` are a compact snapshot (one chunk per
-  block, see ``flow.compact``) refreshed only when a run ends, so a
-  re-display or a reloaded page redraws the whole conversation;
+* the synced traits are a compact snapshot (one chunk per block, see
+  ``flow.compact``): ``chunks`` holds the conversation before the current run
+  (refreshed when a run ends), ``live`` the current run so far (refreshed at
+  most every ``SNAPSHOT_S`` from the thread that streams, which reaches the
+  page even while ``ask()`` blocks the kernel), and ``seq`` how many chunks
+  both cover. ``seq`` is always the end of a live message already sent, so a
+  view that renders late (after Run All, re-displayed, the page reloaded)
+  draws the snapshot and goes on with the next live message;
 * a view that is behind (opened mid-run, reconnected) asks ``{"type":
   "resync", "since": n}`` and gets the chunks from ``n`` (or the whole
   snapshot when ``n`` is older than the current run) before the next live
@@ -29,6 +34,7 @@ on a Stop as it receives it (``kernel_wait.route_stop``; on older kernels
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -57,16 +63,19 @@ log = logging.getLogger(__name__)
 EffectCallback = Callable[[dict[str, Any]], Any]
 FOLLOW_UP_MODES = ("keep", "replace")
 FLUSH_S = 0.05  # at most ~20 live messages a second, whatever the token rate
+SNAPSHOT_S = 0.25  # how stale the synced snapshot of a running answer may be
+DETAILS_CHARS = 8000
+
+
+# The renderer's own modules, in dependency order, then the anywidget glue.
+BUNDLE = ("cards.js", "flow.js", "chat.js")
+_LOCAL_IMPORT = re.compile(r'^import \{[^}]*\} from "\./[\w.-]+";\n', re.MULTILINE)
 
 
 def _bundle() -> str:
-    # anywidget serves _esm as one module: a relative import of flow.js would
-    # not resolve, so the renderer and the glue are joined here.
-    return (
-        widget_file("flow.js").read_text(encoding="utf-8")
-        + "\n"
-        + widget_file("chat.js").read_text(encoding="utf-8")
-    )
+    # anywidget serves _esm as one module from a blob URL, where a relative
+    # import cannot resolve: the files are joined and their imports of each other dropped.
+    return "\n".join(_LOCAL_IMPORT.sub("", widget_file(name).read_text(encoding="utf-8")) for name in BUNDLE)
 
 
 class ChatWidget(anywidget.AnyWidget):
@@ -83,8 +92,9 @@ class ChatWidget(anywidget.AnyWidget):
     _esm = _bundle()
     _css = widget_file("flow.css").read_text(encoding="utf-8")
 
-    chunks = traitlets.List(traitlets.Dict()).tag(sync=True)  # the compact snapshot
-    seq = traitlets.Int(0).tag(sync=True)  # how many chunks the snapshot covers
+    chunks = traitlets.List(traitlets.Dict()).tag(sync=True)  # the snapshot before the current run
+    live = traitlets.List(traitlets.Dict()).tag(sync=True)  # the current run so far
+    seq = traitlets.Int(0).tag(sync=True)  # how many chunks chunks + live cover
     busy = traitlets.Bool(False).tag(sync=True)
     meter = traitlets.Dict().tag(sync=True)
     follow_up_mode = traitlets.Unicode("keep").tag(sync=True)
@@ -105,6 +115,7 @@ class ChatWidget(anywidget.AnyWidget):
         user: str = "analyst",
         purpose: str = "chat",
         system_prompt: str | None = None,
+        error_details: bool = True,
         **run_kwargs: Any,
     ) -> None:
         if follow_up_mode not in FOLLOW_UP_MODES:
@@ -123,6 +134,12 @@ class ChatWidget(anywidget.AnyWidget):
         self._seq = len(self._snap)
         self._run_start = self._seq  # chunks from here on are kept raw for resyncs
         self._run_raw: list[Chunk] = []
+        self._snap_start = len(self._snap)  # where the current run starts in the snapshot
+        self._nonce: str | None = None
+        self._synced_at = 0.0
+        self._sync_timer: threading.Timer | None = None
+        self._error_details = error_details
+        self._run_log: _RunLog | None = None
         self._pending: list[Chunk] = []
         self._pending_from = self._seq
         self._flushed_at = 0.0
@@ -168,7 +185,9 @@ class ChatWidget(anywidget.AnyWidget):
                 raise RuntimeError("The assistant is still answering. Wait for it, or call stop() first.")
             self._cancel = threading.Event()
             self._answer = []
-            self._emit({"type": "user", "text": text}, nonce=nonce or uuid.uuid4().hex)
+            self._snap_start = len(self._snap)
+            self._nonce = nonce or uuid.uuid4().hex
+            self._emit({"type": "user", "text": text}, nonce=self._nonce)
             self.busy = True
             self._thread = threading.Thread(target=self._run, args=(text,), name="tahrix-chat", daemon=True)
             self._thread.start()
@@ -218,6 +237,10 @@ class ChatWidget(anywidget.AnyWidget):
 
     # -- the run -------------------------------------------------------------
     def _run(self, text: str) -> None:
+        run_log = _RunLog(threading.get_ident()) if self._error_details else None
+        if run_log is not None:  # in a notebook the analyst is the operator: an error row can show this
+            logging.getLogger("tahrix_lab").addHandler(run_log)
+        self._run_log = run_log
         try:
             events = ask_loop(
                 self.store,
@@ -237,20 +260,29 @@ class ChatWidget(anywidget.AnyWidget):
         except Exception:  # the loop never raises; a bad argument here might
             log.exception("the chat run failed on session %s", self.session.id)
             self._emit(
-                {
-                    "type": "error",
-                    "kind": "internal",
-                    "message": "Something went wrong on our side while answering. The details are in the log.",
-                }
+                self._with_details(
+                    {
+                        "type": "error",
+                        "kind": "internal",
+                        "message": "Something went wrong on our side while answering. The details are in the log.",
+                    }
+                )
             )
         finally:
+            if run_log is not None:
+                logging.getLogger("tahrix_lab").removeHandler(run_log)
             with self._lock:
                 self._flush()
+                if self._sync_timer is not None:
+                    self._sync_timer.cancel()
+                    self._sync_timer = None
                 # One update carries the snapshot and its seq, so a view sees them together.
                 with self.hold_sync():
                     self.chunks = list(self._snap)
+                    self.live = []
                     self.seq = self._seq
                 self._run_start, self._run_raw = self._seq, []
+                self._snap_start = len(self._snap)
                 self.busy = False
 
     def _handle(self, event: str, payload: dict[str, Any]) -> None:
@@ -260,7 +292,7 @@ class ChatWidget(anywidget.AnyWidget):
             self._answer.append(payload.get("text") or "")
         chunk = to_chunk(event, payload)
         if chunk is not None:
-            self._emit(chunk)
+            self._emit(self._with_details(chunk) if event == "error" else chunk)
         if event == "usage" and self.budget is not None:
             self.meter = self._meter()
         if event == "effects":
@@ -310,6 +342,41 @@ class ChatWidget(anywidget.AnyWidget):
             )
             self._pending, self._pending_from = [], self._seq
             self._flushed_at = time.monotonic()
+            self._sync_snapshot()
+
+    def _sync_snapshot(self, *, timer: bool = False) -> None:
+        """Bring the synced snapshot of the running answer up to the last live message (throttled).
+
+        Called right after a live message is posted (or by its timer, which posts
+        what is pending first), so ``seq`` is always where a live message ended.
+        """
+        with self._lock:
+            if timer:
+                self._sync_timer = None
+                if self._pending:
+                    self._flush()  # posts, then comes back here
+                    return
+            if self._seq == self.seq or self._pending:
+                return
+            due = SNAPSHOT_S - (time.monotonic() - self._synced_at)
+            if due > 0:
+                if self._sync_timer is None:
+                    self._sync_timer = threading.Timer(due, self._sync_snapshot, kwargs={"timer": True})
+                    self._sync_timer.daemon = True
+                    self._sync_timer.start()
+                return
+            run = list(self._snap[self._snap_start :])
+            if run and run[0].get("type") == "user" and self._nonce:
+                run[0] = {**run[0], "nonce": self._nonce}  # the view that asked knows its question
+            with self.hold_sync():
+                self.live = run
+                self.seq = self._seq
+            self._synced_at = time.monotonic()
+
+    def _with_details(self, chunk: Chunk) -> Chunk:
+        log_ = self._run_log
+        details = log_.text() if log_ is not None else ""
+        return {**chunk, "details": details} if details else chunk
 
     def _post(self, content: dict[str, Any]) -> None:
         # ipywidgets' Widget.send, under another name: `send` asks the assistant here.
@@ -374,3 +441,25 @@ class ChatWidget(anywidget.AnyWidget):
 def _is_stop(data: Any) -> bool:
     content = data.get("content") if isinstance(data, dict) else None
     return isinstance(content, dict) and content.get("type") == "stop"
+
+
+class _RunLog(logging.Handler):
+    """What the package logged on one run's thread (the raw provider error, a tool's traceback),
+    for the error row's "details": in a notebook the analyst is the operator."""
+
+    def __init__(self, thread_id: int) -> None:
+        super().__init__(logging.WARNING)
+        self.thread_id = thread_id
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread_id:
+            try:
+                self.lines.append(self.format(record))
+            except Exception:  # a record that cannot be formatted is not worth a crash
+                self.lines.append(str(record.msg))
+
+    def text(self) -> str:
+        text = "\n".join(self.lines)
+        return text if len(text) <= DETAILS_CHARS else text[: DETAILS_CHARS - 1] + "…"
