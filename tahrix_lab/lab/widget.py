@@ -187,8 +187,9 @@ class ChatWidget(anywidget.AnyWidget):
             self._answer = []
             self._snap_start = len(self._snap)
             self._nonce = nonce or uuid.uuid4().hex
-            self._emit({"type": "user", "text": text}, nonce=self._nonce)
+            # busy first: a view that draws the snapshot holding this question keeps its turn open
             self.busy = True
+            self._emit({"type": "user", "text": text}, nonce=self._nonce)
             self._thread = threading.Thread(target=self._run, args=(text,), name="tahrix-chat", daemon=True)
             self._thread.start()
 
