@@ -109,6 +109,20 @@ def check_notebook_01(page: Any, server: Any, url: str, shot: str) -> None:
     page.locator(".txp-note", has_text="Traced onward from").wait_for()
     assert page.locator(".txp-error").first.inner_text() == ""
     assert page.evaluate(f"() => {CY}.nodes().length") >= before
+
+    # a follow-up typed into the chat's text box gets a real answer offline, from the tools it calls
+    box = chat.locator(".tx-text")
+    box.scroll_into_view_if_needed()
+    box.click()
+    page.keyboard.type("How much was stolen?")
+    page.keyboard.press("Enter")
+    second = chat.locator(".tx-flow").nth(1)
+    second.locator(".tx-content").wait_for()
+    chat.locator('.tx-flow[data-status="done"]').nth(1).wait_for(timeout=60_000)
+    assert second.locator(".tx-error").count() == 0
+    assert second.locator(".tx-tool-call", has_text="list_transfers(").count() == 1
+    reply = second.locator(".tx-content").last.inner_text()
+    assert "received 48,000 ETH ($156.6M)" in reply and "21,500,000 USDC ($21.5M)" in reply, reply
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
 
