@@ -139,7 +139,7 @@ export function formatUsd(usd) {
 // Results as tables: every list of row objects (and run_sql's columns + rows).
 
 const MAX_ROWS = 50;
-const MAX_COLUMNS = 9;
+const MAX_COLUMNS = 10;
 
 function cell(td, key, value, chain) {
   if (value === null || value === undefined) {
@@ -165,9 +165,11 @@ function cell(td, key, value, chain) {
   }
 }
 
-function table(title, columns, rows, total) {
+function table(title, columns, rows, shown) {
   const box = el("div", "tx-rtable");
-  box.appendChild(el("div", "tx-rtable-title", `${title.replace(/_/g, " ")} (${total})`));
+  // A paged result says how many there are in all: "endpoints (1 of 6 on this page)".
+  const count = shown && shown.of > rows.length ? `${rows.length} of ${shown.of} on this page` : String(rows.length);
+  box.appendChild(el("div", "tx-rtable-title", `${title.replace(/_/g, " ")} (${count})`));
   const wrap = box.appendChild(el("div", "tx-table-wrap"));
   const t = wrap.appendChild(el("table", "tx-table"));
   const head = t.appendChild(el("thead")).appendChild(el("tr"));
@@ -187,10 +189,15 @@ function columnsOf(rows) {
   for (const row of rows.slice(0, 20)) {
     for (const k of Object.keys(row)) if (!seen.includes(k) && !k.startsWith("_")) seen.push(k);
   }
-  // the bulky nested fields last, so the first columns read like a ledger
-  const flat = seen.filter((k) => rows.some((r) => r[k] !== null && typeof r[k] !== "object"));
-  const nested = seen.filter((k) => !flat.includes(k));
-  return [...flat, ...nested].slice(0, MAX_COLUMNS);
+  // A column empty in every row says nothing; lists of hashes follow the first
+  // address or hash column; the bulky nested fields go last, so a row reads like a ledger.
+  const filled = seen.filter((k) => rows.some((r) => r[k] !== null && r[k] !== undefined));
+  const isIds = (k) => rows.some((r) => Array.isArray(r[k]) && r[k].length && r[k].every((v) => typeof v === "string" && idKind(v)));
+  const flat = filled.filter((k) => rows.some((r) => r[k] !== null && typeof r[k] !== "object"));
+  const ids = filled.filter((k) => !flat.includes(k) && isIds(k));
+  const nested = filled.filter((k) => !flat.includes(k) && !ids.includes(k));
+  const at = flat.findIndex((k) => rows.some((r) => typeof r[k] === "string" && idKind(r[k]))) + 1;
+  return [...flat.slice(0, at), ...ids, ...flat.slice(at), ...nested].slice(0, MAX_COLUMNS);
 }
 
 /** Tables for the tabular parts of a result (an empty list when it has none). */
@@ -199,15 +206,16 @@ export function resultTables(result) {
   if (!result || typeof result !== "object" || Array.isArray(result)) return out;
   if (Array.isArray(result.columns) && Array.isArray(result.rows) && result.rows.every(Array.isArray)) {
     const rows = result.rows.map((r) => Object.fromEntries(result.columns.map((c, i) => [c, r[i]])));
-    out.push(table("rows", result.columns.slice(0, MAX_COLUMNS), rows, rows.length));
+    out.push(table("rows", result.columns.slice(0, MAX_COLUMNS), rows, null));
     return out;
   }
+  const pages = (result.page && result.page.shown) || {};
   const visit = (obj, prefix) => {
     for (const [key, value] of Object.entries(obj)) {
       if (key.startsWith("_")) continue;
       const name = prefix ? `${prefix} · ${key}` : key;
       if (Array.isArray(value) && value.length && value.every((v) => v && typeof v === "object" && !Array.isArray(v))) {
-        out.push(table(name, columnsOf(value), value, value.length));
+        out.push(table(name, columnsOf(value), value, prefix ? null : pages[key]));
         // one level down: a match's transfers, a row's flags
         if (value.length === 1) visit(value[0], name);
       }

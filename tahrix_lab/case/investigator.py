@@ -21,6 +21,7 @@ from tahrix_lab.agent.backends.fake import Turn, answers_since_question, reasoni
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.case import investigator_answers as say
+from tahrix_lab.case.tools.headlines import usd
 from tahrix_lab.case.workspace import Workspace
 
 QUESTION = (
@@ -195,7 +196,9 @@ def investigation_turns(case_id: str | None) -> list[Turn]:
         overview = _last(messages, "get_case_overview")
         case = case_id or overview.get("case", {}).get("case_id", "the case")
         inflow = _last(messages, "list_transfers")
-        who = next((a for a in overview.get("addresses_with_roles", []) if a.get("role") in STARTS), {})
+        who: dict[str, Any] = next(
+            (a for a in overview.get("addresses_with_roles", []) if a.get("role") in STARTS), {}
+        )
         lines = [
             f"**Findings for {case}** (scripted offline demo: every figure below comes from the tool results).",
             "",
@@ -220,7 +223,7 @@ def investigation_turns(case_id: str | None) -> list[Turn]:
         for b in pending[:1]:
             sent = say.asset_amount(b.get("src_amount"), b.get("src_asset_key")) or "an unknown amount"
             lines.append(
-                f"- Unmatched bridge leg: {b['bridge_event_id']} ({b['bridge_name']}, {sent}, {say.usd(b.get('src_usd'))}, "
+                f"- Unmatched bridge leg: {b['bridge_event_id']} ({b['bridge_name']}, {sent}, {usd(b.get('src_usd'))}, "
                 f"src tx {b['src_tx_hash']}) has no destination leg yet; declared destination {b.get('declared_dst_chain')}."
             )
         if denied:
@@ -319,7 +322,7 @@ def _answer_lines(name: str, result: dict[str, Any], messages: Sequence[Message]
         return say.bridge_lines(result)
     if name == "list_transfers":
         roles = _last(messages, "get_case_overview", anywhere=True).get("addresses_with_roles") or []
-        start = next((a for a in roles if a.get("role") in STARTS), {})
+        start: dict[str, Any] = next((a for a in roles if a.get("role") in STARTS), {})
         line = say.theft_line(
             result.get("transfers") or [], f"the {start.get('role', 'address')}", start.get("address", "")
         )

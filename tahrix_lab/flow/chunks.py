@@ -240,7 +240,7 @@ def analyst_message(name: str, result: Any) -> str | None:
     if not isinstance(error, dict):
         return None
     if isinstance(error.get("analyst_message"), str):
-        return error["analyst_message"]
+        return str(error["analyst_message"])
     kind = str(error.get("type") or "")
     if kind in _ANALYST_ERRORS:
         return _ANALYST_ERRORS[kind].format(tool=name)

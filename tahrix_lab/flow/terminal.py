@@ -29,7 +29,7 @@ def summarise(result: dict[str, Any], name: str = "the tool", limit: int = 240) 
     else:
         fields = [k for k in result if not k.startswith("_")]
         line = f"{len(fields)} field{'' if len(fields) == 1 else 's'}"
-    return line if len(line) <= limit else line[: limit - 1].rsplit(" ", 1)[0] + "…"
+    return str(line) if len(line) <= limit else line[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def format_cost(cost: float | None) -> str:

@@ -708,10 +708,12 @@ def test_a_tool_card_shows_the_headline_a_table_and_chips(page: Any, mount_flow:
     )
     card.locator(".tx-tool-result > summary").click()
     table = card.locator(".tx-rtable", has_text="endpoints (2)")
-    assert table.locator("th").all_inner_texts()[:4] == ["chain", "address", "category", "tainted usd"]
+    # the hashes follow the address; a row reads like a ledger
+    heads = table.locator("th").all_inner_texts()
+    assert heads[:5] == ["chain", "address", "tx hashes", "category", "tainted usd"]
     rows = table.locator("tbody tr")
     assert rows.count() == 2
-    assert rows.nth(0).locator("td").nth(3).inner_text() == "$131.7M"
+    assert rows.nth(0).locator("td").nth(4).inner_text() == "$131.7M"
     # chips: shortened, the whole value on hover, the chain's explorer
     mixer = rows.nth(0).locator(".tx-chip").first
     assert mixer.locator(".tx-chip-text").inner_text() == "0xe10c…c834"
