@@ -15,12 +15,14 @@ Transport, linear in the conversation's size:
   bytes;
 * the synced traits are a compact snapshot (one chunk per block, see
   ``flow.compact``): ``chunks`` holds the conversation before the current run
-  (refreshed when a run ends), ``live`` the current run so far (refreshed at
-  most every ``SNAPSHOT_S`` from the thread that streams, which reaches the
-  page even while ``ask()`` blocks the kernel), and ``seq`` how many chunks
-  both cover. ``seq`` is always the end of a live message already sent, so a
-  view that renders late (after Run All, re-displayed, the page reloaded)
-  draws the snapshot and goes on with the next live message;
+  (refreshed when a run ends), ``live`` the current run so far, and ``seq``
+  how many chunks both cover. A view that renders asks for a resync; the
+  kernel sees that request at once on its shell-channel thread even while
+  ``ask()`` blocks the main thread (``kernel_wait.route_early``) and
+  refreshes ``live`` + ``seq`` (at most every ``SNAPSHOT_S``), which reaches
+  the page from a background thread. ``seq`` is always the end of a live
+  message already sent, so that view draws the snapshot and goes on with the
+  next live message; views that are current cost nothing more;
 * a view that is behind (opened mid-run, reconnected) asks ``{"type":
   "resync", "since": n}`` and gets the chunks from ``n`` (or the whole
   snapshot when ``n`` is older than the current run) before the next live
@@ -54,7 +56,7 @@ from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.flow import Chunk, compact, history_chunks, mergeable, to_chunk
 from tahrix_lab.flow.resources import widget_file
-from tahrix_lab.lab.kernel_wait import route_stop, wait_for_thread
+from tahrix_lab.lab.kernel_wait import route_early, wait_for_thread
 
 __all__ = ["FLUSH_S", "ChatWidget", "compact"]
 
@@ -137,6 +139,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._snap_start = len(self._snap)  # where the current run starts in the snapshot
         self._nonce: str | None = None
         self._synced_at = 0.0
+        self._behind = False  # a view asked to catch up during this run
         self._sync_timer: threading.Timer | None = None
         self._error_details = error_details
         self._run_log: _RunLog | None = None
@@ -157,7 +160,7 @@ class ChatWidget(anywidget.AnyWidget):
         )
         self.on_msg(self._on_front_end)
         # Stop works even while a cell blocks the kernel's main thread (ask, or any long cell).
-        route_stop(self.comm, _is_stop, lambda: self._cancel.set())
+        route_early(self.comm, self._early)
 
     @classmethod
     def from_session(
@@ -343,7 +346,21 @@ class ChatWidget(anywidget.AnyWidget):
             )
             self._pending, self._pending_from = [], self._seq
             self._flushed_at = time.monotonic()
-            self._sync_snapshot()
+            if self._behind:
+                self._sync_snapshot()
+
+    def _early(self, data: Any) -> None:
+        """A message from a view, seen on the shell-channel thread before the main thread is free."""
+        content = data.get("content") if isinstance(data, dict) else None
+        if not isinstance(content, dict):
+            return
+        kind = content.get("type")
+        if kind == "stop":
+            self._cancel.set()
+        elif kind == "resync" and self.running:  # a view rendered late, or missed a message
+            with self._lock:
+                self._behind = True
+                self._sync_snapshot(timer=True)
 
     def _sync_snapshot(self, *, timer: bool = False) -> None:
         """Bring the synced snapshot of the running answer up to the last live message (throttled).
@@ -358,6 +375,7 @@ class ChatWidget(anywidget.AnyWidget):
                     self._flush()  # posts, then comes back here
                     return
             if self._seq == self.seq or self._pending:
+                self._behind = self._behind and bool(self._pending)
                 return
             due = SNAPSHOT_S - (time.monotonic() - self._synced_at)
             if due > 0:
@@ -373,6 +391,7 @@ class ChatWidget(anywidget.AnyWidget):
                 self.live = run
                 self.seq = self._seq
             self._synced_at = time.monotonic()
+            self._behind = False
 
     def _with_details(self, chunk: Chunk) -> Chunk:
         log_ = self._run_log
@@ -437,11 +456,6 @@ class ChatWidget(anywidget.AnyWidget):
             return {}
         fill = self.budget.meter(self.session.user, store=self.store)
         return {bucket: value for bucket, value in fill.items() if value is not None}
-
-
-def _is_stop(data: Any) -> bool:
-    content = data.get("content") if isinstance(data, dict) else None
-    return isinstance(content, dict) and content.get("type") == "stop"
 
 
 class _RunLog(logging.Handler):

@@ -104,7 +104,7 @@ def test_ask_streams_chunks_in_loop_order_and_returns_the_answer(
     assert rec.streamed() == w.chunks
     assert w.seq == 14  # 3 content tokens became one block
     snapshots = [st for st in rec.states if "chunks" in st]
-    assert snapshots == [{"chunks": w.chunks, "live": [], "seq": 14}]
+    assert snapshots == [{"chunks": w.chunks, "seq": 14}]
     assert rec.states[-1] == {"busy": False}
     assert w.busy is False
     roles = [m.role for m in chat_store.load_messages(w.session_id)]

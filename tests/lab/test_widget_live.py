@@ -85,31 +85,61 @@ def tools() -> ToolRegistry:
     return reg
 
 
-def test_the_running_answer_is_synced_while_it_streams(store: TranscriptStore) -> None:
+RESYNC = {"method": "custom", "content": {"type": "resync", "since": 0}}
+
+
+def test_a_view_that_asks_while_ask_blocks_gets_the_running_answer(store: TranscriptStore) -> None:
     w = ChatWidget(store=store, backend=slow_backend(), model="fake-model", registry=tools())
     initial = {"chunks": list(w.chunks), "live": [], "seq": w.seq}
     wire = Wire(w)
-    w.ask("Where did it go?", timeout=30)
+    done = threading.Event()
+
+    def views_render() -> None:  # a view renders every 0.2 s; the kernel sees its request early
+        while not done.wait(0.2):
+            w._early(RESYNC)  # what kernel_wait.route_early calls on the shell-channel thread
+
+    asker = threading.Thread(target=views_render)
+    w.send("Where did it go?")
+    asker.start()
+    w.wait(30)
+    done.set()
+    asker.join()
     updates = [(i, body) for i, (kind, body) in enumerate(wire.log) if kind == "update" and "live" in body]
     running = [(i, b) for i, b in updates if b["live"]]
-    # refreshed during the run (the run takes > 1.5 s), at most about every SNAPSHOT_S
+    # answered while it streamed (the run takes > 1.5 s), at most about every SNAPSHOT_S
     assert len(running) >= 4
     assert len(running) <= 2 + 3.0 / SNAPSHOT_S
     # each snapshot ends where a live message already sent ended
     for i, body in running:
         ends = [b["to"] for kind, b in wire.log[:i] if kind == "custom" and b.get("type") == "chunks"]
         assert ends and body["seq"] == ends[-1]
-    # while the slow tool ran (no live message for 0.6 s), the snapshot still caught up
+    # while the slow tool ran (no live message for 0.6 s), a request was still answered
     assert any(any(c["type"] == "tool_call" for c in b["live"]) for _, b in running)
-    # the question the view sent keeps its nonce in the snapshot, so the view does not draw it twice
+    # the question keeps its nonce in the snapshot, so the view that asked it does not draw it twice
     assert running[0][1]["live"][0]["type"] == "user" and running[0][1]["live"][0].get("nonce")
-    # a view that renders at ANY point ends with exactly the conversation
+    # a view that renders at ANY point (and asks) ends with exactly the conversation
     state = dict(initial)
     for i, (kind, body) in enumerate(wire.log):
         assert late_view(wire, i, state) == w.chunks, f"a view rendered after message {i} ends wrong"
         if kind == "update":
             state = {**state, **body}
     assert w.live == [] and w.chunks == w.history()
+
+
+def test_views_that_are_current_cost_no_snapshot_traffic(store: TranscriptStore) -> None:
+    w = ChatWidget(store=store, backend=slow_backend(), model="fake-model", registry=tools())
+    wire = Wire(w)
+    w.ask("Where did it go?", timeout=30)
+    updates = [b for kind, b in wire.log if kind == "update" and "seq" in b]
+    assert updates == [{"chunks": w.chunks, "seq": w.seq}]  # only the settled snapshot, at the end
+    # a Stop seen early cancels the run
+    w2 = ChatWidget(store=store, backend=slow_backend(words=500), model="fake-model", registry=tools())
+    w2.send("long")
+    w2._early({"method": "custom", "content": {"type": "stop"}})
+    assert w2.wait(30)
+    assert any(c["type"] == "done" and c.get("stop_reason") == "cancelled" for c in w2.chunks) or any(
+        c.get("type") == "tool_result" and c.get("status") == "error" for c in w2.chunks
+    )
 
 
 def test_an_error_row_carries_the_runs_log_for_the_analyst(store: TranscriptStore) -> None:
