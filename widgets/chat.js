@@ -4,9 +4,13 @@
 // relative `import` cannot resolve, so Python joins flow.js and this file into
 // one module and `createFlow` is in scope here.
 //
-// Transport: chunks are numbered (`seq`). The traits `chunks` + `seq` are a
-// compact snapshot refreshed when a run ends; live chunks arrive as custom
-// messages {type: "chunks", from, to, chunks}. A view has drawn chunks
+// Transport: chunks are numbered (`seq`). The traits `chunks` (the conversation
+// before the current run) + `live` (the current run so far, refreshed every
+// 250 ms while it streams, even while ask() blocks the kernel) + `seq` are a
+// compact snapshot; `seq` is always where a live message ended. Live chunks
+// arrive as custom messages {type: "chunks", from, to, chunks}; messages sent
+// before this view rendered are lost, so a view that renders late draws the
+// snapshot and goes on from there. A view has drawn chunks
 // 0..seen: it draws a message that starts at `seen`, skips one it already has,
 // and on a gap asks the kernel once for {type: "resync", since: seen}, which
 // answers with the missing chunks (or {type: "snapshot"} when they are older
@@ -61,10 +65,12 @@ function renderChat({ model, el }) {
     if (pending && !chunks.some((c) => c.type === "user" && c.nonce === pending)) waiting = pending;
   };
 
+  const snapshot = () => [...(model.get("chunks") || []), ...(model.get("live") || [])];
   const onSnapshot = () => {
     const seq = model.get("seq");
-    // A view that drew everything keeps its DOM (and any opened details).
-    if (seq !== seen) reload(model.get("chunks") || [], seq);
+    // A view that drew everything keeps its DOM (and any opened details); one
+    // that missed live messages (it rendered late, a message was lost) catches up.
+    if (seq !== seen) reload(snapshot(), seq);
   };
   const onMessage = (msg) => {
     if (!msg) return;
@@ -88,7 +94,7 @@ function renderChat({ model, el }) {
   const onMeter = () => flow.setMeter(model.get("meter") || {});
   const onMode = () => flow.setFollowUpMode(model.get("follow_up_mode"));
 
-  reload(model.get("chunks") || [], model.get("seq"));
+  reload(snapshot(), model.get("seq"));
   onMeter();
   // Chunks sent live before this view existed are not replayed: ask for them.
   asked = seen;

@@ -6,6 +6,8 @@
 // innerHTML/outerHTML and never sets an attribute from untrusted text except
 // href (protocol-checked) and title; all text goes in through text nodes.
 
+import { chip, chipText, idKind, resultTables } from "./cards.js";
+
 const SAFE_PROTOCOLS = ["http:", "https:", "mailto:"];
 const RESULT_PREVIEW_CHARS = 20000;
 const BUCKET_LABELS = {
@@ -56,9 +58,10 @@ const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([^*]+?)\*\*|__([^_]+?)__|~~([^~]+
 export function renderInline(text, parent) {
   let last = 0;
   // matchAll works on a copy of the regex, so the recursion below is safe.
+  // Hashes and addresses in running text (or alone in a code span) become chips.
   for (const m of text.matchAll(INLINE)) {
-    if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
-    if (m[1] !== undefined) parent.appendChild(h("code", null, m[2]));
+    if (m.index > last) chipText(text.slice(last, m.index), parent);
+    if (m[1] !== undefined) parent.appendChild(idKind(m[2].trim()) ? chip(m[2].trim()) : h("code", null, m[2]));
     else if (m[3] !== undefined) renderInline(m[3], parent.appendChild(h("strong")));
     else if (m[4] !== undefined) renderInline(m[4], parent.appendChild(h("strong")));
     else if (m[5] !== undefined) renderInline(m[5], parent.appendChild(h("del")));
@@ -69,7 +72,7 @@ export function renderInline(text, parent) {
     else if (m[11] !== undefined) parent.appendChild(link(m[11], m[11]));
     last = m.index + m[0].length;
   }
-  if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
+  if (last < text.length) chipText(text.slice(last), parent);
   return parent;
 }
 
@@ -319,63 +322,20 @@ export function inlineArgs(args, max = 4) {
   return bits.join(", ");
 }
 
-const NOUNS = { nodes: "addresses", edges: "transfers", flags: "flags", rows: "rows", transfers: "transfers",
-  endpoints: "endpoints", events: "events", labels: "labels", matches: "matches", hits: "hits" };
-
-export function formatUsd(usd) {
-  const n = Number(usd);
-  if (!isFinite(n)) return null;
-  const abs = Math.abs(n);
-  if (abs >= 1e9) return "$" + (n / 1e9).toFixed(1) + "B";
-  if (abs >= 1e6) return "$" + (n / 1e6).toFixed(1) + "M";
-  if (abs >= 1e3) return "$" + (n / 1e3).toFixed(1) + "k";
-  return "$" + n.toFixed(n >= 100 ? 0 : 2);
-}
-
+// The tool's own one-line headline (case tools write one from the whole result);
+// for a tool that writes none (MCP tools), a neutral count, never a guess.
 export function summarize(result) {
   if (result === null || result === undefined) return "";
   if (typeof result !== "object") return shorten(result);
+  if (typeof result.headline === "string") return result.headline;
   if (typeof result.summary === "string") return result.summary;
-  const bits = [];
-  for (const [key, value] of Object.entries(result)) {
-    if (bits.length >= 3) break;
-    if (Array.isArray(value) && (NOUNS[key] || value.length)) bits.push(`${value.length} ${NOUNS[key] || key.replace(/_/g, " ")}`);
-    else if (NOUNS[key] && value && typeof value === "object") {
-      // grouped, e.g. endpoints by category: count the members
-      const groups = Object.values(value).filter(Array.isArray);
-      if (groups.length) bits.push(`${groups.reduce((a, g) => a + g.length, 0)} ${NOUNS[key]}`);
-    }
-  }
-  const usd = usdTotal(result) ?? usdTotal(result.totals);
-  if (usd !== null) bits.push(formatUsd(usd));
-  for (const [key, value] of Object.entries(result)) {
-    if (bits.length >= 4) break;
-    if (key === "total" && typeof value === "number" && typeof result.count === "number" && value !== result.count) {
-      bits.push(`of ${value}`);
-    }
-  }
-  if (result.truncated === true) bits.push("truncated");
-  if (!bits.length) {
-    const keys = Object.keys(result).filter((k) => !k.startsWith("_"));
-    return keys.length ? keys.slice(0, 4).join(", ") : "no result";
-  }
-  return bits.join(" · ");
+  const n = Object.keys(result).filter((k) => !k.startsWith("_")).length;
+  return n ? `${n} field${n === 1 ? "" : "s"}` : "no result";
 }
 
-// The first money figure of a result: a `*usd` number, or the sum of a `*usd_by_*` map.
-function usdTotal(obj) {
-  if (!obj || typeof obj !== "object") return null;
-  for (const [key, value] of Object.entries(obj)) {
-    if (typeof value === "number" && /usd$/i.test(key)) return value;
-    if (/usd_by/i.test(key) && value && typeof value === "object") {
-      const nums = Object.values(value).filter((v) => typeof v === "number");
-      if (nums.length) return nums.reduce((a, b) => a + b, 0);
-    }
-  }
-  return null;
-}
-
-function errorText(error, result) {
+// The sentence for the analyst (flow/chunks.py writes it); the model's own text stays in the result.
+function errorText(error, result, note) {
+  if (note) return String(note);
   if (error && typeof error === "object" && error.message) return String(error.message);
   if (typeof error === "string") return error;
   return result && result.message ? String(result.message) : "The tool failed.";
@@ -528,8 +488,11 @@ export function createFlow(container, options = {}) {
     const result = el.appendChild(h("details", "tx-tool-result"));
     result.hidden = true;
     result.appendChild(h("summary", null, "Result"));
-    const resultPre = result.appendChild(h("pre"));
-    const state = { el, status, duration, summary, argLine, args: details, argsPre, result, resultPre };
+    const tables = result.appendChild(h("div", "tx-tool-tables"));
+    const json = result.appendChild(h("details", "tx-tool-json"));
+    json.appendChild(h("summary", null, "JSON"));
+    const resultPre = json.appendChild(h("pre"));
+    const state = { el, status, duration, summary, errorLine: null, argLine, args: details, argsPre, result, tables, json, resultPre };
     if (id !== undefined && id !== null) {
       el.dataset.id = String(id);
       tools.set(String(id), state);
@@ -572,9 +535,15 @@ export function createFlow(container, options = {}) {
     const ms = formatMs(chunk.duration_ms);
     if (ms) state.duration.textContent = ms;
     if (chunk.status === "error") {
-      // The message reads in the header, as plain text, not inside collapsed JSON.
-      const msg = state.el.querySelector(".tx-tool-error") || state.status.insertAdjacentElement("afterend", h("span", "tx-tool-error"));
-      msg.textContent = errorText(error, chunk.result);
+      // The analyst's sentence reads under the header, as plain text, not inside collapsed JSON.
+      if (!state.errorLine) {
+        // One line under the header, whatever its length; a click shows it whole.
+        const line = (state.errorLine = h("div", "tx-tool-error"));
+        line.title = "Click to show the whole message";
+        line.addEventListener("click", () => line.classList.toggle("tx-open"));
+        state.summary.insertAdjacentElement("afterend", line);
+      }
+      state.errorLine.textContent = errorText(error, chunk.result, chunk.analyst_message);
     } else {
       const line = summarize(chunk.result);
       state.summary.textContent = line;
@@ -585,6 +554,9 @@ export function createFlow(container, options = {}) {
       text = text.slice(0, RESULT_PREVIEW_CHARS) + `\n… (${text.length - RESULT_PREVIEW_CHARS} more characters)`;
     }
     state.resultPre.textContent = text;
+    const tables = chunk.status === "error" ? [] : resultTables(chunk.result);
+    state.tables.replaceChildren(...tables);
+    state.json.open = tables.length === 0; // nothing tabular: the JSON is the result
     state.result.hidden = false;
     state.result.open = false;
   }
@@ -644,8 +616,15 @@ export function createFlow(container, options = {}) {
     const el = insert(h("div", "tx-block tx-error"));
     el.setAttribute("role", "alert");
     el.appendChild(h("span", "tx-error-icon", "!"));
-    el.appendChild(h("span", null, chunk.message || "Something went wrong."));
+    const body = el.appendChild(h("div", "tx-error-body"));
+    body.appendChild(h("span", null, chunk.message || "Something went wrong."));
     if (chunk.kind) el.dataset.kind = String(chunk.kind);
+    // In a notebook the analyst is the operator: the raw details, on demand.
+    if (chunk.details) {
+      const more = body.appendChild(h("details", "tx-error-details"));
+      more.appendChild(h("summary", null, "details"));
+      more.appendChild(h("pre", null, String(chunk.details)));
+    }
   }
 
   function finishTurn(status) {

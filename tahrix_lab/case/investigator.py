@@ -11,14 +11,17 @@ same investigation question goes to that provider instead.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from tahrix_lab.agent.backends import FakeBackend, get_backend
 from tahrix_lab.agent.backends.base import Backend, Event, ToolSpec
 from tahrix_lab.agent.backends.fake import Turn, answers_since_question, reasoning, text, tool_call
-from tahrix_lab.agent.errors import BackendError, ConfigurationError
+from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.transcript import Message
+from tahrix_lab.case import investigator_answers as say
+from tahrix_lab.case.tools.headlines import usd
 from tahrix_lab.case.workspace import Workspace
 
 QUESTION = (
@@ -28,40 +31,48 @@ QUESTION = (
 SCRIPTED_MODEL = "scripted-investigator"
 
 
-def _results(messages: Sequence[Message], name: str) -> list[dict[str, Any]]:
-    """Every result of a tool so far, oldest first."""
+def _this_question(messages: Sequence[Message]) -> Sequence[Message]:
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    return messages[last_user + 1 :]
+
+
+def _results(messages: Sequence[Message], name: str, *, anywhere: bool = False) -> list[dict[str, Any]]:
+    """Every ok result of a tool for the latest question (or in the whole conversation), oldest first."""
     out = []
-    for m in messages:
+    for m in messages if anywhere else _this_question(messages):
         for p in m.parts:
             if p.type == "tool_result" and p.tool_name == name and p.tool_result is not None:
                 out.append(p.tool_result)
     return out
 
 
-def _last(messages: Sequence[Message], name: str) -> dict[str, Any]:
-    found = _results(messages, name)
+def _last(messages: Sequence[Message], name: str, *, anywhere: bool = False) -> dict[str, Any]:
+    found = _results(messages, name, anywhere=anywhere)
     return found[-1] if found else {}
 
 
-def _short(h: str | None) -> str:
-    return h or "?"
-
-
-def scripted_backend(workspace: Workspace, case_id: str) -> FakeBackend:
+def scripted_backend(workspace: Workspace, case_id: str) -> ScriptedInvestigator:
     """A deterministic investigator that reads the real tool results (no network)."""
     del workspace  # the turns see everything through the tool results, as a model would
-    return FakeBackend(investigation_turns(case_id), name="fake")
+    return ScriptedInvestigator(case_id)
 
 
 class ScriptedInvestigator:
-    """The same scripted investigation for any number of conversations at once
-    (the job service's offline model): it keeps no state, and picks the turn
-    from how many answers follow the last question."""
+    """The scripted investigator, for any number of questions and conversations at once.
+
+    It keeps no state: from the messages it picks the latest question and how
+    many answers already follow it. The investigation question (or any
+    question asking to investigate) plays the full investigation; any other
+    question picks its tools by what it asks (an address or a hash, flags,
+    where the funds went, bridges, how much was taken; else the overview) and
+    answers from what they return. It never runs out of script.
+    """
 
     name = "fake"
 
-    def __init__(self) -> None:
-        self._turns = investigation_turns(None)
+    def __init__(self, case_id: str | None = None) -> None:
+        self._investigation = investigation_turns(case_id)
+        self._follow_up = follow_up_turns()
 
     def stream(
         self,
@@ -72,14 +83,33 @@ class ScriptedInvestigator:
         model: str,
         inference: dict[str, Any] | None,
     ) -> Iterator[Event]:
+        question = next((m.text for m in reversed(messages) if m.role == "user"), "") or ""
+        turns = self._investigation if is_investigation(question, messages) else self._follow_up
         call = answers_since_question(messages)
-        if call >= len(self._turns):
-            raise BackendError(
-                f"The scripted investigation has {len(self._turns)} turns; call {call + 1} has none."
-            )
-        return FakeBackend([self._turns[call]]).stream(
+        turn = turns[call] if call < len(turns) else _closing
+        return FakeBackend([turn]).stream(
             system=system, messages=messages, tools=tools, model=model, inference=inference
         )
+
+
+def is_investigation(question: str, messages: Sequence[Message] = ()) -> bool:
+    """Asked to investigate, or the conversation's first question about nothing in particular."""
+    if re.search(r"\binvestigat", question, re.IGNORECASE):
+        return True
+    first = sum(1 for m in messages if m.role == "user") <= 1
+    specific = ADDRESS.search(question) or TX_HASH.search(question) or FLAG_ID.search(question)
+    return first and not specific
+
+
+def _closing(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
+    return [
+        text("That is what the tools returned; ask about an address, the flags, the trace or the bridges.")
+    ]
+
+
+NAMES = {"exchange": "Exchange deposits", "otc_desk": "OTC desk", "instant_exchanger": "Instant exchanger",
+         "mixing_service": "Mixer", "defi_bridge": "Bridge with no destination leg"}  # fmt: skip
+STARTS = ("perpetrator", "suspect", "seed")
 
 
 def investigation_turns(case_id: str | None) -> list[Turn]:
@@ -95,20 +125,32 @@ def investigation_turns(case_id: str | None) -> list[Turn]:
 
     def turn2(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
         overview = _last(messages, "get_case_overview")
-        roles = {a.get("role") for a in overview.get("addresses_with_roles", [])}
-        if not roles & {"perpetrator", "suspect", "seed"}:
+        starts = [a for a in overview.get("addresses_with_roles", []) if a.get("role") in STARTS]
+        if not starts:
             return [
                 text(
                     "The case has no perpetrator, suspect or seed address recorded, so there is nothing to trace from yet."
                 )
             ]
         tri = overview.get("triage", {})
+        first = starts[0]
         return [
             reasoning(
-                f"The intake names {', '.join(sorted(r for r in roles if r))} addresses. Trace forward from them, and read the "
+                f"The intake names {say.role_phrase([a['role'] for a in starts])}. Trace forward from them, see what "
+                f"reached the {first['role']} first (amounts in their own asset), and read the "
                 f"triaged flags ({tri.get('rows')} rows from {tri.get('flags')} flags), high severity first."
             ),
             tool_call("trace_funds", {"max_hops": 4, "min_usd": 1000}),
+            tool_call(
+                "list_transfers",
+                {
+                    "address": first["address"],
+                    "chain": first["chain"],
+                    "direction": "in",
+                    "order_by": "usd",
+                    "limit": 3,
+                },
+            ),
             tool_call("list_flags", {"min_severity": "high", "limit": 15}),
         ]
 
@@ -125,7 +167,8 @@ def investigation_turns(case_id: str | None) -> list[Turn]:
         ]
 
     def turn4(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
-        peel = (_results(messages, "list_flags")[1].get("flags") or [{}])[0]
+        flag_lists = _results(messages, "list_flags")
+        peel = ((flag_lists[1] if len(flag_lists) > 1 else {}).get("flags") or [{}])[0]
         if not peel.get("flag_id"):
             return [text("No peel chain was flagged.")]
         return [
@@ -145,54 +188,31 @@ def investigation_turns(case_id: str | None) -> list[Turn]:
 
     def turn5(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
         trace = _last(messages, "trace_funds")
-        summary = trace.get("summary", {})
         flag_lists = _results(messages, "list_flags")
-        rows = (flag_lists[0] if flag_lists else {}).get("rows", [])
         peel = ((flag_lists[1] if len(flag_lists) > 1 else {}).get("flags") or [{}])[0]
         hops = (flag_lists[2] if len(flag_lists) > 2 else {}).get("flags", [])
         pending = _last(messages, "find_bridge_events").get("bridge_events", [])
         denied = _last(messages, "annotate").get("error")
-        case = case_id or _last(messages, "get_case_overview").get("case", {}).get("case_id", "the case")
-        start = summary.get("start", {})
+        overview = _last(messages, "get_case_overview")
+        case = case_id or overview.get("case", {}).get("case_id", "the case")
+        inflow = _last(messages, "list_transfers")
+        who: dict[str, Any] = next(
+            (a for a in overview.get("addresses_with_roles", []) if a.get("role") in STARTS), {}
+        )
         lines = [
             f"**Findings for {case}** (scripted offline demo: every figure below comes from the tool results).",
             "",
-            f"- Traced ${summary.get('traced_usd', 0):,.0f} from the {', '.join(start.get('roles') or ['given'])} address(es) "
-            f"within {trace.get('params', {}).get('max_hops')} hops ({trace.get('params', {}).get('taint_model')} taint): "
-            f"${summary.get('endpoints_usd', 0):,.0f} reached services, ${summary.get('held_usd', 0):,.0f} is still held, "
-            f"${summary.get('frontier_usd', 0):,.0f} is beyond the hop limit.",
+            say.theft_line(
+                inflow.get("transfers") or [], f"the {who.get('role', 'start')}", who.get("address", "")
+            ),
+            *say.trace_lines(trace, NAMES),
+            *say.triage_lines(flag_lists[0] if flag_lists else {}),
         ]
-        names = {"exchange": "Exchange deposits", "otc_desk": "OTC desk", "instant_exchanger": "Instant exchanger",
-                 "mixing_service": "Mixer", "defi_bridge": "Bridge with no destination leg"}  # fmt: skip
-        tops = summary.get("top_endpoints", [])
-        for cat, usd in summary.get("endpoint_usd_by_category", {}).items():
-            first = next((e for e in tops if e["category"] == cat), None)
-            if first is None:
-                continue
-            n = sum(1 for e in tops if e["category"] == cat)
-            lines.append(
-                f"- {names.get(cat, cat)}: ${usd:,.0f} in total; the largest, {first['address']} "
-                f"({first.get('label') or 'unlabelled'}), received ${first['tainted_usd']:,.0f} in tx "
-                f"{_short((first.get('tx_hashes') or [None])[0])}"
-                + (f" (and {n - 1} more shown)." if n > 1 else ".")
-            )
-        for r in rows[:3]:
-            f = r["flags"][0] if r.get("flags") else {}
-            who = (
-                r["subject"].get("address")
-                or r["subject"].get("entity")
-                or f"{r['subject'].get('members')} addresses"
-            )
-            lines.append(
-                f"- Triage ({r['severity']}, score {r['score']}): {who}"
-                + (f" [{r['role']}]" if r.get("role") else "")
-                + f" — {', '.join(r['flag_types'])}; e.g. flag {f.get('flag_id')} (tx {_short((f.get('tx_hashes') or [None])[0])})."
-            )
         if peel.get("flag_id"):
             ev = peel.get("evidence", {})
             lines.append(
                 f"- BTC peel chain: flag {peel['flag_id']} — {ev.get('length')} hops starting at {peel.get('address')}, "
-                f"{ev.get('peels_to_exchange_labels')} peels to exchange deposits (first tx {ev.get('tx_hashes', ['?'])[0]})."
+                f"{ev.get('peels_to_exchange_labels')} peels to exchange deposits (first tx {(ev.get('tx_hashes') or ['?'])[0]})."
             )
         for f in hops[:2]:
             hop = (f.get("evidence", {}).get("hops") or [{}])[0]
@@ -201,9 +221,10 @@ def investigation_turns(case_id: str | None) -> list[Turn]:
                 f"{', '.join(hop.get('bridge_event_ids', []))} ({hop.get('gap_minutes')} min between legs)."
             )
         for b in pending[:1]:
+            sent = say.asset_amount(b.get("src_amount"), b.get("src_asset_key")) or "an unknown amount"
             lines.append(
-                f"- Unmatched bridge leg: {b['bridge_event_id']} ({b['bridge_name']}, src tx {b['src_tx_hash']}) has no destination "
-                f"leg yet; declared destination {b.get('declared_dst_chain')}."
+                f"- Unmatched bridge leg: {b['bridge_event_id']} ({b['bridge_name']}, {sent}, {usd(b.get('src_usd'))}, "
+                f"src tx {b['src_tx_hash']}) has no destination leg yet; declared destination {b.get('declared_dst_chain')}."
             )
         if denied:
             lines.append("")
@@ -211,9 +232,111 @@ def investigation_turns(case_id: str | None) -> list[Turn]:
                 f"I did not confirm flag {peel.get('flag_id')}: the tool refused because this session's grant is read-only. "
                 "Please confirm it yourself, or allow writes and ask me again."
             )
-        return [text("\n".join(lines))]
+        return [text("\n".join(line for line in lines if line is not None))]
 
     return [turn1, turn2, turn3, turn4, turn5]
+
+
+# -- any other question: tools picked by what it asks, the answer from what they return ----------
+ADDRESS = re.compile(
+    r"(?<![0-9A-Za-z])(0x[0-9a-fA-F]{40}|T[1-9A-HJ-NP-Za-km-z]{33}|bc1[02-9ac-hj-np-z]{11,87})(?![0-9A-Za-z])"
+)
+TX_HASH = re.compile(r"(?<![0-9A-Za-z])(0x[0-9a-fA-F]{64}|[0-9a-fA-F]{64})(?![0-9A-Za-z])")
+FLAG_ID = re.compile(r"\bFLG-[0-9a-f]{6,}\b")
+WORDS = {
+    "flags": r"\bflag|triage|suspicious|anomal|alert|risk",
+    "trace": r"\btrace|where|went|\bgo\b|\bgone|follow|endpoint|exchange|mixer|cash.?out|launder|destination",
+    "bridge": r"bridge|cross.?chain|chain.?hop",
+    "stolen": r"how much|stolen|theft|\btaken|drain|amount|loss",
+}
+
+
+def picked_tools(question: str, messages: Sequence[Message]) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls a question asks for (the overview when it names none)."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for h in dict.fromkeys(TX_HASH.findall(question)):
+        calls.append(("get_transaction", {"tx_hash": h}))
+    for a in dict.fromkeys(ADDRESS.findall(question)):
+        calls.append(("lookup_address", {"address": a}))
+    flags = list(dict.fromkeys(FLAG_ID.findall(question)))[:10]
+    if flags:  # the ids matched a strict pattern, so they can stand in the query
+        ids = ", ".join(f"'{f}'" for f in flags)
+        calls.append(("run_sql", {"query": "SELECT flag_id, flag_type, severity, score, status, chain, address, tx_hash "
+                                           f"FROM anomaly_flags WHERE flag_id IN ({ids})"}))  # fmt: skip
+    asks = {k for k, pattern in WORDS.items() if re.search(pattern, question, re.IGNORECASE)}
+    if "stolen" in asks:
+        roles = _last(messages, "get_case_overview", anywhere=True).get("addresses_with_roles") or []
+        start = next((a for a in roles if a.get("role") in STARTS), None)
+        if start is not None:
+            calls.append(("list_transfers", {"address": start["address"], "chain": start["chain"], "direction": "in",
+                                             "order_by": "usd", "limit": 5}))  # fmt: skip
+        else:
+            calls.append(("get_case_overview", {}))
+    if "trace" in asks:
+        calls.append(("trace_funds", {"max_hops": 4, "min_usd": 1000}))
+    if "flags" in asks and not any(name == "list_flags" for name, _ in calls):
+        calls.append(("list_flags", {"min_severity": "high", "limit": 10}))
+    if "bridge" in asks:
+        calls.append(("find_bridge_events", {"limit": 10}))
+    return calls or [("get_case_overview", {})]
+
+
+def follow_up_turns() -> list[Turn]:
+    """Two turns for any question: the tools it asks for, then an answer from their results."""
+
+    def ask_tools(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
+        question = next((m.text for m in reversed(messages) if m.role == "user"), "") or ""
+        calls = picked_tools(question, messages)
+        names = ", ".join(dict.fromkeys(name for name, _ in calls))
+        return [reasoning(f"To answer this I will call {names} and answer from what they return."),
+                *(tool_call(name, args) for name, args in calls)]  # fmt: skip
+
+    def answer(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
+        lines = ["From the case tools (scripted offline answer: every figure comes from their results):", ""]
+        failed = []
+        for m in _this_question(messages):
+            for p in m.parts:
+                if p.type != "tool_result" or p.tool_result is None:
+                    continue
+                if p.tool_status == "error":
+                    failed.append(
+                        f"- {p.tool_name} could not answer: {(p.tool_result.get('error') or {}).get('message')}"
+                    )
+                    continue
+                lines += _answer_lines(p.tool_name or "", p.tool_result, messages)
+        return [text("\n".join(lines + failed))]
+
+    return [ask_tools, answer]
+
+
+def _answer_lines(name: str, result: dict[str, Any], messages: Sequence[Message]) -> list[str]:
+    if name == "lookup_address":
+        return say.address_lines(result)
+    if name == "get_transaction":
+        return say.transaction_lines(result)
+    if name == "trace_funds":
+        return say.trace_lines(result, NAMES)
+    if name == "list_flags":
+        return say.triage_lines(result, 5) if result.get("view") == "triage" else say.raw_flag_lines(result)
+    if name == "find_bridge_events":
+        return say.bridge_lines(result)
+    if name == "list_transfers":
+        roles = _last(messages, "get_case_overview", anywhere=True).get("addresses_with_roles") or []
+        start: dict[str, Any] = next((a for a in roles if a.get("role") in STARTS), {})
+        line = say.theft_line(
+            result.get("transfers") or [], f"the {start.get('role', 'address')}", start.get("address", "")
+        )
+        return [line] if line else ["- No transfers reached that address."]
+    if name == "get_case_overview":
+        hint = "Ask about an address or a transaction, the flags, where the funds went, the bridges, or how much was taken."
+        return [*say.overview_lines(result), "", hint]
+    if name == "run_sql":
+        cols = result.get("columns") or []
+        return [
+            f"- {', '.join(f'{c} {v}' for c, v in zip(cols, row, strict=False))}"
+            for row in result.get("rows") or []
+        ] or ["- No such flag in this case."]
+    return [f"- {name}: {result.get('headline') or 'done'}"]
 
 
 def demo_backend(workspace: Workspace, case_id: str) -> tuple[Backend, str, bool]:

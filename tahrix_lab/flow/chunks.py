@@ -9,7 +9,8 @@ front end, and ``widgets/flow.js`` draws them. Vocabulary:
     {"type": "content", "text"}
     {"type": "tool_call", "id", "name", "args", "raw"?}
     {"type": "tool_start", "id", "name"}                       (the tool begins to run)
-    {"type": "tool_result", "id", "name", "result", "status", "duration_ms"?}
+    {"type": "tool_result", "id", "name", "result", "status", "duration_ms"?, "analyst_message"?}
+                                   (an error's sentence for the analyst; the result keeps the model's)
     {"type": "follow_up", "text": "Synthesizing results..."}
     {"type": "effects", "effects": [...]}
     {"type": "usage", "model", "backend", "usage": {...}, "cost_usd", "uncached_cost_usd", "latency_ms", "ttft_ms",
@@ -57,14 +58,8 @@ def to_chunk(event: str, payload: dict[str, Any]) -> Chunk | None:
     if event == "tool_start":
         return {"type": "tool_start", "id": payload["id"], "name": payload["name"]}
     if event == "tool_result":
-        return {
-            "type": "tool_result",
-            "id": payload["id"],
-            "name": payload["name"],
-            "result": payload["result"],
-            "status": payload["status"],
-            "duration_ms": payload.get("duration_ms"),
-        }
+        return _tool_result(payload["id"], payload["name"], payload["result"], payload["status"],
+                            payload.get("duration_ms"))  # fmt: skip
     if event == "follow_up":
         return {"type": "follow_up", "text": payload.get("text", "Synthesizing results...")}
     if event == "effects":
@@ -208,9 +203,53 @@ def _tool_chunks(m: Message) -> list[Chunk]:
         if p.tool_status == "error" and isinstance(error, dict) and error.get("type") in _UNRUN:
             continue
         out.append({"type": "tool_start", "id": p.tool_use_id, "name": p.tool_name})
-        out.append({"type": "tool_result", "id": p.tool_use_id, "name": p.tool_name, "result": result,
-                    "status": p.tool_status or "ok", "duration_ms": p.duration_ms})  # fmt: skip
+        out.append(_tool_result(p.tool_use_id, p.tool_name, result, p.tool_status or "ok", p.duration_ms))
         effects.extend(p.effects or [])
     if effects:
         out.append({"type": "effects", "effects": effects})
     return out
+
+
+def _tool_result(id: Any, name: Any, result: Any, status: str, duration_ms: Any) -> Chunk:
+    chunk: Chunk = {"type": "tool_result", "id": id, "name": name, "result": result, "status": status,
+                    "duration_ms": duration_ms}  # fmt: skip
+    if status == "error":
+        note = analyst_message(str(name or "the tool"), result)
+        if note:
+            chunk["analyst_message"] = note
+    return chunk
+
+
+# What the analyst reads on a failed tool's card. The error's own message is
+# written for the model ("call again with…", "ask the analyst…"); these say
+# what happened to the person watching. A tool may write its own
+# (``error.analyst_message``); an unexpected exception's message is shown as it is.
+_ANALYST_ERRORS = {
+    "denied": "{tool} was not run: this session's grant does not allow it. The assistant was told to describe "
+    "the change for you to make or to allow.",
+    "invalid_arguments": "{tool} was not run: the assistant called it with arguments it does not accept, and was "
+    "told what to fix.",
+    "invalid_json": "{tool} was not run: the assistant's call was not valid JSON, and it was asked to send it again.",
+    "unknown_tool": "The assistant asked for a tool that does not exist ({tool}); it was told which tools it has.",
+    "timeout": "{tool} took too long and was stopped.",
+    "unserialisable_result": "{tool} returned a result that could not be shown; the details are in the log.",
+    "cancelled": "Stopped before {tool} ran.",
+    "not_run": "{tool} was not run.",
+}
+
+
+def analyst_message(name: str, result: Any) -> str | None:
+    """The sentence a failed tool's card shows the analyst (``None`` when there is no error)."""
+    error = result.get("error") if isinstance(result, dict) else None
+    if not isinstance(error, dict):
+        return None
+    if isinstance(error.get("analyst_message"), str):
+        return str(error["analyst_message"])
+    kind = str(error.get("type") or "")
+    if kind in _ANALYST_ERRORS:
+        return _ANALYST_ERRORS[kind].format(tool=name)
+    message = str(error.get("message") or "").strip()
+    if kind == "retry":  # the tool's reason is about the data; its advice to the model stays with the model
+        first = message.split(". ")[0].rstrip(".")
+        return f"{name} could not answer: {first}." if first else f"{name} could not answer."
+    return message or f"{name} failed."

@@ -15,22 +15,21 @@ from rich.console import Console
 
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.flow import Chunk, history_chunks
+from tahrix_lab.flow.chunks import analyst_message
 from tahrix_lab.flow.textsafe import shown as escape  # stored text: control characters shown escaped
 
 
-def summarise(result: dict[str, Any], limit: int = 160) -> str:
-    """One line about a tool result: its error, or its keys and sizes."""
-    if "error" in result and isinstance(result["error"], dict):
-        return f"error: {result['error'].get('message', result['error'])}"[:limit]
-    bits = []
-    for key, value in result.items():
-        if isinstance(value, list):
-            bits.append(f"{key}: {len(value)} rows")
-        elif isinstance(value, dict):
-            bits.append(f"{key}: {{{len(value)} fields}}")
-        else:
-            bits.append(f"{key}: {value}")
-    return ", ".join(bits)[:limit]
+def summarise(result: dict[str, Any], name: str = "the tool", limit: int = 240) -> str:
+    """One line about a tool result: the tool's own ``headline``, the analyst's sentence for an
+    error, or (a tool that writes no headline, e.g. over MCP) a neutral count of its fields."""
+    if isinstance(result.get("headline"), str):
+        line = result["headline"]
+    elif (note := analyst_message(name, result)) is not None:
+        line = f"error: {note}"
+    else:
+        fields = [k for k in result if not k.startswith("_")]
+        line = f"{len(fields)} field{'' if len(fields) == 1 else 's'}"
+    return str(line) if len(line) <= limit else line[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 def format_cost(cost: float | None) -> str:
@@ -81,7 +80,9 @@ class FlowPrinter:
         elif event == "tool_result":
             self._start("tool")
             mark = "[green]✓[/]" if payload["status"] == "ok" else "[red]✗[/]"
-            c.print(f"  {mark} {escape(payload['name'])}: {escape(summarise(payload['result']))}")
+            c.print(
+                f"  {mark} {escape(payload['name'])}: {escape(summarise(payload['result'], str(payload['name'])))}"
+            )
         elif event == "follow_up":
             self._start("follow_up")
             c.print(f"[dim]… {escape(payload['text'])}[/]")

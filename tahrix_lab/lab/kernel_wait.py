@@ -6,7 +6,7 @@ ends. Two mechanisms, whichever the kernel supports:
 
 * ipykernel >= 7 reads every shell message on its shell-channel thread first
   and asks the target comm where to route it (``Comm._reply_subshell_for``,
-  the hook ipykernel uses for subshells). ``route_stop`` wraps that hook: a
+  the hook ipykernel uses for subshells). ``route_early`` wraps that hook: a
   Stop is acted on right there, on the shell-channel thread, while the main
   thread is still blocked; the message then goes on as usual.
 * older ipykernels have ``Kernel.do_one_iteration``: ``wait_for_thread``
@@ -37,12 +37,13 @@ def _kernel() -> Any | None:
     return getattr(get_ipython(), "kernel", None)
 
 
-def route_stop(comm: Any, is_stop: Callable[[Any], bool], on_stop: Callable[[], None]) -> bool:
-    """Act on a Stop message for ``comm`` as soon as the kernel receives it.
+def route_early(comm: Any, on_message: Callable[[Any], None]) -> bool:
+    """Call ``on_message(data)`` for each message to ``comm`` as soon as the kernel receives it.
 
-    ``is_stop(data)`` says whether a comm message's data is a Stop;
-    ``on_stop()`` must be thread-safe (it runs on the shell-channel thread).
-    Returns whether the kernel offers the hook.
+    ``on_message`` must be quick and thread-safe (it runs on the shell-channel
+    thread, while the main thread may be blocked); the message then goes on
+    as usual. The widget acts there on a Stop, and on a view's resync request
+    (a view that rendered late). Returns whether the kernel offers the hook.
     """
     route = getattr(comm, "_reply_subshell_for", None)
     if route is None:
@@ -50,10 +51,9 @@ def route_stop(comm: Any, is_stop: Callable[[Any], bool], on_stop: Callable[[], 
 
     def routed(data: Any, default: Any) -> Any:
         try:
-            if is_stop(data):
-                on_stop()
+            on_message(data)
         except Exception:  # routing must go on whatever happens here
-            log.exception("the early Stop hook failed")
+            log.exception("the early message hook failed")
         return route(data, default)
 
     comm._reply_subshell_for = routed
@@ -65,7 +65,7 @@ def wait_for_thread(thread: threading.Thread, timeout: float | None = None) -> N
     kernel = _kernel()
     if (
         kernel is None
-        or not hasattr(kernel, "do_one_iteration")  # ipykernel 7: route_stop does the work
+        or not hasattr(kernel, "do_one_iteration")  # ipykernel 7: route_early does the work
         or threading.current_thread() is not threading.main_thread()
     ):
         thread.join(timeout)

@@ -13,9 +13,16 @@ Transport, linear in the conversation's size:
   merged; they are batched (one message per ``FLUSH_S`` at most while tokens
   stream), because every message costs a Jupyter envelope of several hundred
   bytes;
-* the synced traits ``chunks`` + ``seq`` are a compact snapshot (one chunk per
-  block, see ``flow.compact``) refreshed only when a run ends, so a
-  re-display or a reloaded page redraws the whole conversation;
+* the synced traits are a compact snapshot (one chunk per block, see
+  ``flow.compact``): ``chunks`` holds the conversation before the current run
+  (refreshed when a run ends), ``live`` the current run so far, and ``seq``
+  how many chunks both cover. A view that renders asks for a resync; the
+  kernel sees that request at once on its shell-channel thread even while
+  ``ask()`` blocks the main thread (``kernel_wait.route_early``) and
+  refreshes ``live`` + ``seq`` (at most every ``SNAPSHOT_S``), which reaches
+  the page from a background thread. ``seq`` is always the end of a live
+  message already sent, so that view draws the snapshot and goes on with the
+  next live message; views that are current cost nothing more;
 * a view that is behind (opened mid-run, reconnected) asks ``{"type":
   "resync", "since": n}`` and gets the chunks from ``n`` (or the whole
   snapshot when ``n`` is older than the current run) before the next live
@@ -29,6 +36,7 @@ on a Stop as it receives it (``kernel_wait.route_stop``; on older kernels
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -49,7 +57,7 @@ from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.flow import Chunk, compact, history_chunks, mergeable, to_chunk
 from tahrix_lab.flow.resources import widget_file
-from tahrix_lab.lab.kernel_wait import route_stop, wait_for_thread
+from tahrix_lab.lab.kernel_wait import route_early, wait_for_thread
 
 __all__ = ["FLUSH_S", "ChatWidget", "compact"]
 
@@ -58,16 +66,19 @@ log = logging.getLogger(__name__)
 EffectCallback = Callable[[dict[str, Any]], Any]
 FOLLOW_UP_MODES = ("keep", "replace")
 FLUSH_S = 0.05  # at most ~20 live messages a second, whatever the token rate
+SNAPSHOT_S = 0.25  # how stale the synced snapshot of a running answer may be
+DETAILS_CHARS = 8000
+
+
+# The renderer's own modules, in dependency order, then the anywidget glue.
+BUNDLE = ("cards.js", "flow.js", "chat.js")
+_LOCAL_IMPORT = re.compile(r'^import \{[^}]*\} from "\./[\w.-]+";\n', re.MULTILINE)
 
 
 def _bundle() -> str:
-    # anywidget serves _esm as one module: a relative import of flow.js would
-    # not resolve, so the renderer and the glue are joined here.
-    return (
-        widget_file("flow.js").read_text(encoding="utf-8")
-        + "\n"
-        + widget_file("chat.js").read_text(encoding="utf-8")
-    )
+    # anywidget serves _esm as one module from a blob URL, where a relative
+    # import cannot resolve: the files are joined and their imports of each other dropped.
+    return "\n".join(_LOCAL_IMPORT.sub("", widget_file(name).read_text(encoding="utf-8")) for name in BUNDLE)
 
 
 class ChatWidget(anywidget.AnyWidget):
@@ -84,8 +95,9 @@ class ChatWidget(anywidget.AnyWidget):
     _esm = _bundle()
     _css = widget_file("flow.css").read_text(encoding="utf-8")
 
-    chunks = traitlets.List(traitlets.Dict()).tag(sync=True)  # the compact snapshot
-    seq = traitlets.Int(0).tag(sync=True)  # how many chunks the snapshot covers
+    chunks = traitlets.List(traitlets.Dict()).tag(sync=True)  # the snapshot before the current run
+    live = traitlets.List(traitlets.Dict()).tag(sync=True)  # the current run so far
+    seq = traitlets.Int(0).tag(sync=True)  # how many chunks chunks + live cover
     busy = traitlets.Bool(False).tag(sync=True)
     meter = traitlets.Dict().tag(sync=True)
     follow_up_mode = traitlets.Unicode("keep").tag(sync=True)
@@ -106,6 +118,7 @@ class ChatWidget(anywidget.AnyWidget):
         user: str = "analyst",
         purpose: str = "chat",
         system_prompt: str | None = None,
+        error_details: bool = True,
         **run_kwargs: Any,
     ) -> None:
         if follow_up_mode not in FOLLOW_UP_MODES:
@@ -124,6 +137,13 @@ class ChatWidget(anywidget.AnyWidget):
         self._seq = len(self._snap)
         self._run_start = self._seq  # chunks from here on are kept raw for resyncs
         self._run_raw: list[Chunk] = []
+        self._snap_start = len(self._snap)  # where the current run starts in the snapshot
+        self._nonce: str | None = None
+        self._synced_at = 0.0
+        self._behind = False  # a view asked to catch up during this run
+        self._sync_timer: threading.Timer | None = None
+        self._error_details = error_details
+        self._run_log: _RunLog | None = None
         self._pending: list[Chunk] = []
         self._pending_from = self._seq
         self._flushed_at = 0.0
@@ -141,7 +161,7 @@ class ChatWidget(anywidget.AnyWidget):
         )
         self.on_msg(self._on_front_end)
         # Stop works even while a cell blocks the kernel's main thread (ask, or any long cell).
-        route_stop(self.comm, _is_stop, lambda: self._cancel.set())
+        route_early(self.comm, self._early)
 
     @classmethod
     def from_session(
@@ -169,8 +189,11 @@ class ChatWidget(anywidget.AnyWidget):
                 raise RuntimeError("The assistant is still answering. Wait for it, or call stop() first.")
             self._cancel = threading.Event()
             self._answer = []
-            self._emit({"type": "user", "text": text}, nonce=nonce or uuid.uuid4().hex)
+            self._snap_start = len(self._snap)
+            self._nonce = nonce or uuid.uuid4().hex
+            # busy first: a view that draws the snapshot holding this question keeps its turn open
             self.busy = True
+            self._emit({"type": "user", "text": text}, nonce=self._nonce)
             self._thread = threading.Thread(target=self._run, args=(text,), name="tahrix-chat", daemon=True)
             self._thread.start()
 
@@ -219,6 +242,10 @@ class ChatWidget(anywidget.AnyWidget):
 
     # -- the run -------------------------------------------------------------
     def _run(self, text: str) -> None:
+        run_log = _RunLog(threading.get_ident()) if self._error_details else None
+        if run_log is not None:  # in a notebook the analyst is the operator: an error row can show this
+            logging.getLogger("tahrix_lab").addHandler(run_log)
+        self._run_log = run_log
         try:
             events = ask_loop(
                 self.store,
@@ -238,20 +265,29 @@ class ChatWidget(anywidget.AnyWidget):
         except Exception:  # the loop never raises; a bad argument here might
             log.exception("the chat run failed on session %s", self.session.id)
             self._emit(
-                {
-                    "type": "error",
-                    "kind": "internal",
-                    "message": INTERNAL_ERROR_MESSAGE,
-                }
+                self._with_details(
+                    {
+                        "type": "error",
+                        "kind": "internal",
+                        "message": INTERNAL_ERROR_MESSAGE,
+                    }
+                )
             )
         finally:
+            if run_log is not None:
+                logging.getLogger("tahrix_lab").removeHandler(run_log)
             with self._lock:
                 self._flush()
+                if self._sync_timer is not None:
+                    self._sync_timer.cancel()
+                    self._sync_timer = None
                 # One update carries the snapshot and its seq, so a view sees them together.
                 with self.hold_sync():
                     self.chunks = list(self._snap)
+                    self.live = []
                     self.seq = self._seq
                 self._run_start, self._run_raw = self._seq, []
+                self._snap_start = len(self._snap)
                 self.busy = False
 
     def _handle(self, event: str, payload: dict[str, Any]) -> None:
@@ -261,7 +297,7 @@ class ChatWidget(anywidget.AnyWidget):
             self._answer.append(payload.get("text") or "")
         chunk = to_chunk(event, payload)
         if chunk is not None:
-            self._emit(chunk)
+            self._emit(self._with_details(chunk) if event == "error" else chunk)
         if event == "usage" and self.budget is not None:
             self.meter = self._meter()
         if event == "effects":
@@ -311,6 +347,57 @@ class ChatWidget(anywidget.AnyWidget):
             )
             self._pending, self._pending_from = [], self._seq
             self._flushed_at = time.monotonic()
+            if self._behind:
+                self._sync_snapshot()
+
+    def _early(self, data: Any) -> None:
+        """A message from a view, seen on the shell-channel thread before the main thread is free."""
+        content = data.get("content") if isinstance(data, dict) else None
+        if not isinstance(content, dict):
+            return
+        kind = content.get("type")
+        if kind == "stop":
+            self._cancel.set()
+        elif kind == "resync" and self.running:  # a view rendered late, or missed a message
+            with self._lock:
+                self._behind = True
+                self._sync_snapshot(timer=True)
+
+    def _sync_snapshot(self, *, timer: bool = False) -> None:
+        """Bring the synced snapshot of the running answer up to the last live message (throttled).
+
+        Called right after a live message is posted (or by its timer, which posts
+        what is pending first), so ``seq`` is always where a live message ended.
+        """
+        with self._lock:
+            if timer:
+                self._sync_timer = None
+                if self._pending:
+                    self._flush()  # posts, then comes back here
+                    return
+            if self._seq == self.seq or self._pending:
+                self._behind = self._behind and bool(self._pending)
+                return
+            due = SNAPSHOT_S - (time.monotonic() - self._synced_at)
+            if due > 0:
+                if self._sync_timer is None:
+                    self._sync_timer = threading.Timer(due, self._sync_snapshot, kwargs={"timer": True})
+                    self._sync_timer.daemon = True
+                    self._sync_timer.start()
+                return
+            run = list(self._snap[self._snap_start :])
+            if run and run[0].get("type") == "user" and self._nonce:
+                run[0] = {**run[0], "nonce": self._nonce}  # the view that asked knows its question
+            with self.hold_sync():
+                self.live = run
+                self.seq = self._seq
+            self._synced_at = time.monotonic()
+            self._behind = False
+
+    def _with_details(self, chunk: Chunk) -> Chunk:
+        log_ = self._run_log
+        details = log_.text() if log_ is not None else ""
+        return {**chunk, "details": details} if details else chunk
 
     def _post(self, content: dict[str, Any]) -> None:
         # ipywidgets' Widget.send, under another name: `send` asks the assistant here.
@@ -372,6 +459,23 @@ class ChatWidget(anywidget.AnyWidget):
         return {bucket: value for bucket, value in fill.items() if value is not None}
 
 
-def _is_stop(data: Any) -> bool:
-    content = data.get("content") if isinstance(data, dict) else None
-    return isinstance(content, dict) and content.get("type") == "stop"
+class _RunLog(logging.Handler):
+    """What the package logged on one run's thread (the raw provider error, a tool's traceback),
+    for the error row's "details": in a notebook the analyst is the operator."""
+
+    def __init__(self, thread_id: int) -> None:
+        super().__init__(logging.WARNING)
+        self.thread_id = thread_id
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread_id:
+            try:
+                self.lines.append(self.format(record))
+            except Exception:  # a record that cannot be formatted is not worth a crash
+                self.lines.append(str(record.msg))
+
+    def text(self) -> str:
+        text = "\n".join(self.lines)
+        return text if len(text) <= DETAILS_CHARS else text[: DETAILS_CHARS - 1] + "…"

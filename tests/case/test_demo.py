@@ -27,6 +27,7 @@ def test_scripted_demo_runs_tools_for_real_and_cites_real_evidence(
         assert names == [
             "get_case_overview",
             "trace_funds",
+            "list_transfers",
             "list_flags",
             "list_flags",
             "list_flags",
@@ -34,7 +35,7 @@ def test_scripted_demo_runs_tools_for_real_and_cites_real_evidence(
             "annotate",
         ]
         statuses = [p.tool_status for m in messages for p in m.parts if p.type == "tool_result"]
-        assert statuses == ["ok"] * 6 + ["error"]  # the read-only grant refused the write
+        assert statuses == ["ok"] * 7 + ["error"]  # the read-only grant refused the write
         answer = messages[-1].text
         flag_ids = re.findall(r"FLG-[0-9a-f]{10}", answer)
         assert flag_ids and all(

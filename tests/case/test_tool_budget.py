@@ -57,7 +57,7 @@ def test_a_long_trace_leads_with_its_endpoints_and_pages_the_rest(
     whole = loaded.trace("CASE-001", max_hops=25, min_usd=0)
     assert nbytes(whole) > 2 * DEFAULT_BUDGET  # far more than one answer holds
     s = first["summary"]
-    assert list(first)[:4] == ["case_id", "start", "summary", "params"]
+    assert list(first)[:5] == ["headline", "case_id", "start", "summary", "params"]
     assert s["start"]["kind"] == "roles" and s["start"]["roles"] == ["perpetrator", "suspect"]
     top = max((e for eps in whole["endpoints"].values() for e in eps), key=lambda e: e["tainted_usd"])
     assert s["top_endpoints"][0]["address"] == top["address"] and s["top_endpoints"][0]["tx_hashes"]

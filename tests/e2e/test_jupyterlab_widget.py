@@ -138,7 +138,7 @@ def check_chat_widget(jupyter_lab: JupyterLab, page: Any) -> None:
     assert page.locator(".tx-chat .tx-send").is_enabled()
 
     ARTIFACTS.mkdir(exist_ok=True)
-    page.locator(".tx-chat .tx-tool-result summary").click()  # show the result in the screenshot
+    page.locator(".tx-chat .tx-tool-result > summary").click()  # show the result in the screenshot
     page.locator(".tx-chat").screenshot(path=str(ARTIFACTS / "jupyterlab-chat-widget.png"))
     page.screenshot(path=str(ARTIFACTS / "jupyterlab-chat-page.png"))
 

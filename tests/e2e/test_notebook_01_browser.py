@@ -109,6 +109,20 @@ def check_notebook_01(page: Any, server: Any, url: str, shot: str) -> None:
     page.locator(".txp-note", has_text="Traced onward from").wait_for()
     assert page.locator(".txp-error").first.inner_text() == ""
     assert page.evaluate(f"() => {CY}.nodes().length") >= before
+
+    # a follow-up typed into the chat's text box gets a real answer offline, from the tools it calls
+    box = chat.locator(".tx-text")
+    box.scroll_into_view_if_needed()
+    box.click()
+    page.keyboard.type("How much was stolen?")
+    page.keyboard.press("Enter")
+    second = chat.locator(".tx-flow").nth(1)
+    second.locator(".tx-content").wait_for()
+    chat.locator('.tx-flow[data-status="done"]').nth(1).wait_for(timeout=60_000)
+    assert second.locator(".tx-error").count() == 0
+    assert second.locator(".tx-tool-call", has_text="list_transfers(").count() == 1
+    reply = second.locator(".tx-content").last.inner_text()
+    assert "received 48,000 ETH ($156.6M)" in reply and "21,500,000 USDC ($21.5M)" in reply, reply
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
 
@@ -125,3 +139,72 @@ def test_notebook_01_runs_all(app: str, page: Any, request: pytest.FixtureReques
         raise
     finally:
         server.shutdown_kernels()
+
+
+SLOW_CHAT = """
+import time
+from tahrix_lab.agent import FakeBackend, TranscriptStore
+from tahrix_lab.agent.backends.fake import text
+from tahrix_lab.lab import ChatWidget
+
+def slow(messages, specs):
+    for i in range(120):
+        time.sleep(0.1)  # a slow model: 12 s of words
+        yield text(f"w{{i}} ")
+
+chat = ChatWidget(store=TranscriptStore({db!r}), backend=FakeBackend([slow]), model="fake-model")
+chat
+"""
+ASK = 'answer = chat.ask("Tell me slowly", timeout=120)\nprint("answer done:", len(answer.split()))'
+
+
+def test_a_view_that_renders_late_streams_while_ask_blocks(jupyter_lab: Any, page: Any) -> None:
+    """Run All on a freshly opened page: the chat renders after the answer started streaming (its
+    first live messages are lost), yet words show while the next cell is still blocked in ask()."""
+    for run in range(3):
+        name = f"late-{run}.ipynb"
+        jupyter_lab.write_notebook(
+            name, [SLOW_CHAT.format(db=str(jupyter_lab.root / f"late-{run}.duckdb")), ASK]
+        )
+        try:
+            page.set_default_timeout(90_000)
+            page.goto(jupyter_lab.lab_url(name))  # ?reset: a fresh page, no tabs from before
+            page.locator(".jp-Notebook .jp-Cell .cm-content").first.wait_for()
+            wait_kernel(jupyter_lab)
+            page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for()
+            run_all(page)
+            ask_cell = page.locator(".jp-Notebook .jp-Cell").nth(1)
+            content = page.locator(".tx-chat .tx-content")
+            content.wait_for(timeout=60_000)
+            page.wait_for_function(
+                "() => { const c = document.querySelector('.tx-chat .tx-content');"
+                " return c && c.textContent.split(' ').filter(Boolean).length >= 5; }"
+            )
+            shown = len(content.inner_text().split())
+            # ask() still blocks: its cell runs and has not printed; the view has part of the answer
+            assert "[*]" in ask_cell.locator(".jp-InputPrompt").inner_text(), f"run {run}"
+            assert ask_cell.locator(".jp-OutputArea-output", has_text="answer done").count() == 0, (
+                f"run {run}"
+            )
+            assert 5 <= shown < 120, f"run {run}: {shown} words"
+            # and it keeps streaming: more words arrive while the cell is still blocked
+            page.wait_for_function(
+                "(n) => document.querySelector('.tx-chat .tx-content').textContent.split(' ').filter(Boolean).length > n",
+                arg=shown,
+            )
+            assert ask_cell.locator(".jp-OutputArea-output", has_text="answer done").count() == 0, (
+                f"run {run}"
+            )
+            if run == 0:
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / "late-joined-streaming.png"))  # the ask cell still [*]
+            ask_cell.locator(".jp-OutputArea-output", has_text="answer done: 120").wait_for(timeout=60_000)
+            page.locator('.tx-chat .tx-flow[data-status="done"]').wait_for()
+            assert content.inner_text().split() == [f"w{i}" for i in range(120)]
+            assert page.locator(".tx-chat .tx-flow").count() == 1  # one turn, drawn once
+        except BaseException:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"late-join-{run}-failure.png"), full_page=True)
+            raise
+        finally:
+            jupyter_lab.shutdown_kernels()

@@ -171,11 +171,10 @@ def test_parallel_tool_results_match_by_id(page: Any, mount_flow: Any) -> None:
         " t.querySelector('.tx-tool-status').textContent])"
     )
     assert statuses == [["a", "done", "done"], ["b", "error", "error"]]
-    # the error's message is plain text in the header, not only in the collapsed JSON
-    assert (
-        page.locator(".tx-tool").nth(1).locator(".tx-tool-head .tx-tool-error").inner_text() == "not allowed"
-    )
-    assert page.locator(".tx-tool").nth(0).locator(".tx-tool-summary").inner_text() == "n"
+    # the error's message is plain text under the header, not only in the collapsed JSON
+    assert page.locator(".tx-tool").nth(1).locator(".tx-tool-error").inner_text() == "not allowed"
+    # a result without a headline gets a neutral count, never a guess
+    assert page.locator(".tx-tool").nth(0).locator(".tx-tool-summary").inner_text() == "1 field"
 
 
 def test_tool_header_reads_like_the_call_with_a_one_line_summary(page: Any, mount_flow: Any) -> None:
@@ -186,7 +185,7 @@ def test_tool_header_reads_like_the_call_with_a_one_line_summary(page: Any, moun
         {"type": "tool_call", "id": "t", "name": "trace_funds", "args": {"start": start, "max_hops": 4}},
         {"type": "tool_start", "id": "t", "name": "trace_funds"},
         {"type": "tool_result", "id": "t", "name": "trace_funds", "status": "ok", "duration_ms": 1234,
-         "result": {"nodes": [{}] * 10, "endpoints": [{}] * 3, "tainted_usd": 6_300_000}},
+         "result": {"headline": "$6.3M traced · 3 endpoints", "nodes": [{}] * 10, "endpoints": [{}] * 3}},
         {"type": "tool_call", "id": "f1", "name": "list_flags", "args": {"severity": "critical"}},
         {"type": "tool_call", "id": "f2", "name": "list_flags", "args": {"severity": "high", "limit": 5}},
     ])  # fmt: skip
@@ -197,7 +196,7 @@ def test_tool_header_reads_like_the_call_with_a_one_line_summary(page: Any, moun
         'list_flags(severity="high", limit=5)',
     ]
     first = page.locator(".tx-tool").first
-    assert first.locator(".tx-tool-summary").inner_text() == "10 addresses · 3 endpoints · $6.3M"
+    assert first.locator(".tx-tool-summary").inner_text() == "$6.3M traced · 3 endpoints"
     assert first.locator(".tx-tool-duration").inner_text() == "1.2 s"
     assert (
         start in first.locator(".tx-tool-args pre").text_content()
@@ -578,8 +577,10 @@ def test_streaming_tail_continues_the_rendered_paragraph(page: Any, mount_flow: 
 
 # -- the notebook glue (widgets/chat.js) with a stand-in anywidget model -------------
 CHAT_JS = """async ([base, state]) => {
-  // Join flow.js and chat.js and import them from a blob URL, as ChatWidget and anywidget do.
-  const src = (await (await fetch(base + '/flow.js')).text()) + '\\n' + (await (await fetch(base + '/chat.js')).text());
+  // Join cards.js, flow.js and chat.js (their relative imports dropped) and import them from a
+  // blob URL, as ChatWidget and anywidget do (lab/widget.py, _bundle).
+  const parts = await Promise.all(['cards.js', 'flow.js', 'chat.js'].map(async (f) => (await fetch(base + '/' + f)).text()));
+  const src = parts.map((p) => p.replace(/^import \\{[^}]*\\} from "\\.\\/[\\w.-]+";\\n/gm, '')).join('\\n');
   const mod = await import(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })));
   const handlers = {};
   window.sentToKernel = [];
@@ -671,3 +672,132 @@ def test_chat_glue_text_box_and_stop_talk_to_the_kernel(page: Any, widgets_url: 
     assert page.evaluate("() => window.sentToKernel.slice(2)") == [{"type": "stop"}]
     page.evaluate("() => window.model.update({meter: {per_hour_tokens: 0.95}})")
     assert "95%" in page.locator(".tx-meter").inner_text()
+
+
+# -- tool cards: headline, tables, chips, errors of any length ---------------------------------
+HASH = "0xdebc108154af32affbad4bd60facd81f1e0cc6c418c08974519458f423f5a409"
+MIXER = "0xe10c167dc8b6eaffb74b589be48e9e02a854c834"
+BTC = "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"
+
+
+def trace_card() -> list[dict[str, Any]]:
+    endpoints = [
+        {"chain": "ethereum", "address": MIXER, "category": "mixing_service", "tainted_usd": 131_663_289.53,
+         "evidence_count": 402, "tx_hashes": [HASH, "0x" + "ab" * 32, "0x" + "cd" * 32]},
+        {"chain": "bitcoin", "address": BTC, "category": "exchange", "tainted_usd": 2_438_569.04,
+         "evidence_count": 2, "tx_hashes": ["ef" * 32]},
+    ]  # fmt: skip
+    headline = "$167.1M traced · $138.6M reached 2 endpoints: mixer $131.7M, exchanges $2.4M"
+    return [
+        {"type": "tool_call", "id": "t", "name": "trace_funds", "args": {"start": MIXER, "max_hops": 4}},
+        {"type": "tool_start", "id": "t", "name": "trace_funds"},
+        {"type": "tool_result", "id": "t", "name": "trace_funds", "status": "ok", "duration_ms": 812,
+         "result": {"headline": headline, "summary": {"traced_usd": 167_125_649.59}, "endpoints": endpoints}},
+    ]  # fmt: skip
+
+
+def test_a_tool_card_shows_the_headline_a_table_and_chips(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('Where did it go?')")
+    feed(page, trace_card())
+    card = page.locator(".tx-tool")
+    assert (
+        card.locator(".tx-tool-summary")
+        .inner_text()
+        .startswith("$167.1M traced · $138.6M reached 2 endpoints")
+    )
+    card.locator(".tx-tool-result > summary").click()
+    table = card.locator(".tx-rtable", has_text="endpoints (2)")
+    # the hashes follow the address; a row reads like a ledger
+    heads = table.locator("th").all_inner_texts()
+    assert heads[:5] == ["chain", "address", "tx hashes", "category", "tainted usd"]
+    rows = table.locator("tbody tr")
+    assert rows.count() == 2
+    assert rows.nth(0).locator("td").nth(4).inner_text() == "$131.7M"
+    # chips: shortened, the whole value on hover, the chain's explorer
+    mixer = rows.nth(0).locator(".tx-chip").first
+    assert mixer.locator(".tx-chip-text").inner_text() == "0xe10c…c834"
+    assert mixer.get_attribute("data-value") == MIXER
+    assert mixer.locator("a").get_attribute("href") == f"https://etherscan.io/address/{MIXER}"
+    assert rows.nth(0).locator(".tx-more").inner_text() == "+1"  # three hashes: two chips and a count
+    btc = rows.nth(1).locator(".tx-chip")
+    assert btc.nth(0).locator("a").get_attribute("href") == f"https://mempool.space/address/{BTC}"
+    assert btc.nth(1).locator("a").get_attribute("href") == "https://mempool.space/tx/" + "ef" * 32
+    # copy on click
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    mixer.locator(".tx-chip-text").click()
+    page.wait_for_function("() => document.querySelector('.tx-chip.tx-copied') !== null")
+    assert page.evaluate("() => navigator.clipboard.readText()") == MIXER
+    # the raw JSON stays one click away
+    assert MIXER in card.locator(".tx-tool-json pre").text_content()
+
+
+def test_hashes_in_the_answer_are_chips(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(page, [{"type": "content", "text": f"The mixer {MIXER} received it in tx `{HASH}`.\n\nDone."},
+                {"type": "done", "stop_reason": "end_turn"}])  # fmt: skip
+    chips = page.locator(".tx-content .tx-chip")
+    assert chips.count() == 2
+    assert [c.get_attribute("data-kind") for c in chips.all()] == ["address", "tx"]
+    # the chain is not said in running text: Blockscan searches every EVM explorer
+    assert chips.nth(1).locator("a").get_attribute("href") == f"https://blockscan.com/tx/{HASH}"
+    assert page.locator(".tx-content p").first.inner_text().startswith("The mixer 0xe10c…c834")
+
+
+def test_run_sql_rows_render_as_a_table(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(page, [
+        {"type": "tool_call", "id": "s", "name": "run_sql", "args": {"query": "SELECT chain, count(*) AS n ..."}},
+        {"type": "tool_result", "id": "s", "name": "run_sql", "status": "ok",
+         "result": {"headline": "2 rows × 2 columns", "columns": ["chain", "n"], "rows": [["tron", 622], ["ethereum", 4370]]}},
+    ])  # fmt: skip
+    page.locator(".tx-tool-result > summary").click()
+    assert page.locator(".tx-rtable tbody tr").all_inner_texts() == ["tron\t622", "ethereum\t4,370"]
+
+
+def test_an_error_card_keeps_its_layout_for_a_long_error(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.set_viewport_size({"width": 700, "height": 600})
+    page.evaluate("() => window.flow.startTurn('q')")
+    model_text = "The tool 'annotate' changes case data and this session's grant is read-only. " * 3
+    analyst = ("annotate was not run: this session's grant does not allow it. The assistant was told to describe "
+               "the change for you to make or to allow. " + "More words to make it long. " * 3)  # fmt: skip
+    assert len(analyst) >= 200
+    feed(page, [
+        {"type": "tool_call", "id": "e", "name": "annotate",
+         "args": {"target_kind": "flag", "target": "FLG-60401e4871", "action": "confirm_flag",
+                  "payload": {"note": "Peel chain confirmed against the trace " * 4}}},
+        {"type": "tool_result", "id": "e", "name": "annotate", "status": "error", "duration_ms": 4,
+         "result": {"error": {"type": "denied", "message": model_text}}, "analyst_message": analyst},
+    ])  # fmt: skip
+    card = page.locator(".tx-tool")
+    line_height = page.evaluate(
+        "() => parseFloat(getComputedStyle(document.querySelector('.tx-tool-status')).lineHeight)"
+    )
+    for part in (".tx-tool-head", ".tx-tool-status", ".tx-tool-duration", ".tx-tool-error"):
+        height = card.locator(part).bounding_box()["height"]
+        assert height < 2 * line_height, f"{part} wraps: {height}px"
+    assert card.locator(".tx-tool-status").inner_text() == "error"
+    assert card.locator(".tx-tool-duration").inner_text() == "4 ms"
+    # the analyst's sentence, cut with an ellipsis; whole on a click; the model's text stays in the JSON
+    error = card.locator(".tx-tool-error")
+    assert error.inner_text() == analyst.strip() or error.inner_text() == analyst
+    assert page.evaluate(
+        "() => { const e = document.querySelector('.tx-tool-error'); return e.scrollWidth > e.clientWidth; }"
+    )
+    error.click()
+    assert error.bounding_box()["height"] > 2 * line_height
+    assert model_text.strip() in card.locator(".tx-tool-json pre").text_content()
+
+
+def test_an_error_row_shows_its_details_on_demand(page: Any, mount_flow: Any) -> None:
+    mount_flow(page)
+    page.evaluate("() => window.flow.startTurn('q')")
+    feed(page, [{"type": "error", "kind": "backend", "message": "Something went wrong while talking to the model provider.",
+                 "details": "ERROR tahrix_lab.agent.loop: backend fake failed (status=None): script ran out"}])  # fmt: skip
+    details = page.locator(".tx-error .tx-error-details")
+    assert details.locator("pre").is_hidden()
+    details.locator("summary").click()
+    assert "script ran out" in details.locator("pre").inner_text()

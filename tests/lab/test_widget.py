@@ -98,8 +98,9 @@ def test_ask_streams_chunks_in_loop_order_and_returns_the_answer(
     assert w.chunks[6]["result"] == {"label": "exchange"}
     assert w.chunks[-3] == {"type": "content", "text": "It is an exchange."}
     assert w.chunks == w.history()
-    # every chunk went out live, once, in order; the snapshot trait was sent
-    # once, when the run ended (with its seq), then busy flipped
+    # every chunk went out live, once, in order; the settled snapshot was sent
+    # once, when the run ended (with its seq), then busy flipped (the running
+    # answer's snapshot, `live`, is tests/lab/test_widget_live.py's subject)
     assert rec.streamed() == w.chunks
     assert w.seq == 14  # 3 content tokens became one block
     snapshots = [st for st in rec.states if "chunks" in st]

@@ -8,6 +8,7 @@ from tahrix_lab.agent.errors import ToolRetry
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.db import LABEL_RANK_KEY, jdict, norm_address
 from tahrix_lab.case.detectors import data_quality, triage
+from tahrix_lab.case.tools import headlines
 from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, cap, chain_addr, register
 
 
@@ -21,6 +22,7 @@ from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, cap, chain_addr, reg
     {"properties": {}},
     [{}],
     detail=("addresses_with_roles", "totals_by_asset", "flags_by_type", "bridge_events_by_status"),
+    headline=headlines.case_overview,
 )
 def get_case_overview(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     db, cid = ctx.db, ctx.case_id
@@ -87,6 +89,7 @@ def get_case_overview(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         {"address": "bc1qexample", "chain": "bitcoin", "counterparties": 5},
     ],
     detail=("matches",),
+    headline=headlines.lookup_address,
 )
 def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     keys = chain_addr(ctx, args["address"], args.get("chain"))
@@ -153,6 +156,7 @@ def lookup_address(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     },
     [{"tx_hash": "0x" + "ab" * 32}, {"tx_hash": "cd" * 32, "chain": "bitcoin"}],
     detail=("matches",),
+    headline=headlines.transaction,
 )
 def get_transaction(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     h, chain = args["tx_hash"].strip(), args.get("chain")
@@ -224,6 +228,7 @@ def get_transaction(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     [{"address": "0x1111111111111111111111111111111111111111", "direction": "out", "min_usd": 10000},
      {"chain": "tron", "asset": "USDT", "order_by": "usd", "limit": 20}],
     detail=('transfers',),
+    headline=headlines.transfers,
 )  # fmt: skip
 def list_transfers(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     where, params = ["t.case_id = $case"], {"case": ctx.case_id, "limit": int(args.get("limit", 50)) + 1}

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from tahrix_lab.agent.tools import ToolFn, ToolRegistry
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.tools.budget import DEFAULT_BUDGET, PAGE_PROPERTIES, fingerprint, fit
+from tahrix_lab.case.tools.headlines import Headline
 
 PURPOSES = ("investigation",)
 DATA_NOTE = (
@@ -31,9 +32,12 @@ def register(
     timeout: float = 30.0,
     detail: tuple[str, ...] = (),
     budget: int = DEFAULT_BUDGET,
+    headline: Headline | None = None,
 ) -> Callable[[F], F]:
     """Register a case tool. Its result is paged: ``detail`` lists (in that order) fill what
-    ``budget`` bytes leave after the summary; the rest comes with ``cursor`` (read tools only)."""
+    ``budget`` bytes leave after the summary; the rest comes with ``cursor`` (read tools only).
+    ``headline(result, args)`` writes the result's one-line ``headline`` from the whole result,
+    before paging (see ``headlines``)."""
     parameters = {"type": "object", "additionalProperties": False, **parameters}
     parameters.setdefault("properties", {})
     parameters["properties"].setdefault(
@@ -47,7 +51,11 @@ def register(
     def deco(fn: F) -> F:
         def paged(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             result: dict[str, Any] = fn(args, ctx)
-            if not detail or not isinstance(result, dict):
+            if not isinstance(result, dict):
+                return result
+            if headline is not None:  # first, so every reader meets it before the detail
+                result = {"headline": headline(result, args), **result}
+            if not detail:
                 return result
             effects = result.pop("_effects", None)
             out = fit(result, detail, budget=int(args.get("budget_bytes") or budget), cursor=args.get("cursor"),

@@ -7,6 +7,7 @@ from typing import Any
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.db import jdict
 from tahrix_lab.case.labels.library import cite
+from tahrix_lab.case.tools import headlines
 from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, chain_addr, register
 from tahrix_lab.case.tracing_index import TraceIndex
 
@@ -40,6 +41,7 @@ LISTS = {
     [{"addresses": [{"chain": "bitcoin", "address": "bc1qexample"}], "lists": ["sanctions"], "max_hops": 2},
      {"addresses": [{"address": "0x1111111111111111111111111111111111111111"}]}],
     detail=('results',),
+    headline=headlines.exposure,
 )  # fmt: skip
 def screen_exposure(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     lists = args.get("lists") or ["sanctions", "mixer"]

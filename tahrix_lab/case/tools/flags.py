@@ -8,6 +8,7 @@ from tahrix_lab.agent.errors import ToolRetry
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.detectors import DEFAULTS, DETECTORS, run_detectors, triage
 from tahrix_lab.case.schema import FLAG_TYPES, SEVERITIES
+from tahrix_lab.case.tools import headlines
 from tahrix_lab.case.tools.common import register
 
 
@@ -25,6 +26,7 @@ from tahrix_lab.case.tools.common import register
     },
     [{}, {"detectors": ["structuring"], "param_overrides": {"structuring": {"min_count": 4}}}],
     writes=True,
+    headline=headlines.detectors,
     timeout=120.0,
 )  # fmt: skip
 def run_detectors_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -77,6 +79,7 @@ ROW_ADDRESSES = 10
     [{"min_severity": "high"}, {"view": "raw", "flag_type": "peel_chain", "limit": 5},
      {"view": "raw", "address": "0x1111111111111111111111111111111111111111"}],
     detail=("rows", "flags"),
+    headline=headlines.flags,
 )  # fmt: skip
 def list_flags(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     limit = int(args.get("limit", 30))

@@ -7,6 +7,7 @@ from typing import Any
 from tahrix_lab.agent.errors import ToolRetry, UserFacingError
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.db import LABEL_RANK_KEY, jdict
+from tahrix_lab.case.tools import headlines
 from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, cap, register
 from tahrix_lab.case.tracing import DEFAULT_STOP, TraceParams, role_starts, trace_funds
 
@@ -46,6 +47,7 @@ from tahrix_lab.case.tracing import DEFAULT_STOP, TraceParams, role_starts, trac
     [{"start": "0x1111111111111111111111111111111111111111", "max_hops": 4}, {"from_roles": ["seed"]},
      {"start": ["0x" + "ab" * 32], "direction": "backward", "taint_model": "haircut", "min_usd": 1000}],
     detail=("endpoints", "frontier", "edges", "nodes"),
+    headline=headlines.trace,
 )  # fmt: skip
 def trace_funds_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     kind, roles = None, None
@@ -100,6 +102,7 @@ def trace_funds_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     },
     [{"bridge_name": "thorchain"}, {"status": "pending"}, {"address": "0x1111111111111111111111111111111111111111", "limit": 10}],
     detail=('bridge_events',),
+    headline=headlines.bridge_events,
 )  # fmt: skip
 def find_bridge_events(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     where, params = ["case_id = $case"], {"case": ctx.case_id, "limit": int(args.get("limit", 50)) + 1}
@@ -148,6 +151,7 @@ def find_bridge_events(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]
     },
     [{"src_tx_hash": "0x" + "ab" * 32}, {"src_tx_hash": "0x" + "cd" * 32, "src_chain": "ethereum", "dst_chain": "bitcoin", "fee_tolerance_pct": 5}],
     detail=('candidates',),
+    headline=headlines.bridge_leg,
 )  # fmt: skip
 def match_bridge_leg(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     db, cid = ctx.db, ctx.case_id

@@ -8,6 +8,7 @@ from tahrix_lab.agent.errors import ToolRetry
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.sqlguard import SQLRefused
 from tahrix_lab.case.sqlguard import run_sql as _run_sql
+from tahrix_lab.case.tools import headlines
 from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, register
 
 
@@ -28,6 +29,7 @@ from tahrix_lab.case.tools.common import CHAINS, DATA_NOTE, register
     [{"query": "SELECT flag_type, count(*) AS n FROM anomaly_flags WHERE case_id = 'CASE-001' GROUP BY flag_type"},
      {"query": "SELECT chain, count(*) FROM transfers GROUP BY chain", "limit": 10}],
     detail=('rows',),
+    headline=headlines.sql,
 )  # fmt: skip
 def run_sql_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
@@ -65,6 +67,7 @@ def run_sql_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
      {"target_kind": "address", "target": "0x1111111111111111111111111111111111111111", "chain": "ethereum", "action": "add_label",
       "payload": {"label": "Suspected cash-out wallet", "category": "perpetrator"}}],
     writes=True,
+    headline=headlines.annotation,
 )  # fmt: skip
 def annotate(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     from tahrix_lab.case.annotations import apply_annotation

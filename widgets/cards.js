@@ -1,0 +1,226 @@
+// Tahrix flow renderer, tool cards: hashes and addresses as chips (shortened,
+// copy on click, a link to the chain's explorer) and tool results as tables.
+// Imported by flow.js; the notebook bundle joins the two (lab/widget.py).
+//
+// Untrusted text only ever goes in through text nodes; an explorer link is
+// built from a fixed base and a value that matched a strict hex/base58 pattern.
+
+const EXPLORERS = {
+  ethereum: "https://etherscan.io",
+  bsc: "https://bscscan.com",
+  polygon: "https://polygonscan.com",
+  arbitrum: "https://arbiscan.io",
+  optimism: "https://optimistic.etherscan.io",
+  base: "https://basescan.org",
+  avalanche_c: "https://snowtrace.io",
+  tron: { base: "https://tronscan.org/#", tx: "/transaction/", address: "/address/" },
+  bitcoin: { base: "https://mempool.space", tx: "/tx/", address: "/address/" },
+};
+// Blockscan searches every EVM explorer: the link for a hash whose chain the text does not say.
+const ANY_EVM = "https://blockscan.com";
+
+const EVM_ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const EVM_HASH = /^0x[0-9a-fA-F]{64}$/;
+const BARE_HASH = /^[0-9a-fA-F]{64}$/;
+const TRON_ADDRESS = /^T[1-9A-HJ-NP-Za-km-z]{33}$/;
+const BTC_ADDRESS = /^(bc1[02-9ac-hj-np-z]{11,87}|[13][1-9A-HJ-NP-Za-km-z]{25,34})$/;
+// Where chips are found in running text (the answer): whole tokens only.
+export const CHIP_IN_TEXT = /(?<![0-9A-Za-z])(0x[0-9a-fA-F]{64}|0x[0-9a-fA-F]{40}|T[1-9A-HJ-NP-Za-km-z]{33}|bc1[02-9ac-hj-np-z]{25,87})(?![0-9A-Za-z])/g;
+
+function el(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+/** "address" | "tx" | null, and the chain the value itself implies (null for EVM). */
+export function idKind(value) {
+  const v = String(value || "");
+  if (EVM_ADDRESS.test(v)) return { kind: "address", chain: null };
+  if (EVM_HASH.test(v)) return { kind: "tx", chain: null };
+  if (TRON_ADDRESS.test(v)) return { kind: "address", chain: "tron" };
+  if (BTC_ADDRESS.test(v)) return { kind: "address", chain: "bitcoin" };
+  if (BARE_HASH.test(v)) return { kind: "tx", chain: null }; // bitcoin or tron: the chain must say
+  return null;
+}
+
+export function explorerUrl(value, kind, chain) {
+  const ex = EXPLORERS[chain];
+  if (ex) {
+    const base = typeof ex === "string" ? ex : ex.base;
+    const path = typeof ex === "string" ? (kind === "tx" ? "/tx/" : "/address/") : ex[kind];
+    return base + path + encodeURIComponent(value);
+  }
+  if (/^0x/.test(value)) return ANY_EVM + (kind === "tx" ? "/tx/" : "/address/") + encodeURIComponent(value);
+  return null;
+}
+
+export function shortId(value) {
+  const v = String(value);
+  if (v.length <= 16) return v;
+  return v.startsWith("0x") ? v.slice(0, 6) + "…" + v.slice(-4) : v.slice(0, 5) + "…" + v.slice(-4);
+}
+
+function copy(text, node) {
+  const done = () => {
+    node.classList.add("tx-copied");
+    setTimeout(() => node.classList.remove("tx-copied"), 1200);
+  };
+  const fallback = () => {
+    const area = document.body.appendChild(el("textarea"));
+    area.value = text;
+    area.style.cssText = "position:fixed;opacity:0;left:-9999px";
+    area.select();
+    let ok = false;
+    try {
+      ok = document.execCommand("copy");
+    } catch {
+      ok = false;
+    }
+    area.remove();
+    if (ok) done();
+  };
+  if (navigator.clipboard && globalThis.isSecureContext) navigator.clipboard.writeText(text).then(done, fallback);
+  else fallback();
+}
+
+/** A chip for a hash or an address; plain text when the value is neither. */
+export function chip(value, chain) {
+  const id = idKind(value);
+  if (!id) return document.createTextNode(String(value));
+  const wrap = el("span", "tx-chip");
+  wrap.dataset.value = String(value);
+  wrap.dataset.kind = id.kind;
+  const c = chain || id.chain;
+  if (c) wrap.dataset.chain = c;
+  const text = wrap.appendChild(el("button", "tx-chip-text", shortId(value)));
+  text.type = "button";
+  text.title = `${value}\nClick to copy`;
+  text.addEventListener("click", (ev) => {
+    ev.preventDefault();
+    ev.stopPropagation();
+    copy(String(value), wrap);
+  });
+  const url = explorerUrl(String(value), id.kind, c);
+  if (url) {
+    const a = wrap.appendChild(el("a", "tx-chip-link", "↗"));
+    a.href = url;
+    a.target = "_blank";
+    a.rel = "noopener noreferrer nofollow";
+    a.title = "Open in the explorer";
+  }
+  return wrap;
+}
+
+/** Text with every hash and address in it as a chip. */
+export function chipText(text, parent, chain) {
+  let last = 0;
+  for (const m of String(text).matchAll(CHIP_IN_TEXT)) {
+    if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
+    parent.appendChild(chip(m[1], chain));
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
+  return parent;
+}
+
+export function formatUsd(usd) {
+  const n = Number(usd);
+  if (!isFinite(n)) return null;
+  const abs = Math.abs(n);
+  if (abs >= 1e9) return "$" + (n / 1e9).toFixed(1) + "B";
+  if (abs >= 1e6) return "$" + (n / 1e6).toFixed(1) + "M";
+  if (abs >= 1e3) return "$" + (n / 1e3).toFixed(1) + "k";
+  return "$" + n.toFixed(n >= 100 ? 0 : 2);
+}
+
+// ---------------------------------------------------------------------------
+// Results as tables: every list of row objects (and run_sql's columns + rows).
+
+const MAX_ROWS = 50;
+const MAX_COLUMNS = 10;
+
+function cell(td, key, value, chain) {
+  if (value === null || value === undefined) {
+    td.appendChild(el("span", "tx-null", "—"));
+  } else if (typeof value === "number" && /usd/i.test(key)) {
+    td.textContent = formatUsd(value);
+    td.title = String(value);
+    td.classList.add("tx-num");
+  } else if (typeof value === "number") {
+    td.textContent = value.toLocaleString("en-US", { maximumFractionDigits: 6 });
+    td.classList.add("tx-num");
+  } else if (typeof value === "string") {
+    if (idKind(value)) td.appendChild(chip(value, chain));
+    else td.textContent = value.length > 80 ? value.slice(0, 79) + "…" : value;
+    if (value.length > 80) td.title = value;
+  } else if (Array.isArray(value) && value.every((v) => typeof v === "string" && idKind(v))) {
+    value.slice(0, 2).forEach((v) => td.appendChild(chip(v, chain)));
+    if (value.length > 2) td.appendChild(el("span", "tx-more", `+${value.length - 2}`));
+  } else {
+    const text = JSON.stringify(value);
+    td.textContent = text.length > 80 ? text.slice(0, 79) + "…" : text;
+    td.title = text.length > 2000 ? text.slice(0, 2000) + "…" : text;
+  }
+}
+
+function table(title, columns, rows, shown) {
+  const box = el("div", "tx-rtable");
+  // A paged result says how many there are in all: "endpoints (1 of 6 on this page)".
+  const count = shown && shown.of > rows.length ? `${rows.length} of ${shown.of} on this page` : String(rows.length);
+  box.appendChild(el("div", "tx-rtable-title", `${title.replace(/_/g, " ")} (${count})`));
+  const wrap = box.appendChild(el("div", "tx-table-wrap"));
+  const t = wrap.appendChild(el("table", "tx-table"));
+  const head = t.appendChild(el("thead")).appendChild(el("tr"));
+  for (const c of columns) head.appendChild(el("th", null, c.replace(/_/g, " ")));
+  const body = t.appendChild(el("tbody"));
+  for (const row of rows.slice(0, MAX_ROWS)) {
+    const tr = body.appendChild(el("tr"));
+    const chain = typeof row.chain === "string" ? row.chain : typeof row.src_chain === "string" ? row.src_chain : null;
+    for (const c of columns) cell(tr.appendChild(el("td")), c, row[c], /^dst_/.test(c) ? row.dst_chain || chain : chain);
+  }
+  if (rows.length > MAX_ROWS) box.appendChild(el("div", "tx-more", `${rows.length - MAX_ROWS} more rows in the JSON below`));
+  return box;
+}
+
+function columnsOf(rows) {
+  const seen = [];
+  for (const row of rows.slice(0, 20)) {
+    for (const k of Object.keys(row)) if (!seen.includes(k) && !k.startsWith("_")) seen.push(k);
+  }
+  // A column empty in every row says nothing; lists of hashes follow the first
+  // address or hash column; the bulky nested fields go last, so a row reads like a ledger.
+  const filled = seen.filter((k) => rows.some((r) => r[k] !== null && r[k] !== undefined));
+  const isIds = (k) => rows.some((r) => Array.isArray(r[k]) && r[k].length && r[k].every((v) => typeof v === "string" && idKind(v)));
+  const flat = filled.filter((k) => rows.some((r) => r[k] !== null && typeof r[k] !== "object"));
+  const ids = filled.filter((k) => !flat.includes(k) && isIds(k));
+  const nested = filled.filter((k) => !flat.includes(k) && !ids.includes(k));
+  const at = flat.findIndex((k) => rows.some((r) => typeof r[k] === "string" && idKind(r[k]))) + 1;
+  return [...flat.slice(0, at), ...ids, ...flat.slice(at), ...nested].slice(0, MAX_COLUMNS);
+}
+
+/** Tables for the tabular parts of a result (an empty list when it has none). */
+export function resultTables(result) {
+  const out = [];
+  if (!result || typeof result !== "object" || Array.isArray(result)) return out;
+  if (Array.isArray(result.columns) && Array.isArray(result.rows) && result.rows.every(Array.isArray)) {
+    const rows = result.rows.map((r) => Object.fromEntries(result.columns.map((c, i) => [c, r[i]])));
+    out.push(table("rows", result.columns.slice(0, MAX_COLUMNS), rows, null));
+    return out;
+  }
+  const pages = (result.page && result.page.shown) || {};
+  const visit = (obj, prefix) => {
+    for (const [key, value] of Object.entries(obj)) {
+      if (key.startsWith("_")) continue;
+      const name = prefix ? `${prefix} · ${key}` : key;
+      if (Array.isArray(value) && value.length && value.every((v) => v && typeof v === "object" && !Array.isArray(v))) {
+        out.push(table(name, columnsOf(value), value, prefix ? null : pages[key]));
+        // one level down: a match's transfers, a row's flags
+        if (value.length === 1) visit(value[0], name);
+      }
+    }
+  };
+  visit(result, "");
+  return out;
+}
