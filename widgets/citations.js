@@ -11,7 +11,7 @@ const STATUS_TEXT = { verified: "verified", close: "close", not_found: "not foun
 const MATCH_FIELDS = ["chain", "tx_hash", "address", "value", "time", "amount", "symbol", "usd_value", "label",
   "category", "role", "flag_type", "severity", "bridge_name", "tool", "path"];
 
-function h(tag, cls, text) {
+function citeNode(tag, cls, text) {
   const node = document.createElement(tag);
   if (cls) node.className = cls;
   if (text !== undefined && text !== null) node.textContent = String(text);
@@ -42,7 +42,7 @@ function markIn(root, needle, status, title) {
     while (at >= 0) {
       const rest = node.splitText(at);
       node = rest.splitText(needle.length);
-      const mark = h("mark", "tx-cite-mark");
+      const mark = citeNode("mark", "tx-cite-mark");
       mark.dataset.status = status;
       mark.title = title;
       rest.parentNode.replaceChild(mark, rest);
@@ -57,20 +57,20 @@ function markIn(root, needle, status, title) {
 export function drawCitations(chunk, turnFlow, insert) {
   const list = Array.isArray(chunk.citations) ? chunk.citations : [];
   const counts = chunk.counts || {};
-  const el = h("div", "tx-block tx-citations");
+  const el = citeNode("div", "tx-block tx-citations");
   el.dataset.status = counts.not_found ? "not_found" : counts.close ? "close" : "verified";
-  const details = el.appendChild(h("details"));
-  details.appendChild(h("summary", "tx-citations-line", chunk.line || `${list.length} citations`));
-  const ul = details.appendChild(h("ul", "tx-citations-list"));
+  const details = el.appendChild(citeNode("details"));
+  details.appendChild(citeNode("summary", "tx-citations-line", chunk.line || `${list.length} citations`));
+  const ul = details.appendChild(citeNode("ul", "tx-citations-list"));
   // Problems first: they are what the analyst must look at.
   const order = { not_found: 0, close: 1, verified: 2 };
   const sorted = [...list].sort((a, b) => (order[a.status] ?? 3) - (order[b.status] ?? 3));
   for (const c of sorted) {
-    const li = ul.appendChild(h("li", "tx-citation"));
+    const li = ul.appendChild(citeNode("li", "tx-citation"));
     li.dataset.status = c.status;
-    li.appendChild(h("span", "tx-cite-status", STATUS_TEXT[c.status] || c.status));
-    li.appendChild(h("code", "tx-cite-text", c.text));
-    li.appendChild(h("span", "tx-cite-evidence", evidenceText(c)));
+    li.appendChild(citeNode("span", "tx-cite-status", STATUS_TEXT[c.status] || c.status));
+    li.appendChild(citeNode("code", "tx-cite-text", c.text));
+    li.appendChild(citeNode("span", "tx-cite-evidence", evidenceText(c)));
   }
   (insert || ((n) => turnFlow.appendChild(n)))(el);
   // Mark the answer itself: every content block of this turn.

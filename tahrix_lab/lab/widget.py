@@ -40,7 +40,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anywidget
@@ -55,6 +55,8 @@ from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
+from tahrix_lab.case.citations import with_citations
+from tahrix_lab.case.context import CaseContextProvider
 from tahrix_lab.flow import Chunk, compact, history_chunks, mergeable, to_chunk
 from tahrix_lab.flow.resources import widget_file
 from tahrix_lab.lab.kernel_wait import route_early, wait_for_thread
@@ -71,7 +73,7 @@ DETAILS_CHARS = 8000
 
 
 # The renderer's own modules, in dependency order, then the anywidget glue.
-BUNDLE = ("cards.js", "flow.js", "chat.js")
+BUNDLE = ("cards.js", "citations.js", "flow.js", "chat.js")
 _LOCAL_IMPORT = re.compile(r'^import \{[^}]*\} from "\./[\w.-]+";\n', re.MULTILINE)
 
 
@@ -93,7 +95,7 @@ class ChatWidget(anywidget.AnyWidget):
     """
 
     _esm = _bundle()
-    _css = widget_file("flow.css").read_text(encoding="utf-8")
+    _css = "\n".join(widget_file(name).read_text(encoding="utf-8") for name in ("flow.css", "citations.css"))
 
     chunks = traitlets.List(traitlets.Dict()).tag(sync=True)  # the snapshot before the current run
     live = traitlets.List(traitlets.Dict()).tag(sync=True)  # the current run so far
@@ -241,6 +243,15 @@ class ChatWidget(anywidget.AnyWidget):
         super().close()
 
     # -- the run -------------------------------------------------------------
+    def _with_citations(
+        self, events: Iterable[tuple[str, dict[str, Any]]]
+    ) -> Iterable[tuple[str, dict[str, Any]]]:
+        """In a case investigation, each answer ends with its citations checked against the case."""
+        if not isinstance(self.context, CaseContextProvider):
+            return events
+        link = self.context.db.session_link(self.session.id)
+        return events if link is None else with_citations(events, self.context.db, link[0])
+
     def _run(self, text: str) -> None:
         run_log = _RunLog(threading.get_ident()) if self._error_details else None
         if run_log is not None:  # in a notebook the analyst is the operator: an error row can show this
@@ -260,6 +271,7 @@ class ChatWidget(anywidget.AnyWidget):
                 cancel=self._cancel,
                 **self.run_kwargs,
             )
+            events = self._with_citations(events)
             for event, payload in events:
                 self._handle(event, payload)
         except Exception:  # the loop never raises; a bad argument here might

@@ -220,3 +220,19 @@ def test_the_terminal_prints_the_line_and_the_problems(loaded: Workspace) -> Non
     out = console.export_text()
     assert "§ 1 citation verified · 1 not found" in out and f"not found: 0x{'ef' * 32}" in out
     assert THEFT not in out  # verified citations stay in the list, not on the terminal
+
+
+def test_the_notebook_widget_checks_each_answer_of_a_case_session(loaded: Workspace) -> None:
+    """ChatWidget on a case-linked session ends each answer with its citations chunk."""
+    from tahrix_lab.lab.widget import ChatWidget
+
+    fabricated = "0x" + "ef" * 32
+    backend = FakeBackend([[text(f"Stolen in {THEFT}; then {fabricated}.")]])
+    session = loaded.start_investigation("CASE-001", user="ana")
+    chat = ChatWidget(store=loaded.store, session=session, backend=backend, model="fake",
+                      registry=loaded.registry(), context=loaded.context_provider())  # fmt: skip
+    chat.ask("Where did it go?")
+    cites = [c for c in chat.chunks if c.get("type") == "citations"]
+    assert len(cites) == 1
+    assert by_text(cites[0])[fabricated]["status"] == "not_found"
+    assert by_text(cites[0])[THEFT]["status"] == "verified"
