@@ -44,7 +44,10 @@ def populate(store: TranscriptStore) -> None:
     )
     cur.execute(
         """
-        INSERT INTO messages
+        INSERT INTO messages (
+            session_id, position, role, created_at, backend, model_id, stop_reason, raw_stop_reason,
+            input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
+            tools_offered, latency_ms, ttft_ms, parts)
         SELECT 'sess-' || (i % ?), i // ?, 'assistant',
                ?::TIMESTAMPTZ + to_microseconds((i * ?)::BIGINT),
                CASE WHEN m.model_id LIKE '%:%' THEN 'bedrock' ELSE 'openai' END, m.model_id, 'end_turn', 'end_turn',
