@@ -1,10 +1,23 @@
 """The flow vocabulary: the one mapping from the loop's tuples and from stored
 messages to the chunks every surface draws (``chunks``), their rendering in a
 terminal (``terminal``), text safety for what is printed (``textsafe``), and
-where the front end's files are (``resources``). Imports only the engine."""
+where the front end's files are (``resources``). Imports only the engine.
+
+The chunk names load on first use, so ``tahrix_lab.flow.textsafe`` (which the CLI's
+commands use) does not import the engine and its price table."""
 
 from __future__ import annotations
 
-from tahrix_lab.flow.chunks import Chunk, chunks, compact, history_chunks, mergeable, to_chunk
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tahrix_lab.flow.chunks import Chunk, chunks, compact, history_chunks, mergeable, to_chunk
 
 __all__ = ["Chunk", "chunks", "compact", "history_chunks", "mergeable", "to_chunk"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'tahrix_lab.flow' has no attribute {name!r}")
+    return getattr(importlib.import_module("tahrix_lab.flow.chunks"), name)
