@@ -58,4 +58,9 @@ def case_integration(transcripts: TranscriptStore) -> Any:
     the same DuckDB file, so the workspace shares the service's connection."""
     from tahrix_lab.mcp.client import with_mcp_tools  # adds $TAHRIX_MCP_CONFIG's servers' tools, if set
 
-    return with_mcp_tools(CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection)))
+    integration = CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection))
+    # Loaded now (once per database; a count when already there), not at the first job: the
+    # runner starts jobs inside one transcript transaction, and a case load is a transaction of
+    # its own, which DuckDB cannot begin inside another on the same connection.
+    integration.workspace.load_sample_case()
+    return with_mcp_tools(integration)
