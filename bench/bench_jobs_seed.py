@@ -7,10 +7,6 @@ one client per job reads them:
 * ours: ``tahrix`` service wiring with Redis (``--role all``), clients
   long-poll with ``since``/``wait=20``/``content=false`` (as poll.js does);
 * split: the same as two processes, ``--role api`` and ``--role worker``;
-* split2: one API process and two workers; api2: two API processes sharing the
-  port (``--api-processes 2``) and one worker; api2-threads (``--designs``):
-  api2 with each run on its own thread (a backend without ``astream``), the
-  design before ``jobs/stream_steps.py``;
 * seed: ``bench/seed_reference.py`` (FastAPI + Redis, the whole JSON state
   rewritten per chunk under ``chatjob:{id}``), clients poll every 500 ms from
   their ``lastChunkIdx``.
@@ -51,11 +47,8 @@ from seed_reference import serve_seed
 
 RATE = 20.0
 # ours: one `tahrix serve --role all` process; split: `--role api` + `--role worker` on the
-# same Redis (two interpreters, the documented scale-out); split2: two workers; api2: two API
-# processes on one port (--api-processes 2) and one worker; seed: one process, as the seed ran.
-# api2-threads (on request): api2 with every run on its own thread, as before stream_steps.py.
-DESIGNS = ["ours", "split", "split2", "api2", "seed"]
-EXTRA_DESIGNS = ["api2-threads"]
+# same Redis (two interpreters, the documented scale-out); seed: one process, as the seed ran.
+DESIGNS = ["ours", "split", "seed"]
 RETRIED: list[int] = []
 POLLS: list[int] = []  # one per poll answered (answers a second: how well they coalesce)
 ENDS: dict[int, Any] = {}  # how each job ended, for the report of a lost one
@@ -172,18 +165,10 @@ def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dic
     interval = 1 / RATE
     seed = name == "seed"
     server: Any
-    # The spawned servers read TAHRIX_BENCH_THREADS (see serve_child): set for this design only.
-    os.environ.pop("TAHRIX_BENCH_THREADS", None)
-    if name == "api2-threads":
-        os.environ["TAHRIX_BENCH_THREADS"] = "1"
     if seed:
         server = SeedServer(redis_url, count, interval)
-    elif name.startswith("split"):  # split2: two worker processes (each could take every job)
-        processes = int(name.removeprefix("split") or 1)
-        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs,
-                             processes=processes)  # fmt: skip
-    elif name.startswith("api2"):
-        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs, apis=2)
+    elif name == "split":
+        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs)
     else:
         server = Server(redis_url=redis_url, count=count, interval=interval, workers=jobs)
     RETRIED.clear()
@@ -235,13 +220,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", default="20,200", help="comma-separated job counts (default 20,200)")
     ap.add_argument("--seconds", type=float, default=5.0, help="how long each job streams (default 5)")
-    ap.add_argument("--only", choices=DESIGNS + EXTRA_DESIGNS, default=None, help="run one design only")
-    ap.add_argument("--designs", default=",".join(DESIGNS),
-                    help=f"comma-separated designs (default {','.join(DESIGNS)}; also {','.join(EXTRA_DESIGNS)})")  # fmt: skip
+    ap.add_argument("--only", choices=DESIGNS, default=None, help="run one design only")
+    ap.add_argument("--designs", default=",".join(DESIGNS), help="comma-separated designs (default: all)")
     args = ap.parse_args()
     counts = [int(n) for n in args.jobs.split(",") if n]
     designs = [args.only] if args.only else [d for d in args.designs.split(",") if d]
-    unknown = set(designs) - set(DESIGNS + EXTRA_DESIGNS)
+    unknown = set(designs) - set(DESIGNS)
     if unknown:
         ap.error(f"unknown designs: {', '.join(sorted(unknown))}")
     count = int(args.seconds * RATE)
@@ -260,7 +244,7 @@ def main() -> None:
     targets = {20: 10.0, 500: 250.0}
     for jobs in counts:
         seed = next((r for r in rows if r["design"] == "seed" and r["jobs"] == jobs), None)
-        for design in ("ours", "split", "split2", "api2", "api2-threads"):
+        for design in ("ours", "split"):
             ours = next((r for r in rows if r["design"] == design and r["jobs"] == jobs), None)
             if ours is None:
                 continue

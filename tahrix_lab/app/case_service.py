@@ -59,6 +59,10 @@ def case_integration(transcripts: TranscriptStore) -> Any:
     from tahrix_lab.mcp.client.config import config_path
 
     integration = CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection))
+    # Loaded now (once per database; a count when already there), not at the first job: the
+    # runner starts jobs inside one transcript transaction, and a case load is a transaction of
+    # its own, which DuckDB cannot begin inside another on the same connection.
+    integration.workspace.load_sample_case()
     if config_path() is None:  # no MCP servers file: the MCP SDK (seconds to import) is not needed
         return integration
     from tahrix_lab.mcp.client.toolbox import with_mcp_tools

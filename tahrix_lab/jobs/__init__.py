@@ -11,28 +11,30 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tahrix_lab.jobs.api import Service, create_app
+    from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
     from tahrix_lab.jobs.demo import ScriptedBackend
-    from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
+    from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
     from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
     from tahrix_lab.jobs.settings import Settings
     from tahrix_lab.jobs.sse import sse_events
-    from tahrix_lab.jobs.store import JobStore, MemoryJobStore, RedisJobStore, StoreUnavailable
+from tahrix_lab.jobs.memory_store import MemoryJobStore
+from tahrix_lab.jobs.redis_store import RedisJobStore
 
 _WHERE = {
     "Service": "api",
     "create_app": "api",
     "ScriptedBackend": "demo",
-    "ChatIntegration": "integration",
-    "JobIntegration": "integration",
+    "ChatIntegration": "domain",
+    "JobIntegration": "domain",
     "JobRejected": "runner",
     "JobRequest": "runner",
     "JobRunner": "runner",
     "Settings": "settings",
     "sse_events": "sse",
-    "JobStore": "store",
-    "MemoryJobStore": "store",
-    "RedisJobStore": "store",
-    "StoreUnavailable": "store",
+    "JobStore": "chunklog",
+    "MemoryJobStore": "memory_store",
+    "RedisJobStore": "redis_store",
+    "StoreUnavailable": "chunklog",
 }
 
 __all__ = [

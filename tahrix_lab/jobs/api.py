@@ -162,8 +162,8 @@ async def current_user(  # async: a sync dependency would cost a thread hop per 
 User = Annotated[str, Depends(current_user)]
 
 
-def create_app(service: Service) -> FastAPI:
-    """The FastAPI app for one ``Service``."""
+def create_app(service: Service) -> ASGIApp:
+    """The ASGI app for one ``Service``: the FastAPI app inside its fast paths (``FastPaths``)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -357,16 +357,10 @@ def create_app(service: Service) -> FastAPI:
     app.mount("/static", StaticFiles(directory=widgets), name="static")
     # Refuse big bodies before anything parses them.
     app.add_middleware(BodyLimit, limit=service.max_body_bytes)
-    # Outermost, outside even FastAPI's own layers: a well-formed poll or start skips them all
-    # (the routes above stay the contract and answer everything else).
-    build_stack = app.build_middleware_stack
-
-    def with_fast_poll() -> ASGIApp:
-        return FastPaths(build_stack(), prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
-                         body_model=ChatJobBody, max_body=service.max_body_bytes, refused=(_Refused, JobRejected))  # fmt: skip
-
-    app.build_middleware_stack = with_fast_poll  # type: ignore[method-assign]
-    return app
+    # An outer ASGI app, around FastAPI and all its layers: a well-formed poll or start skips
+    # them all (the routes above stay the contract and answer everything else).
+    return FastPaths(app, prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
+                     body_model=ChatJobBody, max_body=service.max_body_bytes, refused=(_Refused, JobRejected))  # fmt: skip
 
 
 def _history(runner: JobRunner, session_id: str, user: str) -> dict[str, Any]:

@@ -283,9 +283,20 @@ class JobStore(ABC):
         self, worker_id: str, lease_s: float, message: str, held: list[str] | None = None
     ) -> list[Lapsed]:
         """Jobs whose lease lapsed: each is ended with an ``error`` chunk carrying ``message``,
-        or, if it had produced nothing, handed to ``worker_id``. The ``held`` jobs (the
-        claimer's own) are renewed first and never claimed."""
+        or, if it had produced nothing, handed to ``worker_id`` (``""``: an API process, which
+        leaves those for a worker). The ``held`` jobs (the claimer's own) are renewed first and
+        never claimed. The ended ones are kept for ``unsaved``."""
         return []
+
+    def unsaved(self, limit: int = 50) -> list[Lapsed]:
+        """Jobs a reaper ended mid-answer, each handed to one caller with its chunk log, so
+        that the caller (a worker) keeps the interrupted answer in the transcript."""
+        return []
+
+    def forgot(self, worker_id: str) -> bool:
+        """True when the store no longer knows this worker (Redis restarted empty): its jobs
+        are to be written anew now."""
+        return False
 
     def workers_alive(self) -> int:
         """Workers that renewed recently (a process with a runner counts itself)."""

@@ -1,4 +1,4 @@
-"""The two hot paths of the job API, served before FastAPI's stack.
+"""The two hot paths of the job API, an ASGI app around the FastAPI app.
 
 Under load nearly every request is a long-poll answer (``GET
 /api/v1/agent/chat-stream-job/{id}?since=N&wait=S``) or, in a burst, a start
@@ -44,7 +44,7 @@ STORE_DOWN = "The job store is unreachable right now. Please try again in a mome
 
 
 class FastPaths:
-    """ASGI middleware: see the module docstring. ``read(job_id, user, since, wait, content)`` and
+    """The outer ASGI app: see the module docstring. ``read(job_id, user, since, wait, content)`` and
     ``admit(body, user)`` are the routes' functions; an exception of a ``refused`` type
     carries its answer (``response``, or ``status``/``message``/``field``)."""
 

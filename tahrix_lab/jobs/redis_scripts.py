@@ -11,6 +11,8 @@ Layout (``{p}`` is ``chatjob:``)::
     {p}leases           sorted set: job -> lease deadline (ms, Redis clock)
     {p}workers          sorted set: worker -> last renewal (ms, Redis clock)
     {p}queue            list: requests admitted by API processes, for the worker
+    {p}unsaved          set: jobs a reaper ended whose interrupted answer no worker kept yet
+    {p}epoch            when this Redis began holding jobs (ms): it restarted empty then
     channel {p}wake     one message per written batch: its news (redis_wake), or job ids
 """
 
@@ -141,12 +143,29 @@ return 0
 """
 )
 
-# KEYS: hash, stream. ARGV: since. The state and the chunks from `since`, in one step.
-READ = """
-local h = redis.call('HGETALL', KEYS[1])
-if #h == 0 then return {h, {}} end
-return {h, redis.call('XRANGE', KEYS[2], '(0-' .. ARGV[1], '+')}
+# When this Redis began holding jobs ({p}epoch: set by the first process to look after it
+# started empty), and how long ago (ms).
+_EPOCH = f"""
+redis.call('SET', '{P}epoch', now, 'NX')
+local epoch = redis.call('GET', '{P}epoch')
 """
+
+EPOCH = _NOW + _EPOCH + "return {epoch, now - tonumber(epoch)}\n"
+
+# KEYS: hash, stream. ARGV: since. The state and the chunks from `since`, in one step. For a
+# job Redis does not hold, the epoch and its age: a process that knew an earlier epoch knows
+# Redis restarted empty since, and a running job lost then is written anew within a lease.
+READ = (
+    _NOW
+    + f"""
+local h = redis.call('HGETALL', KEYS[1])
+if #h == 0 then
+  {_EPOCH}
+  return {{h, {{}}, epoch, now - tonumber(epoch)}}
+end
+return {{h, redis.call('XRANGE', KEYS[2], '(0-' .. ARGV[1], '+')}}
+"""
+)
 
 # KEYS: hash. Set the cancel flag only on a job that exists.
 CANCEL = """
@@ -197,6 +216,7 @@ RENEW = (
     _NOW
     + f"""
 local deadline = now + tonumber(ARGV[2])
+redis.call('SET', '{P}epoch', now, 'NX')
 redis.call('ZADD', '{P}workers', now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', '{P}workers', '-inf', now - 600000)
 local missing = {{}}
@@ -214,12 +234,14 @@ return missing
 # ARGV: lease ms. How many workers renewed within one lease.
 WORKERS = _NOW + f"return redis.call('ZCOUNT', '{P}workers', now - tonumber(ARGV[1]), '+inf')\n"
 
-# ARGV: worker id, lease ms, error chunk JSON, ttl, then the jobs the claimer holds (their
-# leases are renewed first, so a live worker never claims its own). Claims up to 50 lapsed jobs:
-# one that produced nothing is leased to the claimer (it runs it; one still queued leaves the
-# queue, so it runs once, and one popped but never renewed gets one more lease first); any
-# other ends with the error chunk. Returns {job id, 'take'|'end', request, session id} per
-# claimed job.
+# ARGV: worker id ('' for an API process, which cannot run a job and only ends them), lease ms,
+# error chunk JSON, ttl, then the jobs the claimer holds (their leases are renewed first, so a
+# live worker never claims its own). Claims up to 200 lapsed jobs: one that produced nothing is
+# leased to a worker claimer (it runs it; one still queued leaves the queue, so it runs once,
+# and one popped but never renewed gets one more lease first) and left lapsed for a worker by an
+# API claimer; any other ends with the error chunk and joins {p}unsaved, where a worker finds
+# it to keep its interrupted answer in the transcript (UNSAVED). Returns {job id,
+# 'take'|'end', request, session id} per claimed job.
 CLAIM = (
     _NOW
     + _ENDED
@@ -227,14 +249,16 @@ CLAIM = (
 local out = {{}}
 local woken = {{}}
 for i = 5, #ARGV do redis.call('ZADD', '{P}leases', 'XX', now + tonumber(ARGV[2]), ARGV[i]) end
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', '{P}leases', '-inf', now, 'LIMIT', 0, 50)) do
-  redis.call('ZREM', '{P}leases', id)
+local api = ARGV[1] == ''
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', '{P}leases', '-inf', now, 'LIMIT', 0, 200)) do
   local h = '{P}' .. id
-  if redis.call('HGET', h, 'status') == 'streaming' then
+  local started = tonumber(redis.call('HGET', h, 'next') or '0') > 0
+  if not api or started then redis.call('ZREM', '{P}leases', id) end
+  if (not api or started) and redis.call('HGET', h, 'status') == 'streaming' then
     local request = redis.call('HGET', h, 'request') or '{{}}'
     local sid = ''  -- the session only once the worker stored the question in it
     if redis.call('HEXISTS', h, 'history_len') == 1 then sid = redis.call('HGET', h, 'session_id') end
-    if tonumber(redis.call('HGET', h, 'next') or '0') == 0 then
+    if not started then
       -- Not started. Still queued: taken out of the queue, so no other worker pops it too.
       -- Popped but never renewed (its worker took it a moment ago, or died at once): one
       -- more lease for that worker first. Held (renewed) and lapsed: its worker stopped.
@@ -252,6 +276,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', '{P}leases', '-inf', now, 'LIMIT
       redis.call('EXPIRE', h, tonumber(ARGV[4]))
       redis.call('EXPIRE', h .. ':chunks', tonumber(ARGV[4]))
       ended(h, id)
+      if sid ~= '' then redis.call('SADD', '{P}unsaved', id) end
       table.insert(out, {{id, 'end', request, sid}})
       table.insert(woken, id)
     end
@@ -261,3 +286,14 @@ if #woken > 0 then redis.call('PUBLISH', '{P}wake', table.concat(woken, ' ')) en
 return out
 """
 )
+
+# ARGV: how many. Jobs a reaper ended mid-answer whose answer no worker has kept yet: popped
+# (so one worker keeps each), with their session. Returns {job id, session id} per job.
+UNSAVED = f"""
+local out = {{}}
+for _, id in ipairs(redis.call('SPOP', '{P}unsaved', tonumber(ARGV[1]))) do
+  local sid = redis.call('HGET', '{P}' .. id, 'session_id')
+  if sid and sid ~= '' then table.insert(out, {{id, sid}}) end
+end
+return out
+"""

@@ -119,8 +119,11 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+RESTARTED = "Redis restarted empty moments ago and this job may not be written back yet"
+
+
 def _parse(reply: list[Any], since: int) -> dict[str, Any] | None:
-    flat, entries = reply
+    flat, entries = reply[0], reply[1]
     header = dict(zip(flat[0::2], flat[1::2], strict=True))
     if not header:
         return None
@@ -146,7 +149,7 @@ class RedisJobStore(BatchedWrites, JobStore):
         self.client: Any = _make_client(redis, url)
         self._scripts = {name: self.client.register_script(getattr(lua, name)) for name in
                          ("CREATE", "APPENDS", "RESTORE", "READ", "CANCEL", "CANCELS", "POSITIONS",
-                          "SESSION", "RENEW", "WORKERS", "CLAIM")}  # fmt: skip
+                          "SESSION", "RENEW", "WORKERS", "CLAIM", "UNSAVED", "EPOCH")}  # fmt: skip
         self._mirrors: dict[str, Mirror] = {}
         self._dirty: dict[str, None] = {}  # insertion-ordered set
         self._cond = threading.Condition()
@@ -156,6 +159,7 @@ class RedisJobStore(BatchedWrites, JobStore):
         self._closing = False
         self._inflight = False
         self._async: Any = None  # (loop, client, read script, waker)
+        self._epoch: str | None = None  # when Redis began holding jobs, as first seen here
 
     def _err(self, exc: Exception) -> StoreUnavailable:
         return StoreUnavailable(f"Redis at {redact_url(self.url)} is unreachable: {exc}")
@@ -166,12 +170,30 @@ class RedisJobStore(BatchedWrites, JobStore):
         except self._redis.RedisError as exc:
             raise self._err(exc) from exc
 
+    def _parse(self, reply: list[Any], since: int) -> dict[str, Any] | None:
+        """The job's state from a READ reply; ``None`` for a job Redis does not hold, unless
+        Redis restarted empty since this process first looked, less than a lease (and some
+        slack) ago: then it may be a running job whose worker has not written it anew yet
+        (workers do at once, or at their next renewal), and the poll is answered as during an
+        outage (503, retryable) rather than 404."""
+        got = _parse(reply, since)
+        if got is None and len(reply) > 2:
+            epoch, age = str(reply[2]), int(reply[3])
+            if self._epoch is None:
+                self._epoch = epoch
+            elif epoch != self._epoch:
+                if age < (self.lease_s + 5.0) * 1000:
+                    raise StoreUnavailable(RESTARTED)
+                self._epoch = epoch
+        return got
+
     def _ttl(self) -> int:
         return max(1, round(self.ttl))
 
     def check(self) -> None:
         try:
             self.client.ping()
+            self._epoch = str(self._scripts["EPOCH"]()[0])  # to tell a restart later
         except self._redis.RedisError as exc:
             raise StoreUnavailable(
                 f"Cannot reach Redis at {redact_url(self.url)}: {exc}. Start redis-server or fix --redis-url."
@@ -253,7 +275,8 @@ class RedisJobStore(BatchedWrites, JobStore):
         since = max(0, since)
         deadline = time.monotonic() + max(0.0, wait)
         while True:
-            got = _parse(self._call(self._scripts["READ"], keys=[key, key + ":chunks"], args=[since]), since)
+            reply = self._call(self._scripts["READ"], keys=[key, key + ":chunks"], args=[since])
+            got = self._parse(reply, since)
             remaining = deadline - time.monotonic()
             if got is None or got["chunks"] or got["status"] in TERMINAL or remaining <= 0:
                 return got
@@ -289,9 +312,10 @@ class RedisJobStore(BatchedWrites, JobStore):
                 return got
             asked = waker.messages
             try:
-                got = _parse(await calls.call(read_script, [key, key + ":chunks"], [since]), since)
+                reply = await calls.call(read_script, [key, key + ":chunks"], [since])
             except self._redis.RedisError as exc:
                 raise self._err(exc) from exc
+            got = self._parse(reply, since)
             if got is not None and fut is not None:
                 waker.keep(job_id, got, since, asked)
             return got
@@ -373,15 +397,19 @@ class RedisJobStore(BatchedWrites, JobStore):
         chunk = json.dumps({"type": "error", "message": message, "kind": "lease"})
         args = [worker_id, int(lease_s * 1000), chunk, self._ttl(), *(held or [])]
         got = self._call(self._scripts["CLAIM"], args=args)
+        return [Lapsed(job_id, json.loads(request), session_id or None, what == "take")
+                for job_id, what, request, session_id in got]  # fmt: skip
+
+    def unsaved(self, limit: int = 50) -> list[Lapsed]:
         out: list[Lapsed] = []
-        for job_id, what, request, session_id in got:
-            taken = what == "take"
-            chunks: list[Chunk] = []
-            if not taken:
-                read = self.read(job_id, 0)
-                chunks = read["chunks"] if read else []
-            out.append(Lapsed(job_id, json.loads(request), session_id or None, taken, chunks))
+        for job_id, session_id in self._call(self._scripts["UNSAVED"], args=[limit]):
+            read = self.read(job_id, 0)
+            if read is not None:
+                out.append(Lapsed(job_id, {}, session_id, False, read["chunks"]))
         return out
+
+    def forgot(self, worker_id: str) -> bool:
+        return self._call(self.client.zscore, f"{KEY_PREFIX}workers", worker_id) is None
 
     def workers_alive(self) -> int:
         return int(self._call(self._scripts["WORKERS"], args=[10_000]))

@@ -14,12 +14,8 @@ sees the mark (reported by the writes, or within ``watch_interval`` from a
 watcher thread when the run is quiet, e.g. inside a tool) and sets the loop's
 ``cancel`` event. The loop persists what was produced and stops.
 
-Leases (a shared store): the watcher renews the lease of every job this
-process holds every ``lease_s / 3`` seconds. A worker that dies stops
-renewing; within ``lease_s`` another runner's watcher claims the job: one
-that had produced nothing is run again here, any other ends with a calm
-``error`` chunk, and the answer it was streaming is rebuilt from the job's
-chunk log and stored in the transcript with stop reason ``error``.
+Leases (a shared store) and cancels of quiet jobs are the watcher's
+(``leases.Watcher``, given this runner's side as a ``leases.Holder``).
 """
 
 from __future__ import annotations
@@ -49,12 +45,11 @@ from tahrix_lab.jobs.chunklog import (
     JobStore,
     StoreUnavailable,
 )
+from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
 from tahrix_lab.jobs.first_event import CancelFlag, FirstEventBackend
-from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
+from tahrix_lab.jobs.leases import Holder, Watcher
 from tahrix_lab.jobs.request import JobRejected as JobRejected
 from tahrix_lab.jobs.request import JobRequest as JobRequest
-from tahrix_lab.jobs.runner_watch import LAPSED_MESSAGE as LAPSED_MESSAGE
-from tahrix_lab.jobs.runner_watch import Watching
 from tahrix_lab.jobs.starts import BurstGate, GroupStarts
 from tahrix_lab.jobs.stream_steps import StreamSteps
 
@@ -78,7 +73,7 @@ class _Job:
         return self.req.job_id
 
 
-class JobRunner(Watching):
+class JobRunner:
     """See the module docstring. Call ``start()`` before submitting and ``stop()`` at the end."""
 
     def __init__(
@@ -120,6 +115,7 @@ class JobRunner(Watching):
         self._cond = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._watcher: Watcher | None = None
         self._streams = StreamSteps() if StreamSteps.supports(backend) else None
 
     # -- lifecycle ----------------------------------------------------------
@@ -130,9 +126,10 @@ class JobRunner(Watching):
             t = threading.Thread(target=self._work, name=f"tahrix-job-{i}", daemon=True)
             t.start()
             self._threads.append(t)
-        watcher = threading.Thread(target=self._watch, name="tahrix-job-watch", daemon=True)
-        watcher.start()
-        self._threads.append(watcher)
+        holder = Holder(self.worker_id, self.transcripts, (self.backend.name, self.model), self._held,
+                        self._quiet, self._cancel_marked,
+                        lambda req, session: self.enqueue(req, resume_session=session))  # fmt: skip
+        self._watcher = Watcher(self.store, self.lease_s, self.watch_interval, holder).start()
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -149,6 +146,8 @@ class JobRunner(Watching):
         for job in queued:
             self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
         deadline = time.monotonic() + timeout
+        if self._watcher is not None:
+            self._watcher.stop(timeout)
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
         self._threads = []
@@ -317,6 +316,28 @@ class JobRunner(Watching):
         self._unpublished.clear()
         self._published = now
         return changed
+
+    # -- for the watcher (leases.Holder) ------------------------------------------------
+    def _held(self) -> list[str]:
+        with self._cond:
+            return [*self._running, *self._pending]
+
+    def _quiet(self, since: float) -> list[str]:
+        with self._cond:
+            return [j.job_id for j in self._running.values() if j.last_write <= since] + list(self._pending)
+
+    def _cancel_marked(self, wanted: set[str]) -> None:
+        with self._cond:
+            for job_id in wanted:
+                if job_id in self._running:
+                    self._running[job_id].cancel.set()
+            if self._streams is not None:
+                self._streams.poke()
+            dropped = [self._pending.pop(k) for k in list(self._pending) if k in wanted]
+            positions = self._positions() if dropped else {}
+        for job in dropped:
+            self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
+        self._publish_positions(positions)
 
     def _publish_positions(self, positions: dict[str, int]) -> None:
         with contextlib.suppress(StoreUnavailable):

@@ -29,10 +29,13 @@ from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.jobs.api import Service, create_app
 from tahrix_lab.jobs.api_processes import Children, end_with, listen_socket
 from tahrix_lab.jobs.broker import RedisIntake, RedisSubmitter
-from tahrix_lab.jobs.integration import ChatIntegration, JobIntegration
+from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
+from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
+from tahrix_lab.jobs.leases import Watcher
+from tahrix_lab.jobs.memory_store import MemoryJobStore
+from tahrix_lab.jobs.redis_store import RedisJobStore
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.settings import Settings, dev_token
-from tahrix_lab.jobs.store import JobStore, MemoryJobStore, RedisJobStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +63,11 @@ class Built:
     transcripts: TranscriptStore | None
     intake: RedisIntake | None = None
     notes: list[str] = field(default_factory=list)
+    reaper: Watcher | None = None  # an API process's share of the leases
 
     def close(self) -> None:
+        if self.reaper is not None:
+            self.reaper.stop()
         if self.intake is not None:
             self.intake.stop()
         if self.runner is not None:
@@ -162,7 +168,9 @@ def build(
             max_wait_s=settings.max_wait_s,
             role=role if not notes else "api",
         )
-    return Built(service, runner, store, transcripts, intake, notes)
+    # Without a runner (an API process) this process still ends the jobs of dead workers.
+    reaper = Watcher(store, settings.lease_s, 1.0).start() if runner is None else None
+    return Built(service, runner, store, transcripts, intake, notes, reaper)
 
 
 def settle_heap() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from tahrix_lab.agent.store import TranscriptStore
 
@@ -63,7 +64,7 @@ class Serve:
             if announce:
                 self.lines.put(line)
 
-    def wait_listening(self, timeout: float = 30, marker: str = "listening on ") -> Serve:
+    def wait_listening(self, timeout: float = 90, marker: str = "listening on ") -> Serve:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -123,7 +124,8 @@ def poll_to_end(
     since: int = 0, retry: tuple[int, ...] = (503,),
 ) -> dict[str, Any]:  # fmt: skip
     """Long-poll from ``since`` to the end; ``all_chunks`` holds what arrived. Statuses in ``retry``
-    (503; 404 while a restarted Redis has not got the job back yet) are tried again."""
+    (503: an outage, or a restarted Redis that has not got the job back yet) are tried again; any
+    other, a 404 first, fails the test, as a client written to the seed's contract would stop."""
     chunks: list[dict[str, Any]] = []
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -253,13 +255,19 @@ def test_redis_unreachable_at_start_names_the_url(tmp_path: Path, files: dict[st
 def test_redis_killed_and_restarted_empty_during_a_job(
     tmp_path: Path, redis_srv: Any, files: dict[str, str]
 ) -> None:
+    """Killed mid-answer (a long one, so that it surely runs across the outage), then back empty:
+    a poll is refused as during an outage until the worker writes the job anew, never a 404."""
+    words = " ".join(f"w{i}" for i in range(300))
+    Path(files["script"]).write_text(
+        json.dumps({"delay": 0.05, "turns": [[{"kind": "text", "text": words}]]})
+    )
     a = serve_all(tmp_path, redis_srv, files)
     try:
         with httpx.Client(timeout=30) as client:
             job = client.post(f"{a.url}{JOB}", json={"message": "q"}, headers=ALICE).json()
             r = client.get(f"{a.url}{JOB}/{job['job_id']}", params={"wait": 10}, headers=ALICE)
             first = r.json()
-            assert first["chunks"]
+            assert first["chunks"] and first["status"] == "streaming"
             since, seen = first["next"], list(first["chunks"])
             redis_srv.proc.send_signal(signal.SIGKILL)
             redis_srv.proc.wait(5)
@@ -276,11 +284,12 @@ def test_redis_killed_and_restarted_empty_during_a_job(
             redis_srv.start()  # same port, empty: the writer writes the job anew, same numbering
             # the very first request after the restart is answered (a dead pooled connection is retried)
             assert client.get(f"{a.url}/readyz").status_code == 200
-            state = poll_to_end(client, a.url, ALICE, job["job_id"], 30, since=since, retry=(404, 503))
+            state = poll_to_end(client, a.url, ALICE, job["job_id"], 30, since=since)  # never a 404
             seen += state["all_chunks"]
             assert state is not None and state["status"] == "done"  # the end reached the client at its since
-            words = "".join(c["text"] for c in seen if c["type"] == "content")
-            assert words == " ".join(f"w{i}" for i in range(WORDS))  # nothing lost, nothing twice
+            assert (
+                "".join(c["text"] for c in seen if c["type"] == "content") == words
+            )  # nothing lost or twice
             assert seen[-1]["type"] == "done"
             again = client.post(f"{a.url}{JOB}", json={"message": "after"}, headers=ALICE).json()
             assert poll_to_end(client, a.url, ALICE, again["job_id"])["status"] == "done"
@@ -289,7 +298,7 @@ def test_redis_killed_and_restarted_empty_during_a_job(
     with TranscriptStore(files["db"]) as store:
         msgs = store.load_messages(state["session_id"])
         assert [m.role for m in msgs] == ["user", "assistant"]
-        assert msgs[1].text == " ".join(f"w{i}" for i in range(WORDS))  # the whole answer, despite the outage
+        assert msgs[1].text == words  # the whole answer, despite the outage
         assert msgs[1].stop_reason == "end_turn"
 
 
@@ -383,6 +392,55 @@ def test_worker_killed_mid_answer(tmp_path: Path, redis_srv: Any, files: dict[st
         assert (msgs[1].text, msgs[1].stop_reason) == (streamed, "error")  # what the client saw, kept
         two = store.load_messages(other["session_id"])
         assert [m.text for m in two] == ["two", other["content"]]  # its question stored once
+
+
+def unsaved(redis_srv: Any) -> set[str]:
+    return set(redis.Redis.from_url(redis_srv.url, decode_responses=True).smembers("chatjob:unsaved"))
+
+
+def test_worker_killed_with_no_worker_left(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> None:
+    """SIGKILL of the only worker: the API process ends its job (the lease lapses, no worker is
+    alive to claim it) and the next worker to start keeps the interrupted answer."""
+    script = tmp_path / "long.json"
+    script.write_text(json.dumps({"delay": 0.05, "turns": [[{"kind": "text", "text": " ".join(
+        f"w{i}" for i in range(400))}]]}))  # fmt: skip
+    common = ["--redis-url", redis_srv.url, "--tokens-file", files["tokens"], "--fake-script", str(script)]
+    worker = Serve(*common, "--role", "worker", db=Path(files["db"]), cwd=tmp_path)
+    worker.wait_listening(marker="worker running")
+    api = Serve(*common, "--role", "api", db=tmp_path / "never.duckdb", cwd=tmp_path).wait_listening()
+    later = None
+    try:
+        with httpx.Client(timeout=30) as client:
+            job = client.post(f"{api.url}{JOB}", json={"message": "one"}, headers=ALICE).json()
+            since, seen = 0, []
+            while len(seen) < 20:
+                state = client.get(f"{api.url}{JOB}/{job['job_id']}", params={"since": since, "wait": 5},
+                                   headers=ALICE).json()  # fmt: skip
+                seen += state["chunks"]
+                since = state["next"]
+            worker.proc.send_signal(signal.SIGKILL)
+            worker.proc.wait(10)
+            state = poll_to_end(client, api.url, ALICE, job["job_id"], 60, since=since)
+            seen += state["all_chunks"]
+            assert state["status"] == "error"
+            assert seen[-1]["type"] == "error" and seen[-1]["kind"] == "lease"
+            streamed = "".join(c["text"] for c in seen if c["type"] == "content")
+            assert streamed and streamed == state["content"]
+            # No worker is alive: the answer waits in Redis for the next one, which keeps it.
+            assert unsaved(redis_srv) == {job["job_id"]}
+            later = Serve(*common, "--role", "worker", db=Path(files["db"]), cwd=tmp_path)
+            later.wait_listening(marker="worker running")
+            while unsaved(redis_srv):
+                time.sleep(0.2)
+    finally:
+        api.stop()
+        if later is not None:
+            later.stop()
+        worker.stop()
+    with TranscriptStore(files["db"]) as store:
+        msgs = store.load_messages(state["session_id"])
+        assert [m.role for m in msgs] == ["user", "assistant"]
+        assert (msgs[1].text, msgs[1].stop_reason) == (streamed, "error")
 
 
 def test_a_client_written_to_the_seed_contract(tmp_path: Path, redis_srv: Any, files: dict[str, str]) -> None:

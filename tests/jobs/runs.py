@@ -11,7 +11,7 @@ from typing import Any
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.jobs.demo import demo_registry
-from tahrix_lab.jobs.integration import ChatIntegration
+from tahrix_lab.jobs.domain import ChatIntegration
 from tahrix_lab.jobs.memory_store import MemoryJobStore
 from tahrix_lab.jobs.request import JobRequest
 from tahrix_lab.jobs.runner import JobRunner

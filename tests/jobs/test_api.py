@@ -16,7 +16,7 @@ import pytest
 
 from tahrix_lab.jobs.api import create_app
 from tahrix_lab.jobs.demo import ScriptedBackend, demo_registry
-from tahrix_lab.jobs.integration import ChatIntegration
+from tahrix_lab.jobs.domain import ChatIntegration
 from tahrix_lab.jobs.serving import Built, build
 from tahrix_lab.jobs.settings import Settings
 

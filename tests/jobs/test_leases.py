@@ -6,8 +6,7 @@ import time
 
 import redis
 
-from tahrix_lab.jobs.redis_store import QUEUE_KEY
-from tahrix_lab.jobs.store import RedisJobStore
+from tahrix_lab.jobs.redis_store import QUEUE_KEY, RedisJobStore
 
 LEASE_S = 0.3
 

@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from tahrix_lab.jobs.chunklog import merge_deltas
-from tahrix_lab.jobs.store import JobStore, MemoryJobStore, RedisJobStore, StoreUnavailable
+from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable, merge_deltas
+from tahrix_lab.jobs.memory_store import MemoryJobStore
+from tahrix_lab.jobs.redis_store import RedisJobStore
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tahrix_lab.jobs.redis_store import RedisJobStore
 from tahrix_lab.jobs.redis_wake import Tail, Waker
-from tahrix_lab.jobs.store import RedisJobStore
 
 FIELDS = [[], {}, None]  # tool_calls, usage, stop_reason as a message carries them
 
