@@ -46,7 +46,7 @@ def register(
 
     def deco(fn: F) -> F:
         def paged(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-            result: dict[str, Any] = fn(args, ctx)
+            result: dict[str, Any] = as_data(fn(args, ctx))
             if not detail or not isinstance(result, dict):
                 return result
             effects = result.pop("_effects", None)
@@ -54,7 +54,7 @@ def register(
                       fp=fingerprint(args))  # fmt: skip
             if effects is not None:
                 out["_effects"] = effects
-            return out
+            return as_data(out)
 
         paged.__name__ = fn.__name__
         paged.__doc__ = fn.__doc__
@@ -65,6 +65,19 @@ def register(
         return fn
 
     return deco
+
+
+def as_data(result: Any) -> Any:
+    """Mark a case tool's result as data, the same way for every tool: one ``data_note``.
+
+    Memos, token names, labels and notes are written by whoever sent a transaction or
+    published a label, so any of them may read like an instruction; the note (with the MCP
+    server's instructions and the system prompt) tells the model they are data to report.
+    Error results carry no case text and stay as they are.
+    """
+    if isinstance(result, dict) and "error" not in result:
+        result["data_note"] = DATA_NOTE
+    return result
 
 
 def chain_addr(ctx: ToolContext, address: str, chain: str | None) -> list[tuple[str, str]]:
