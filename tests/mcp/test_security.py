@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from tahrix_lab.agent.bounds import json_size
+from tahrix_lab.agent.secrets import redact_url
 from tahrix_lab.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from tahrix_lab.case.workspace import Workspace
-from tests.mcp.conftest import HttpServer, stop
-from tests.mcp.test_server_http import ALICE, _call
+from tests.mcp.conftest import ALICE, HttpServer, free_port, serve_args, stop
+from tests.mcp.test_server_http import _call
 
 MARKER = "…[truncated: 100,000,000 characters]"
 
@@ -35,3 +37,31 @@ def test_a_huge_cell_is_bounded_before_the_transcript_keeps_it(
             len(json.dumps([p.tool_input, p.tool_result, p.text], ensure_ascii=False)) for p in parts
         )
         assert stored <= DEFAULT_MAX_RESULT_BYTES + 1000  # the call and its bounded result, nothing more
+
+
+def _refused(
+    case_db: Path, tmp_path: Path, tokens: dict[str, str], mode: int
+) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps(tokens))
+    path.chmod(mode)
+    args = serve_args(case_db, "--http", str(free_port()), "--tokens-file", str(path))
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_a_tokens_file_others_can_read_is_refused(case_db: Path, tmp_path: Path) -> None:
+    out = _refused(case_db, tmp_path, {ALICE: "alice"}, 0o666)
+    assert out.returncode != 0 and "chmod 600" in out.stderr and "0666" in out.stderr
+    assert ALICE not in out.stderr  # the refusal does not print the secret it protects
+
+
+def test_a_short_token_is_refused(case_db: Path, tmp_path: Path) -> None:
+    out = _refused(case_db, tmp_path, {"short-token-123": "carol"}, 0o600)
+    assert out.returncode != 0 and "shorter than 32 characters" in out.stderr and "carol" in out.stderr
+    assert "short-token-123" not in out.stderr
+
+
+def test_redact_url_hides_only_the_password() -> None:
+    assert redact_url("redis://:pw@localhost:6379/0") == "redis://:***@localhost:6379/0"
+    assert redact_url("postgresql://ana:s3cret@db.example/tahrix") == "postgresql://ana:***@db.example/tahrix"
+    assert redact_url("redis://localhost:6379/0") == "redis://localhost:6379/0"

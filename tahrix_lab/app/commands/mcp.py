@@ -42,6 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
     from tahrix_lab.mcp.server.serving import MCP_PATH, run_http, run_stdio
 
     user = args.user or _login()
+    tokens = _tokens(args.tokens_file, user) if args.http is not None else {}
     ws = Workspace()
     try:
         server = CaseMcpServer(ws, args.case_id, grant={"may_write": args.allow_writes}, user=user)
@@ -50,7 +51,6 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"tahrix mcp: serving case {args.case_id} over stdio ({mode})", file=sys.stderr)
             run_stdio(server)
             return 0
-        tokens = _tokens(args.tokens_file, user)
         print(
             f"tahrix mcp: serving case {args.case_id} at http://{args.host}:{args.http}{MCP_PATH} ({mode})",
             file=sys.stderr,
@@ -63,10 +63,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _tokens(path: str | None, user: str) -> dict[str, str]:
+    from tahrix_lab.agent.secrets import check_tokens_file
     from tahrix_lab.jobs.settings import dev_token, load_tokens
 
     path = path or os.environ.get("TAHRIX_TOKENS_FILE")
     if path:
+        check_tokens_file(path)  # mode 0600 and strong tokens, before the server starts
         return load_tokens(path)
     token = dev_token()
     print(f"tahrix mcp: no tokens file; use this bearer token (user {user}): {token}", file=sys.stderr)
