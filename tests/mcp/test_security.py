@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 from pathlib import Path
+
+import httpx
 
 from tahrix_lab.agent.bounds import json_size
 from tahrix_lab.agent.secrets import redact_url
 from tahrix_lab.agent.tools import DEFAULT_MAX_RESULT_BYTES
 from tahrix_lab.case.workspace import Workspace
-from tests.mcp.conftest import ALICE, HttpServer, free_port, serve_args, stop
+from tests.mcp.conftest import ALICE, BOB, TAHRIX, HttpServer, free_port, serve_args, stop
 from tests.mcp.test_server_http import _call
 
 MARKER = "…[truncated: 100,000,000 characters]"
@@ -65,3 +69,38 @@ def test_redact_url_hides_only_the_password() -> None:
     assert redact_url("redis://:pw@localhost:6379/0") == "redis://:***@localhost:6379/0"
     assert redact_url("postgresql://ana:s3cret@db.example/tahrix") == "postgresql://ana:***@db.example/tahrix"
     assert redact_url("redis://localhost:6379/0") == "redis://localhost:6379/0"
+
+
+def _post(url: str, token: str, body: dict[str, object], session: str | None = None) -> httpx.Response:
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    if session is not None:
+        headers |= {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+    return httpx.post(url, json=body, headers=headers, timeout=30)
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}  # fmt: skip
+LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+
+
+def test_an_mcp_session_is_its_users_alone(http_server: HttpServer) -> None:
+    url = http_server.url
+    init = _post(url, ALICE, INIT)
+    sid = init.headers["mcp-session-id"]
+    _post(url, ALICE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
+    unknown = _post(url, BOB, LIST, "f" * 32)
+    stolen = _post(url, BOB, LIST, sid)
+    assert unknown.status_code == 404 and stolen.status_code == 404  # as for an unknown session
+    auth = {"Authorization": f"Bearer {BOB}", "mcp-session-id": sid}
+    assert httpx.delete(url, headers=auth, timeout=30).status_code == 404  # bob cannot end it
+    mine = _post(url, ALICE, LIST, sid)
+    assert mine.status_code == 200 and "lookup_address" in mine.text  # alice's session still works
+
+
+def test_the_cli_log_file_is_created_0600_under_umask_022(tmp_path: Path) -> None:
+    log = tmp_path / "state" / "tahrix.log"
+    env = {**os.environ, "TAHRIX_LOG": str(log)}
+    out = subprocess.run(["/bin/sh", "-c", 'umask 022 && exec "$@"', "sh", *TAHRIX], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert out.returncode == 2 and log.exists()  # help printed; the log is there for what follows
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600

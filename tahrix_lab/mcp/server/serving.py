@@ -18,6 +18,14 @@ from mcp.server.stdio import stdio_server
 from tahrix_lab.mcp.server.case_server import USER_KEY, CaseMcpServer
 
 MCP_PATH = "/mcp"
+SESSION_HEADER = b"mcp-session-id"
+
+
+async def _json(send: Any, status: int, body: Any) -> None:
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+    )
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
 async def serve_stdio(case_server: CaseMcpServer) -> None:
@@ -36,6 +44,8 @@ class BearerTokens:
     def __init__(self, app: Any, tokens: dict[str, str]) -> None:
         self.app = app
         self._tokens = [(t.encode(), u) for t, u in tokens.items()]
+        # MCP session id -> the user whose request created it: a session is its user's alone.
+        self._owners: dict[bytes, str] = {}
 
     def user_for(self, header: bytes | None) -> str | None:
         if not header or header[:7].lower() != b"bearer ":
@@ -62,7 +72,21 @@ class BearerTokens:
             await send({"type": "http.response.body", "body": body.encode()})
             return
         scope[USER_KEY] = user
-        await self.app(scope, receive, send)
+        session = dict(scope.get("headers") or []).get(SESSION_HEADER)
+        if session is not None and self._owners.get(session, user) != user:
+            # Another user's session answers as an unknown one would: no hint that it exists.
+            await _json(send, 404, {"jsonrpc": "2.0", "id": "server-error",
+                                    "error": {"code": -32600, "message": "Session not found"}})  # fmt: skip
+            return
+
+        async def bind(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                created = dict(message.get("headers") or []).get(SESSION_HEADER)
+                if created is not None:
+                    self._owners.setdefault(created, user)
+            await send(message)
+
+        await self.app(scope, receive, bind)
 
 
 def http_app(case_server: CaseMcpServer, tokens: dict[str, str], *, host: str = "127.0.0.1") -> Any:
