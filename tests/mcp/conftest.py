@@ -73,8 +73,10 @@ def serve_args(db: Path, *extra: str) -> list[str]:
 
 
 class HttpServer:
-    def __init__(self, db: Path, tmp: Path, tokens: dict[str, str], *extra: str) -> None:
-        self.port = free_port()
+    def __init__(
+        self, db: Path, tmp: Path, tokens: dict[str, str], *extra: str, port: int | None = None
+    ) -> None:
+        self.port = port or free_port()
         self.tokens_file = tmp / "tokens.json"
         self.tokens_file.write_text(json.dumps(tokens))
         self.tokens_file.chmod(0o600)  # the server refuses a tokens file others can read

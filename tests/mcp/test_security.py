@@ -104,3 +104,26 @@ def test_the_cli_log_file_is_created_0600_under_umask_022(tmp_path: Path) -> Non
                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert out.returncode == 2 and log.exists()  # help printed; the log is there for what follows
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+def test_a_non_loopback_bind_needs_allowed_hosts(case_db: Path, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({ALICE: "alice"}))
+    tokens.chmod(0o600)
+    args = serve_args(case_db, "--http", str(free_port()), "--host", "0.0.0.0", "--tokens-file", str(tokens))
+    out = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode != 0 and "--allowed-host" in out.stderr
+
+
+def test_allowed_hosts_keep_dns_rebinding_protection_on(case_db: Path, tmp_path: Path) -> None:
+    port = free_port()
+    server = HttpServer(case_db, tmp_path, {ALICE: "alice"}, "--host", "0.0.0.0", "--allowed-host",
+                        f"mcp.test:{port}", port=port)  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {ALICE}"}
+        good = httpx.post(url, json=INIT, headers={**headers, "Host": f"mcp.test:{port}"}, timeout=30)
+        evil = httpx.post(url, json=INIT, headers={**headers, "Host": "evil.example"}, timeout=30)
+        assert good.status_code == 200 and evil.status_code in (403, 421)
+    finally:
+        stop(server.proc)

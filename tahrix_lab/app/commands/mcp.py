@@ -21,6 +21,14 @@ def add_commands(sub: Any) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1)")
     serve.add_argument(
+        "--allowed-host", action="append", default=[], metavar="HOST[:PORT]",
+        help="a Host header the server answers to (required with a non-loopback --host; repeatable)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--allowed-origin", action="append", default=[], metavar="ORIGIN",
+        help="a browser Origin allowed to call the server (repeatable)",
+    )  # fmt: skip
+    serve.add_argument(
         "--tokens-file", help='HTTP bearer tokens, JSON {"<token>": "<user>"} (default: $TAHRIX_TOKENS_FILE)'
     )
     serve.add_argument(
@@ -39,9 +47,11 @@ def add_commands(sub: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from tahrix_lab.case.workspace import Workspace
     from tahrix_lab.mcp.server import CaseMcpServer
-    from tahrix_lab.mcp.server.serving import MCP_PATH, run_http, run_stdio
+    from tahrix_lab.mcp.server.serving import MCP_PATH, run_http, run_stdio, transport_security
 
     user = args.user or _login()
+    if args.http is not None:  # refuse an open bind before anything starts
+        transport_security(args.host, args.allowed_host, args.allowed_origin)
     tokens = _tokens(args.tokens_file, user) if args.http is not None else {}
     ws = Workspace()
     try:
@@ -56,7 +66,8 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        run_http(server, tokens, host=args.host, port=args.http)
+        run_http(server, tokens, host=args.host, port=args.http, allowed_hosts=args.allowed_host,
+                 allowed_origins=args.allowed_origin)  # fmt: skip
         return 0
     finally:
         ws.close()
