@@ -38,7 +38,7 @@ def bound(result: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """
     # No string longer than the cap can fit whole: cut those first, so a 100 MB cell is never
     # serialised. A result under the cap has none, so it is untouched by this pass.
-    pre = _shrink(result, max_bytes + 1, None)
+    pre: dict[str, Any] = _shrink(result, max_bytes + 1, None)
     size = json_size(pre)
     if pre is result and size <= max_bytes:
         return result
@@ -67,12 +67,12 @@ def _shrink(value: Any, str_limit: int, list_limit: int | None) -> Any:
         changed = any(items[k] is not v for k, v in value.items())
         return items if changed else value
     if isinstance(value, list | tuple):
-        head = list(value) if list_limit is None else list(value[:list_limit])
-        kept = [_shrink(v, str_limit, list_limit) for v in head]
-        left = len(value) - len(head)
+        shown = list(value) if list_limit is None else list(value[:list_limit])
+        kept = [_shrink(v, str_limit, list_limit) for v in shown]
+        left = len(value) - len(shown)
         if left:
             kept.append(f"…[{left:,} more items left out]")
-        changed = left > 0 or any(a is not b for a, b in zip(kept, head, strict=False))
+        changed = left > 0 or any(a is not b for a, b in zip(kept, shown, strict=False))
         return kept if changed else value
     return value
 

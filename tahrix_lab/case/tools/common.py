@@ -54,7 +54,8 @@ def register(
                       fp=fingerprint(args))  # fmt: skip
             if effects is not None:
                 out["_effects"] = effects
-            return as_data(out)
+            marked: dict[str, Any] = as_data(out)  # after the page is cut: every page says it
+            return marked
 
         paged.__name__ = fn.__name__
         paged.__doc__ = fn.__doc__
