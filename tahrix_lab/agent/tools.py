@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import threading
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from tahrix_lab.agent.backends.base import ToolSpec
+from tahrix_lab.agent.bounds import bound
 from tahrix_lab.agent.errors import ToolDenied, ToolRetry
 from tahrix_lab.agent.transcript import Part, Session, ToolStatus
 
@@ -241,8 +241,13 @@ def run_tool(
     registry: ToolRegistry | None = None,
     offered: Sequence[str] | None = None,
     session: Session | None = None,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
 ) -> ToolOutcome:
-    """Run one tool call; never raises. See the module docstring."""
+    """Run one tool call; never raises. See the module docstring.
+
+    The result is bounded to ``max_result_bytes`` of JSON (``agent.bounds``) before it is
+    returned, so neither the transcript nor the caller ever holds an unbounded result.
+    """
     reg = registry or REGISTRY
     call_id = tool_use.tool_use_id or ""
     name = tool_use.tool_name or ""
@@ -305,7 +310,8 @@ def run_tool(
         value = {"value": value}
     effects = value.pop("_effects", None) if "_effects" in value else None
     try:
-        json.dumps(value, allow_nan=False)
+        # Bounded here, once, before anything keeps it: the record holds what the model is sent.
+        value = bound(value, max_result_bytes)
     except (TypeError, ValueError) as exc:
         log.error("tool %s returned a result that is not JSON: %s", name, exc)
         return outcome(
@@ -319,29 +325,9 @@ def run_tool(
 
 
 def model_facing(result: dict[str, Any], max_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> dict[str, Any]:
-    """The result as the model sees it: cut to ``max_bytes`` with an explicit marker.
+    """The result as the model sees it: bounded to ``max_bytes`` (``agent.bounds.bound``).
 
-    The transcript keeps the whole result; only what is sent is capped, and the
-    cut is deterministic so a replay sends the same bytes.
+    ``run_tool`` already bounds every result to the default cap; this applies a smaller cap
+    when a caller asks for one. Deterministic, so a replay sends the same bytes.
     """
-    text = json.dumps(result, ensure_ascii=False)
-    size = len(text.encode("utf-8"))
-    if size <= max_bytes:
-        return result
-    cut = text.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")
-    return {
-        "truncated": True,
-        "note": f"[result truncated: showing the first {max_bytes} of {size} bytes; ask for fewer rows or narrower filters]",
-        "cut_keys": _cut_keys(result, max_bytes),
-        "partial_json": cut,
-    }
-
-
-def _cut_keys(result: dict[str, Any], max_bytes: int) -> list[str]:
-    """The top-level keys the cut removed whole or in part, in the result's order."""
-    end, out = 1, []  # the opening brace
-    for key, value in result.items():
-        end += len(json.dumps({key: value}, ensure_ascii=False).encode("utf-8")) - 2 + 2  # ", " between items
-        if end > max_bytes:
-            out.append(key)
-    return out
+    return bound(result, max_bytes)

@@ -100,6 +100,8 @@ def _setup_logging(verbose: bool) -> Path:
     root.addHandler(stderr)
     try:
         log.parent.mkdir(parents=True, exist_ok=True)
+        # Created 0600 whatever the umask: the log can quote case data and errors.
+        os.close(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         to_file = logging.FileHandler(log, delay=True, encoding="utf-8")
     except OSError:
         return log

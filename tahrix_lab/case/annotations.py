@@ -36,10 +36,13 @@ def _address_target(ctx: ToolContext, args: dict[str, Any]) -> tuple[str, str]:
     return chain, norm_address(chain, target) or target
 
 
-def apply_annotation(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def apply_annotation(ctx: ToolContext, args: dict[str, Any], *, analyst: str | None = None) -> dict[str, Any]:
+    """Apply one write. ``analyst`` names the human making it (``Workspace.annotate``); without
+    one it is the assistant's write (actor ``agent:<session>``), which may never overturn an
+    analyst's decision: nothing in ``args`` can stand for the analyst's consent."""
     action, kind = args["action"], args["target_kind"]
     payload = args.get("payload") or {}
-    db, cid, actor = ctx.db, ctx.case_id, ctx.actor
+    db, cid, actor = ctx.db, ctx.case_id, analyst or ctx.actor
     if action in ("confirm_flag", "dismiss_flag") and kind != "flag":
         raise ToolRetry(f"{action} needs target_kind 'flag' and a flag id as target.")
     if action in ("add_label", "set_role") and kind != "address":
@@ -54,15 +57,11 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                 raise ToolRetry(f"No flag {args['target']!r} in case {cid}; list_flags shows the ids.")
             before = dict(zip(["flag_id", "status", "analyst_note", "updated_by"], row, strict=True))
             other = before["updated_by"] and not str(before["updated_by"]).startswith("agent")
-            if other and before["status"] != "new" and not payload.get("analyst_confirmed"):
-                return {
-                    "needs_confirmation": True,
-                    "message": (
-                        f"Flag {args['target']} was set to {before['status']!r} by {before['updated_by']}. Ask the analyst "
-                        "before changing another analyst's decision, then call again with payload.analyst_confirmed=true."
-                    ),
-                    "current": jsonable(before),
-                }
+            if other and before["status"] != "new" and analyst is None:
+                # Refused, and the attempt audited (before = after: nothing changed) for the analyst to see.
+                db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=f"refused:{action}",
+                         target_kind="flag", target_id=args["target"], before=before, after=before)  # fmt: skip
+                return needs_analyst(cid, args, before)
             status = "confirmed" if action == "confirm_flag" else "dismissed"
             note = payload.get("note", before["analyst_note"])
             cur.execute(
@@ -153,6 +152,23 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "audit_id": audit_id,
         "after": jsonable(after),
         "_effects": [effect],
+    }
+
+
+def needs_analyst(case_id: str, args: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """The assistant's refusal to overturn an analyst's decision: what is needed, and how the analyst does it."""
+    target, action = args["target"], args["action"]
+    return {
+        "error": {
+            "type": "needs_analyst_approval",
+            "message": (
+                f"Flag {target} was set to {before['status']!r} by {before['updated_by']}; only an analyst can "
+                f"overturn an analyst's decision, so {action} was not applied. Tell the analyst what you propose "
+                "and why; they can apply it themselves in the notebook."
+            ),
+            "how": f"ws.annotate({case_id!r}, 'flag', {target!r}, {action!r}, analyst='<their name>')",
+            "current": jsonable(before),
+        }
     }
 
 

@@ -25,10 +25,11 @@ from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case import loaders
 from tahrix_lab.case import report as _report
+from tahrix_lab.case.annotations import apply_annotation as _apply_annotation
 from tahrix_lab.case.annotations import revert as _revert
 from tahrix_lab.case.citations import verify_citations as _verify_citations
 from tahrix_lab.case.citations import with_citations
-from tahrix_lab.case.context import CaseContextProvider, Grant
+from tahrix_lab.case.context import CaseContextProvider, Grant, ToolContext
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.detectors import run_detectors as _run_detectors
 from tahrix_lab.case.detectors import triage as _triage
@@ -342,6 +343,29 @@ class Workspace:
 
     def audit_log(self, case_id: str) -> list[dict[str, Any]]:
         return self.cases.audit_log(case_id)
+
+    def annotate(
+        self,
+        case_id: str,
+        target_kind: str,
+        target: str,
+        action: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        analyst: str,
+        chain: str | None = None,
+    ) -> dict[str, Any]:
+        """An analyst's own write (the ``annotate`` actions), audited under their name; unlike the
+        assistant's, it may overturn another analyst's decision."""
+        self.require_case(case_id)
+        args = {"target_kind": target_kind, "target": target, "action": action, "payload": payload or {}}
+        if chain is not None:
+            args["chain"] = chain
+        result = _apply_annotation(
+            ToolContext(db=self.cases, case_id=case_id, user=analyst), args, analyst=analyst
+        )
+        result.pop("_effects", None)
+        return result
 
     def revert(self, audit_id: str, *, actor: str) -> dict[str, Any]:
         return _revert(self.cases, audit_id, actor=actor)

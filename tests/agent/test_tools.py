@@ -186,17 +186,17 @@ def test_context_provider_resolves_per_call_and_can_deny(reg: ToolRegistry) -> N
 
 def test_model_facing_result_is_capped_with_a_marker(reg: ToolRegistry) -> None:
     out = run_tool(call("big", {}), registry=reg)
-    whole = json.dumps(out.result)
-    assert len(whole) > 32_000  # the transcript keeps all of it
-    capped = model_facing(out.result)
-    assert capped["truncated"] is True
-    assert "truncated" in capped["note"] and str(len(whole)) in capped["note"]
-    assert len(capped["partial_json"].encode()) <= 32_000
-    assert whole.startswith(capped["partial_json"])
+    stored = json.dumps(out.result, ensure_ascii=False).encode()
+    assert len(stored) <= 32_000  # bounded before it is kept: the transcript holds what is sent
+    assert out.result["truncated"] is True and "bounded to 32,000 bytes" in out.result["bounded"]
+    assert model_facing(out.result) is out.result
     small = {"a": 1}
     assert model_facing(small) is small
     mixed = {"summary": {"n": 2}, "rows": ["x" * 100] * 400, "tail": 1}
-    assert model_facing(mixed, max_bytes=1000)["cut_keys"] == ["rows", "tail"]  # says what it cut
+    capped = model_facing(mixed, max_bytes=1000)
+    assert len(json.dumps(capped, ensure_ascii=False).encode()) <= 1000
+    assert capped["summary"] == {"n": 2} and capped["tail"] == 1  # what fits is kept
+    assert capped["rows"][-1].endswith("more items left out]")  # says what it cut
 
 
 def test_register_replaces_a_tool_of_the_same_name() -> None:

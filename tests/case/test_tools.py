@@ -260,19 +260,9 @@ def test_annotate_audit_revert_and_confirmation(ws: Workspace, ground_truth: dic
         "UPDATE anomaly_flags SET status = 'confirmed', updated_by = 'bob' WHERE flag_id = ?", [flag]
     )
     ask = call(ws, s, "annotate", {"target_kind": "flag", "target": flag, "action": "dismiss_flag"})
-    assert ask.result["needs_confirmation"] is True and ask.effects == []
-    done = call(
-        ws,
-        s,
-        "annotate",
-        {
-            "target_kind": "flag",
-            "target": flag,
-            "action": "dismiss_flag",
-            "payload": {"analyst_confirmed": True},
-        },
-    )
-    assert done.result["after"]["status"] == "dismissed"
+    assert ask.result["error"]["type"] == "needs_analyst_approval" and ask.effects == []
+    done = ws.annotate("CASE-001", "flag", flag, "dismiss_flag", analyst="ana")  # the analyst decides
+    assert done["after"]["status"] == "dismissed"
     note = call(
         ws,
         s,
@@ -285,6 +275,7 @@ def test_annotate_audit_revert_and_confirmation(ws: Workspace, ground_truth: dic
         "set_role",
         "revert:set_role",
         "revert:add_label",
+        "refused:dismiss_flag",
         "dismiss_flag",
         "note",
     ]

@@ -18,6 +18,8 @@ from tahrix_lab.case.workspace import Workspace
 HERE = Path(__file__).parent
 EXPLORER = HERE / "explorer_server.py"
 TAHRIX = [sys.executable, "-m", "tahrix_lab.cli"]
+# bearer tokens of the test users (32 characters or more: the server refuses shorter ones)
+ALICE, BOB = "token-of-alice-0123456789abcdefghij", "token-of-bob-0123456789abcdefghijkl"
 
 
 def free_port() -> int:
@@ -71,10 +73,13 @@ def serve_args(db: Path, *extra: str) -> list[str]:
 
 
 class HttpServer:
-    def __init__(self, db: Path, tmp: Path, tokens: dict[str, str], *extra: str) -> None:
-        self.port = free_port()
+    def __init__(
+        self, db: Path, tmp: Path, tokens: dict[str, str], *extra: str, port: int | None = None
+    ) -> None:
+        self.port = port or free_port()
         self.tokens_file = tmp / "tokens.json"
         self.tokens_file.write_text(json.dumps(tokens))
+        self.tokens_file.chmod(0o600)  # the server refuses a tokens file others can read
         args = serve_args(db, "--http", str(self.port), "--tokens-file", str(self.tokens_file), *extra)
         self.log = tmp / "server.log"
         with self.log.open("wb") as log:  # a file, not a pipe: a chatty server cannot block on it
@@ -88,6 +93,6 @@ class HttpServer:
 
 @pytest.fixture
 def http_server(case_db: Path, tmp_path: Path) -> Iterator[HttpServer]:
-    server = HttpServer(case_db, tmp_path, {"token-of-alice-123": "alice", "token-of-bob-4567": "bob"})
+    server = HttpServer(case_db, tmp_path, {ALICE: "alice", BOB: "bob"})
     yield server
     stop(server.proc)

@@ -70,9 +70,15 @@ def test_the_inspector_lists_and_calls_our_tools_over_stdio(inspector: Path, cas
 
 
 def test_the_inspector_over_http_with_a_bearer_token(inspector: Path, case_db: Path, tmp_path: Path) -> None:
-    server = HttpServer(case_db, tmp_path, {"token-of-carol-890": "carol"})
+    server = HttpServer(case_db, tmp_path, {"token-of-carol-0123456789abcdefghij": "carol"})
     try:
-        http = [server.url, "--transport", "http", "--header", "Authorization: Bearer token-of-carol-890"]
+        http = [
+            server.url,
+            "--transport",
+            "http",
+            "--header",
+            "Authorization: Bearer token-of-carol-0123456789abcdefghij",
+        ]
         listed = _inspect(inspector, *http, "--method", "tools/list")
         assert "lookup_address" in {t["name"] for t in listed["tools"]}
         called = _inspect(inspector, *http, "--method", "tools/call", "--tool-name", "annotate",

@@ -13,9 +13,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tahrix_lab.case.workspace import Workspace
-from tests.mcp.conftest import HttpServer, stop
-
-ALICE, BOB = "token-of-alice-123", "token-of-bob-4567"
+from tests.mcp.conftest import ALICE, BOB, HttpServer, stop
 
 
 @asynccontextmanager

@@ -21,6 +21,14 @@ def add_commands(sub: Any) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1)")
     serve.add_argument(
+        "--allowed-host", action="append", default=[], metavar="HOST[:PORT]",
+        help="a Host header the server answers to (required with a non-loopback --host; repeatable)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--allowed-origin", action="append", default=[], metavar="ORIGIN",
+        help="a browser Origin allowed to call the server (repeatable)",
+    )  # fmt: skip
+    serve.add_argument(
         "--tokens-file", help='HTTP bearer tokens, JSON {"<token>": "<user>"} (default: $TAHRIX_TOKENS_FILE)'
     )
     serve.add_argument(
@@ -39,9 +47,12 @@ def add_commands(sub: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from tahrix_lab.case.workspace import Workspace
     from tahrix_lab.mcp.server import CaseMcpServer
-    from tahrix_lab.mcp.server.serving import MCP_PATH, run_http, run_stdio
+    from tahrix_lab.mcp.server.serving import MCP_PATH, run_http, run_stdio, transport_security
 
     user = args.user or _login()
+    if args.http is not None:  # refuse an open bind before anything starts
+        transport_security(args.host, args.allowed_host, args.allowed_origin)
+    tokens = _tokens(args.tokens_file, user) if args.http is not None else {}
     ws = Workspace()
     try:
         server = CaseMcpServer(ws, args.case_id, grant={"may_write": args.allow_writes}, user=user)
@@ -50,23 +61,25 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"tahrix mcp: serving case {args.case_id} over stdio ({mode})", file=sys.stderr)
             run_stdio(server)
             return 0
-        tokens = _tokens(args.tokens_file, user)
         print(
             f"tahrix mcp: serving case {args.case_id} at http://{args.host}:{args.http}{MCP_PATH} ({mode})",
             file=sys.stderr,
             flush=True,
         )
-        run_http(server, tokens, host=args.host, port=args.http)
+        run_http(server, tokens, host=args.host, port=args.http, allowed_hosts=args.allowed_host,
+                 allowed_origins=args.allowed_origin)  # fmt: skip
         return 0
     finally:
         ws.close()
 
 
 def _tokens(path: str | None, user: str) -> dict[str, str]:
+    from tahrix_lab.agent.secrets import check_tokens_file
     from tahrix_lab.jobs.settings import dev_token, load_tokens
 
     path = path or os.environ.get("TAHRIX_TOKENS_FILE")
     if path:
+        check_tokens_file(path)  # mode 0600 and strong tokens, before the server starts
         return load_tokens(path)
     token = dev_token()
     print(f"tahrix mcp: no tokens file; use this bearer token (user {user}): {token}", file=sys.stderr)

@@ -50,7 +50,7 @@ def register(
 
     def deco(fn: F) -> F:
         def paged(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-            result: dict[str, Any] = fn(args, ctx)
+            result: dict[str, Any] = as_data(fn(args, ctx))
             if not isinstance(result, dict):
                 return result
             if headline is not None:  # first, so every reader meets it before the detail
@@ -62,7 +62,8 @@ def register(
                       fp=fingerprint(args))  # fmt: skip
             if effects is not None:
                 out["_effects"] = effects
-            return out
+            marked: dict[str, Any] = as_data(out)  # after the page is cut: every page says it
+            return marked
 
         paged.__name__ = fn.__name__
         paged.__doc__ = fn.__doc__
@@ -73,6 +74,19 @@ def register(
         return fn
 
     return deco
+
+
+def as_data(result: Any) -> Any:
+    """Mark a case tool's result as data, the same way for every tool: one ``data_note``.
+
+    Memos, token names, labels and notes are written by whoever sent a transaction or
+    published a label, so any of them may read like an instruction; the note (with the MCP
+    server's instructions and the system prompt) tells the model they are data to report.
+    Error results carry no case text and stay as they are.
+    """
+    if isinstance(result, dict) and "error" not in result:
+        result["data_note"] = DATA_NOTE
+    return result
 
 
 def chain_addr(ctx: ToolContext, address: str, chain: str | None) -> list[tuple[str, str]]:

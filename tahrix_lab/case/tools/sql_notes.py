@@ -46,8 +46,8 @@ def run_sql_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     "Change case data (writes; recorded in the audit log with before/after so it can be reversed). Actions: "
     "add_label (target address; payload label, category, optional entity/abuse), set_role (target address; payload "
     "role, optional note), confirm_flag / dismiss_flag (target flag id; payload optional note), note (any target; "
-    "payload text). Changing a flag another analyst already decided needs payload.analyst_confirmed=true: ask the "
-    "analyst first.",
+    "payload text). A flag another analyst already decided cannot be changed by you: the call is refused and the "
+    "analyst decides.",
     {
         "properties": {
             "target_kind": {"type": "string", "enum": ["address", "flag", "bridge_event"]},
@@ -58,7 +58,7 @@ def run_sql_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 "label": {"type": "string", "maxLength": 200}, "category": {"type": "string", "maxLength": 50},
                 "entity": {"type": "string", "maxLength": 200}, "abuse": {"type": "string", "maxLength": 50},
                 "role": {"type": "string", "maxLength": 50}, "note": {"type": "string", "maxLength": 2000},
-                "text": {"type": "string", "maxLength": 4000}, "analyst_confirmed": {"type": "boolean"}},
+                "text": {"type": "string", "maxLength": 4000}},
                 "additionalProperties": False},
         },
         "required": ["target_kind", "target", "action"],

@@ -10,14 +10,26 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 
+from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.mcp.server.case_server import USER_KEY, CaseMcpServer
 
 MCP_PATH = "/mcp"
+SESSION_HEADER = b"mcp-session-id"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+async def _json(send: Any, status: int, body: Any) -> None:
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+    )
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
 async def serve_stdio(case_server: CaseMcpServer) -> None:
@@ -36,6 +48,8 @@ class BearerTokens:
     def __init__(self, app: Any, tokens: dict[str, str]) -> None:
         self.app = app
         self._tokens = [(t.encode(), u) for t, u in tokens.items()]
+        # MCP session id -> the user whose request created it: a session is its user's alone.
+        self._owners: dict[bytes, str] = {}
 
     def user_for(self, header: bytes | None) -> str | None:
         if not header or header[:7].lower() != b"bearer ":
@@ -62,16 +76,76 @@ class BearerTokens:
             await send({"type": "http.response.body", "body": body.encode()})
             return
         scope[USER_KEY] = user
-        await self.app(scope, receive, send)
+        session = dict(scope.get("headers") or []).get(SESSION_HEADER)
+        if session is not None and self._owners.get(session, user) != user:
+            # Another user's session answers as an unknown one would: no hint that it exists.
+            await _json(send, 404, {"jsonrpc": "2.0", "id": "server-error",
+                                    "error": {"code": -32600, "message": "Session not found"}})  # fmt: skip
+            return
+
+        async def bind(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                created = dict(message.get("headers") or []).get(SESSION_HEADER)
+                if created is not None:
+                    self._owners.setdefault(created, user)
+            await send(message)
+
+        await self.app(scope, receive, bind)
 
 
-def http_app(case_server: CaseMcpServer, tokens: dict[str, str], *, host: str = "127.0.0.1") -> Any:
+def transport_security(
+    host: str, allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = ()
+) -> TransportSecuritySettings | None:
+    """The SDK's DNS-rebinding protection, kept on for every bind.
+
+    On loopback the SDK turns it on by itself (``None``); any other address must name the
+    ``Host`` values (and browser ``Origin`` values) it answers to, or the server does not start.
+    """
+    if not allowed_hosts and not allowed_origins:
+        if host in LOOPBACK:
+            return None
+        raise ConfigurationError(
+            f"Binding {host} exposes the server beyond this machine: name the Host values it answers to with "
+            "--allowed-host (e.g. --allowed-host mcp.example.org:443) and, for browsers, --allowed-origin "
+            "(e.g. https://app.example.org); put TLS in front (a reverse proxy)."
+        )
+    hosts, origins = list(allowed_hosts), list(allowed_origins)
+    if host in LOOPBACK:
+        hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+        origins += ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def http_app(
+    case_server: CaseMcpServer,
+    tokens: dict[str, str],
+    *,
+    host: str = "127.0.0.1",
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+) -> Any:
     """The streamable-HTTP ASGI app at ``/mcp``, behind the bearer-token check."""
-    inner = case_server.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    security = transport_security(host, allowed_hosts, allowed_origins)
+    inner = case_server.server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, transport_security=security
+    )
     return BearerTokens(inner, tokens)
 
 
-def run_http(case_server: CaseMcpServer, tokens: dict[str, str], *, host: str, port: int) -> None:
+def run_http(
+    case_server: CaseMcpServer,
+    tokens: dict[str, str],
+    *,
+    host: str,
+    port: int,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+) -> None:
     import uvicorn
 
-    uvicorn.run(http_app(case_server, tokens, host=host), host=host, port=port, log_level="warning")
+    app = http_app(
+        case_server, tokens, host=host, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning")
