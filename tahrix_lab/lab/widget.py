@@ -271,8 +271,7 @@ class ChatWidget(anywidget.AnyWidget):
                 cancel=self._cancel,
                 **self.run_kwargs,
             )
-            events = self._with_citations(events)
-            for event, payload in events:
+            for event, payload in self._with_citations(events):
                 self._handle(event, payload)
         except Exception:  # the loop never raises; a bad argument here might
             log.exception("the chat run failed on session %s", self.session.id)
