@@ -22,11 +22,11 @@ import duckdb
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.storage.duck import Database
 from tahrix_lab.agent.storage.group_commit import GroupCommit
-from tahrix_lab.agent.storage.interface import LedgerRow, TranscriptStore
+from tahrix_lab.agent.storage.interface import LedgerRow, TranscriptStore, message_from_row
 from tahrix_lab.agent.storage.migrations import apply_migrations
 from tahrix_lab.agent.storage.schema import INSERT_MESSAGE, MESSAGE_COLUMNS, MIGRATIONS, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target
-from tahrix_lab.agent.transcript import Message, Part, Session, Usage
+from tahrix_lab.agent.transcript import Message, Session, Usage
 
 __all__ = ["DuckDBStore"]
 
@@ -269,28 +269,7 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
             )
             .fetchall()
         )
-        from_dict = Part.from_dict
-        messages = []
-        for r in rows:
-            has_usage = any(v is not None for v in r[8:13])
-            messages.append(
-                Message(
-                    role=r[2],
-                    parts=[from_dict(p) for p in json.loads(r[16])],
-                    session_id=r[0],
-                    position=r[1],
-                    created_at=r[3],
-                    backend=r[4],
-                    model_id=r[5],
-                    stop_reason=r[6],
-                    raw_stop_reason=r[7],
-                    usage=Usage(*r[8:13]) if has_usage or r[2] == "assistant" else None,
-                    tools_offered=list(r[13]) if r[13] is not None else None,
-                    latency_ms=r[14],
-                    ttft_ms=r[15],
-                )
-            )
-        return messages
+        return [message_from_row(r) for r in rows]
 
     def append_turn_end(
         self,

@@ -14,6 +14,7 @@ message appended by this process.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.storage.target import Engine, default_target, engine_of, redacted
-from tahrix_lab.agent.transcript import Message, Session
+from tahrix_lab.agent.transcript import Message, Part, Session, Usage
 
 if TYPE_CHECKING:
     import duckdb
@@ -192,3 +193,25 @@ class TranscriptStore:
     def session_users(self, session_ids: Sequence[str]) -> dict[str, str]:
         """Each given session's user."""
         raise NotImplementedError
+
+
+def message_from_row(r: Sequence[Any]) -> Message:
+    """A ``messages`` row, its columns in ``MESSAGE_COLUMNS`` order, as a ``Message`` (both engines;
+    the parts column arrives as JSON text from DuckDB and as a list from PostgreSQL)."""
+    has_usage = any(v is not None for v in r[8:13])
+    parts = json.loads(r[16]) if isinstance(r[16], str) else r[16]
+    return Message(
+        role=r[2],
+        parts=[Part.from_dict(p) for p in parts],
+        session_id=r[0],
+        position=r[1],
+        created_at=r[3],
+        backend=r[4],
+        model_id=r[5],
+        stop_reason=r[6],
+        raw_stop_reason=r[7],
+        usage=Usage(*r[8:13]) if has_usage or r[2] == "assistant" else None,
+        tools_offered=list(r[13]) if r[13] is not None else None,
+        latency_ms=r[14],
+        ttft_ms=r[15],
+    )

@@ -26,11 +26,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.storage.interface import LedgerRow, TranscriptStore
+from tahrix_lab.agent.storage.interface import LedgerRow, TranscriptStore, message_from_row
 from tahrix_lab.agent.storage.pg_pool import Pool
 from tahrix_lab.agent.storage.pg_schema import MESSAGE_COLUMNS, SEQ_LOCK, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target, engine_of, redacted, server_of
-from tahrix_lab.agent.transcript import Message, Part, Session, Usage
+from tahrix_lab.agent.transcript import Message, Session, Usage
 
 if TYPE_CHECKING:
     import psycopg
@@ -225,28 +225,7 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
         rows = self._rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s ORDER BY position", [session_id]
         )
-        messages = []
-        for r in rows:
-            has_usage = any(v is not None for v in r[8:13])
-            parts = json.loads(r[16]) if isinstance(r[16], str) else r[16]
-            messages.append(
-                Message(
-                    role=r[2],
-                    parts=[Part.from_dict(p) for p in parts],
-                    session_id=r[0],
-                    position=r[1],
-                    created_at=r[3],
-                    backend=r[4],
-                    model_id=r[5],
-                    stop_reason=r[6],
-                    raw_stop_reason=r[7],
-                    usage=Usage(*r[8:13]) if has_usage or r[2] == "assistant" else None,
-                    tools_offered=list(r[13]) if r[13] is not None else None,
-                    latency_ms=r[14],
-                    ttft_ms=r[15],
-                )
-            )
-        return messages
+        return [message_from_row(r) for r in rows]
 
     def append_turn_end(
         self,
