@@ -45,7 +45,7 @@ IntegrationFactory = Callable[[TranscriptStore], JobIntegration]
 def make_backend(settings: Settings) -> Backend:
     name = settings.backend_name
     if name == "fake":
-        from tahrix_lab.jobs.demo import ScriptedBackend
+        from tahrix_lab.jobs.scripted import ScriptedBackend
 
         return ScriptedBackend(settings.fake_script or "echo")
     from tahrix_lab.agent.backends.registry import get_backend
@@ -120,7 +120,7 @@ def build(
         if backend is None and settings.backend_name == "fake" and not settings.fake_script and offline:
             backend = offline()  # the domain's own scripted model (the case demo's investigation)
         if settings.backend_name == "fake" and backend is None:
-            from tahrix_lab.jobs.demo import WithDemoTools
+            from tahrix_lab.jobs.scripted import WithDemoTools
 
             integration = WithDemoTools(integration)  # scripts may call pause/echo
         budget = None

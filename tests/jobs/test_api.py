@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from tahrix_lab.jobs.api import create_app
-from tahrix_lab.jobs.demo import ScriptedBackend, demo_registry
 from tahrix_lab.jobs.domain import ChatIntegration
+from tahrix_lab.jobs.scripted import ScriptedBackend, demo_registry
 from tahrix_lab.jobs.serving import Built, build
 from tahrix_lab.jobs.settings import Settings
 

@@ -19,8 +19,8 @@ import pytest
 from tahrix_lab.agent.backends.bedrock import BedrockBackend
 from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.errors import BackendError
-from tahrix_lab.jobs.demo import ScriptedBackend
 from tahrix_lab.jobs.first_event import CancelFlag, FirstEventBackend
+from tahrix_lab.jobs.scripted import ScriptedBackend
 from tests.jobs.runs import Harness, ThreadOnly, asked
 from tests.wire import eventstream, sse
 from tests.wire.server import WireServer

@@ -13,11 +13,11 @@ import pytest
 
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
-from tahrix_lab.jobs.demo import ScriptedBackend
 from tahrix_lab.jobs.domain import ChatIntegration
 from tahrix_lab.jobs.memory_store import MemoryJobStore
 from tahrix_lab.jobs.request import JobRejected, JobRequest
 from tahrix_lab.jobs.runner import JobRunner
+from tahrix_lab.jobs.scripted import ScriptedBackend
 from tahrix_lab.jobs.starts import BurstGate, GroupStarts
 
 

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
-from tahrix_lab.jobs.demo import ScriptedBackend
 from tahrix_lab.jobs.memory_store import MemoryJobStore
+from tahrix_lab.jobs.scripted import ScriptedBackend
 from tahrix_lab.jobs.stream_steps import StreamSteps
 from tests.jobs.runs import Harness, ThreadOnly
 from tests.wire import sse
