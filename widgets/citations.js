@@ -2,7 +2,7 @@
 // which opens the list, and a mark on each citation of the answer that the
 // case does not hold (not found) or nearly holds (close).
 //
-// Draws the {type: "citations"} chunk (tahrix_lab/flow/chunks.py). flow.js
+// Draws the {type: "citations"} chunk (tahrix_lab/flow/vocabulary.py). flow.js
 // calls globalThis.txCitations(chunk, turnFlow, insert) when this module is
 // loaded; without it the chunk is ignored like any unknown chunk.
 // Everything in the chunk quotes the model or the case: text nodes only, no innerHTML.

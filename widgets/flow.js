@@ -333,7 +333,7 @@ export function summarize(result) {
   return n ? `${n} field${n === 1 ? "" : "s"}` : "no result";
 }
 
-// The sentence for the analyst (flow/chunks.py writes it); the model's own text stays in the result.
+// The sentence for the analyst (flow/vocabulary.py writes it); the model's own text stays in the result.
 function errorText(error, result, note) {
   if (note) return String(note);
   if (error && typeof error === "object" && error.message) return String(error.message);

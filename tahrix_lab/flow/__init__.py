@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tahrix_lab.flow.chunks import Chunk, chunks, compact, history_chunks, mergeable, to_chunk
+    from tahrix_lab.flow.vocabulary import Chunk, chunks, compact, history_chunks, mergeable, to_chunk
 
 __all__ = ["Chunk", "chunks", "compact", "history_chunks", "mergeable", "to_chunk"]
 
@@ -20,4 +20,4 @@ __all__ = ["Chunk", "chunks", "compact", "history_chunks", "mergeable", "to_chun
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module 'tahrix_lab.flow' has no attribute {name!r}")
-    return getattr(importlib.import_module("tahrix_lab.flow.chunks"), name)
+    return getattr(importlib.import_module("tahrix_lab.flow.vocabulary"), name)

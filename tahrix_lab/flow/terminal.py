@@ -15,8 +15,8 @@ from rich.console import Console
 
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.flow import Chunk, history_chunks
-from tahrix_lab.flow.chunks import analyst_message
 from tahrix_lab.flow.textsafe import shown as escape  # stored text: control characters shown escaped
+from tahrix_lab.flow.vocabulary import analyst_message
 
 
 def summarise(result: dict[str, Any], name: str = "the tool", limit: int = 240) -> str:

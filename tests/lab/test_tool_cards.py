@@ -8,8 +8,8 @@ import io
 from rich.console import Console
 
 from tahrix_lab.flow import to_chunk
-from tahrix_lab.flow.chunks import analyst_message
 from tahrix_lab.flow.terminal import FlowPrinter, summarise
+from tahrix_lab.flow.vocabulary import analyst_message
 
 DENIED = {"error": {"type": "denied", "message": "The tool 'annotate' changes case data and this session's grant is "
                     "read-only. Describe the change you would make and ask the analyst to make it or to allow writes."}}  # fmt: skip
