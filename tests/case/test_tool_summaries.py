@@ -156,6 +156,13 @@ def test_every_case_tool_writes_a_true_headline(case: tuple[Workspace, str]) -> 
     )
     checked.add("run_detectors")
 
+    fake = "0x" + "ab" * 32
+    r = call(ws, session, "verify_citations", {"text": f"From {perp['address']} to {fake}."})
+    counts = r["counts"]
+    assert counts["not_found"] >= 1 and counts["verified"] >= 1
+    has(r["headline"], f"{counts['verified']} citation", "verified", f"{counts['not_found']} not found")
+    checked.add("verify_citations")
+
     assert checked == {t.name for t in CASE_TOOLS}
 
 
@@ -176,7 +183,7 @@ def test_headlines_on_the_sample_read_as_the_analyst_expects(tmp_path: Path) -> 
     session = ws.start_investigation(cid, user="ana", grant={"may_write": False})
     r = call(ws, session, "trace_funds", {"max_hops": 4, "min_usd": 1000})
     assert r["headline"].startswith(
-        "$167.1M traced · $138.6M reached 6 endpoints: mixer $131.7M, exchanges $6.6M"
+        "$145.6M traced · $138.6M reached 6 endpoints: mixer $131.7M, exchanges $6.6M"
     )
     r = call(ws, session, "list_flags", {"min_severity": "high", "limit": 15})
     assert r["headline"].startswith("15 of 28 triage rows shown (29 rows from 725 flags in all)")

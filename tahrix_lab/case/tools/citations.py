@@ -6,6 +6,7 @@ from typing import Any
 
 from tahrix_lab.case.citations import verify_citations
 from tahrix_lab.case.context import ToolContext
+from tahrix_lab.case.tools import headlines
 from tahrix_lab.case.tools.common import register
 
 
@@ -21,6 +22,7 @@ from tahrix_lab.case.tools.common import register
      "required": ["text"]},
     [{"text": "The attacker 0x33736dcca7f0c99e80b5244a4767e1fa79823eb2 drained 48,000 ETH (flag FLG-60401e4871)."}],
     detail=("problems", "verified"),
+    headline=headlines.citations,
 )  # fmt: skip
 def verify_citations_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     result = verify_citations(ctx.db, args["text"], ctx.case_id)

@@ -53,7 +53,8 @@ def register(
             result: dict[str, Any] = as_data(fn(args, ctx))
             if not isinstance(result, dict):
                 return result
-            if headline is not None:  # first, so every reader meets it before the detail
+            # first, so every reader meets it before the detail; an error result stays {"error": …}
+            if headline is not None and "error" not in result:
                 result = {"headline": headline(result, args), **result}
             if not detail:
                 return result

@@ -204,3 +204,8 @@ def annotation(result: dict[str, Any], args: dict[str, Any]) -> str:
     if result.get("needs_confirmation"):
         return f"not changed: {args.get('target')} needs the analyst's confirmation"
     return f"{str(result.get('action', 'change')).replace('_', ' ')} {args.get('target')} · audit {result.get('audit_id')}"
+
+
+def citations(result: dict[str, Any], args: dict[str, Any]) -> str:
+    """verify_citations: its own summary line ("14 citations verified · 1 not found")."""
+    return str(result["line"])
