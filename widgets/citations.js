@@ -37,6 +37,17 @@ function markIn(root, needle, status, title) {
     if (node.nodeValue.includes(needle)) hits.push(node);
   }
   let count = 0;
+  // A hash or address drawn as a chip (cards.js) shows a shortened form: mark the whole chip.
+  for (const chipEl of root.querySelectorAll(".tx-chip")) {
+    if (chipEl.dataset.value !== needle || chipEl.parentElement.closest(".tx-cite-mark")) continue;
+    const mark = citeNode("mark", "tx-cite-mark");
+    mark.dataset.status = status;
+    mark.dataset.text = needle;
+    mark.title = title;
+    chipEl.parentNode.replaceChild(mark, chipEl);
+    mark.appendChild(chipEl);
+    count++;
+  }
   for (let node of hits) {
     let at = node.nodeValue.indexOf(needle);
     while (at >= 0) {
@@ -44,6 +55,7 @@ function markIn(root, needle, status, title) {
       node = rest.splitText(needle.length);
       const mark = citeNode("mark", "tx-cite-mark");
       mark.dataset.status = status;
+      mark.dataset.text = needle;
       mark.title = title;
       rest.parentNode.replaceChild(mark, rest);
       mark.appendChild(rest);

@@ -67,7 +67,7 @@ def test_the_citations_line_opens_the_list_and_marks_the_answer(
     before = "el => getComputedStyle(el, '::before').content"
     assert page.eval_on_selector(".tx-citations-line", before) == '"✗ "'  # the CSS marks a line with problems
     marks = page.eval_on_selector_all(
-        ".tx-content mark.tx-cite-mark", "els => els.map(e => [e.textContent, e.dataset.status])"
+        ".tx-content mark.tx-cite-mark", "els => els.map(e => [e.dataset.text, e.dataset.status])"
     )
     assert sorted(marks) == sorted([[FABRICATED, "not_found"], ["480,000 ETH", "not_found"]])
     assert not page.locator(".tx-citations-list").is_visible()  # closed until asked
