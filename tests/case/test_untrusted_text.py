@@ -31,6 +31,7 @@ def _args(ws: Workspace, gt: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "list_flags": {},
         "screen_exposure": {"addresses": [{"chain": "ethereum", "address": labelled}]},
         "run_sql": {"query": "SELECT memo, label FROM transactions, labels WHERE memo <> '' LIMIT 3"},
+        "verify_citations": {"text": f"{ORDER} Funds went to 0x{'ab' * 32}."},
         "annotate": {"target_kind": "address", "target": labelled, "chain": "ethereum", "action": "note",
                      "payload": {"text": ORDER}},
     }  # fmt: skip
