@@ -9,7 +9,7 @@ calls each (the fake backend under the name "openai", model gpt-4o).
 
     python bench/bench_cli_startup.py            # 10 runs of each
     python bench/bench_cli_startup.py --runs 30
-    python bench/bench_cli_startup.py --before ../main   # also another checkout's CLI, same run, and the ratio
+    python bench/bench_cli_startup.py --before OTHER_CHECKOUT   # also another checkout's CLI, same run, and the ratio
 """
 
 from __future__ import annotations
