@@ -4,12 +4,14 @@ Cytoscape draws on a canvas, so a test asks the graph where a node is drawn
 (``renderedPosition()`` plus the container's box) and clicks there with the
 real mouse, after scrolling what scrolls in a notebook (its panel, not the
 window). Legibility is measured: font-size × zoom of the node labels at Fit.
-Screenshots of what an analyst sees go to docs/screens/.
+Screenshots of what an analyst sees go to docs/screens/ with TAHRIX_SCREENSHOTS=docs.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,12 @@ from tests.e2e.test_renderer_browser import PANEL_JS
 
 pytestmark = pytest.mark.e2e
 
-SCREENS = Path(__file__).resolve().parents[2] / "docs" / "screens"
+# docs/screens/ is written only when asked (TAHRIX_SCREENSHOTS=docs), so a test run leaves the tree clean
+SCREENS = (
+    Path(__file__).resolve().parents[2] / "docs" / "screens"
+    if os.environ.get("TAHRIX_SCREENSHOTS") == "docs"
+    else Path(tempfile.mkdtemp(prefix="tahrix-screens-"))
+)
 CY = "document.querySelector('.txp-graph').__cy"
 MIN_PX = 10.0  # widgets/panels.js MIN_READABLE_PX
 FONT_AT_FIT = f"() => parseFloat({CY}.nodes()[0].style('font-size')) * {CY}.zoom()"
