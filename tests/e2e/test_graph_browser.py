@@ -129,6 +129,8 @@ def test_graph_reads_at_fit_and_clicks_land_after_scrolling(page: Any, widgets_u
     box = page.locator(".txp-graph").bounding_box()
     before = page.evaluate(f"(id) => {CY}.getElementById(id).renderedPosition()", perp)
     zoom = page.evaluate(f"() => {CY}.zoom()")
+    # Cytoscape leaves the wheel to the page for 250 ms after a page scroll (no zoom hijack mid-scroll)
+    page.wait_for_function(f"() => !{CY}.renderer().scrollingPage")
     page.mouse.move(box["x"] + before["x"], box["y"] + before["y"])
     page.mouse.wheel(0, -200)
     page.wait_for_function(f"() => {CY}.zoom() > {zoom}")
