@@ -283,7 +283,7 @@ class CaseDB:
         """Store one detector's output. Flag ids are stable per subject, so a re-run
         updates in place and keeps the analyst's status and note; untouched flags of
         this type still ``new`` are removed (they no longer hold with these params)."""
-        ids: list[str] = []
+        ids: dict[str, None] = {}  # ordered and O(1) to test: a large run has tens of thousands
         rows: list[dict[str, Any]] = []
         now = utcnow_naive()
         for f in flags:
@@ -291,7 +291,7 @@ class CaseDB:
             fid = "FLG-" + hashlib.sha1(key.encode()).hexdigest()[:10]
             if fid in ids:
                 continue
-            ids.append(fid)
+            ids[fid] = None
             rows.append(
                 {
                     "flag_id": fid, "case_id": case_id, "flag_type": flag_type, "severity": f["severity"],
@@ -318,9 +318,9 @@ class CaseDB:
             cur.execute(
                 "DELETE FROM anomaly_flags WHERE case_id = ? AND flag_type = ? AND status = 'new' "
                 "AND flag_id NOT IN (SELECT unnest(?::VARCHAR[]))",
-                [case_id, flag_type, ids],
+                [case_id, flag_type, list(ids)],
             )
-        return ids
+        return list(ids)
 
     def list_flags(
         self,

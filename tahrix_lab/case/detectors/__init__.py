@@ -68,9 +68,7 @@ def run_detectors(
     for name in names:
         params = {**DEFAULTS[name], **((overrides or {}).get(name) or {})}
         started = datetime.now()  # noqa: DTZ005 - a duration only
-        flags = DETECTORS[name](db, case_id, params)
-        for f in flags:
-            f["evidence"] = jsonable(f.get("evidence", {}))
+        flags = DETECTORS[name](db, case_id, params)  # upsert_flags makes the evidence JSON-safe
         ids = db.upsert_flags(case_id, name, flags, json.loads(json.dumps(jsonable(params))), VERSION)
         all_ids += ids
         summary[name] = {
