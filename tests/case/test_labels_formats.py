@@ -237,3 +237,16 @@ def test_any_spelling_of_an_evm_address_is_one_label(tmp_path: Path, hexpart: st
     report = load_labels(db, [f])
     assert report.total("new") == 1 and len(report.bad) == 1  # the one without 0x is named, not guessed
     assert [e["address"] for e in find(db, "0x" + hexpart.upper())] == ["0x" + hexpart]
+
+
+def test_an_sdn_xml_with_entities_is_refused_by_name_not_expanded(db: CaseDB, tmp_path: Path) -> None:
+    """A list file is attacker-reachable (a mirror, a download): entity expansion is never attempted."""
+    bomb = write(
+        tmp_path / "sdn.xml",
+        '<?xml version="1.0"?>\n<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;">]>\n'
+        '<sdnList xmlns="http://tempuri.org/sdnList.xsd"><sdnEntry><lastName>&lol2;</lastName></sdnEntry></sdnList>',
+    )
+    report = load_labels(db, [bomb])
+    assert report.total("new") == 0
+    (bad,) = report.files[0].bad
+    assert bad.startswith(f"{bomb}") and "cannot be read as ofac-sdn-xml" in bad and "Entit" in bad

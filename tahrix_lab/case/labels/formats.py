@@ -36,6 +36,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import (
+    parse as parse_xml,  # no entities, no DTD: a list file is attacker-reachable
+)
+
 from tahrix_lab.case.chains import CHAINS
 
 FIELDS = (
@@ -232,7 +237,7 @@ def read_ofac_list(b: Batch, path: Path, chain: str | None, asset: str | None) -
 
 def read_sdn_xml(b: Batch, path: Path, chain: str | None) -> None:
     b.addr_column = "VersionDetail"
-    root = ET.parse(path).getroot()
+    root = parse_xml(path).getroot()
     ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
     if root.tag.endswith("sdnList"):
         _read_classic_sdn(b, root, ns, chain)
@@ -385,6 +390,6 @@ def read_file(
             read_labels_csv(b, path, chain)
         else:
             b.bad.append(Bad(b.file, None, None, "not a label format this loader knows (see docs/case.md)"))
-    except (json.JSONDecodeError, ET.ParseError, UnicodeDecodeError, csv.Error) as exc:
+    except (json.JSONDecodeError, ET.ParseError, DefusedXmlException, UnicodeDecodeError, csv.Error) as exc:
         b.bad.append(Bad(b.file, getattr(exc, "lineno", None), None, f"cannot be read as {fmt}: {exc}"))
     return b
