@@ -561,6 +561,56 @@ export function createFlow(container, options = {}) {
     state.result.open = false;
   }
 
+  // A call that waits for the analyst: its arguments, Approve / Deny with a reason; then the decision.
+  function approval(chunk) {
+    const t = ensureTurn();
+    closeCurrent(t);
+    const state = findTool(chunk);
+    if (!state.approval) state.approval = state.el.insertBefore(h("div", "tx-approval"), state.args);
+    const box = state.approval;
+    box.replaceChildren();
+    box.dataset.state = String(chunk.state || "pending");
+    if (chunk.state !== "approved" && chunk.state !== "denied") {
+      setToolStatus(state, "pending", "awaiting approval");
+      box.setAttribute("role", "group");
+      box.setAttribute("aria-label", "Approve or deny this call");
+      box.appendChild(h("div", "tx-approval-title", "Waiting for your approval"));
+      box.appendChild(h("div", "tx-approval-summary", chunk.summary || chunk.name || "this call"));
+      if (chunk.why) box.appendChild(h("div", "tx-approval-why", chunk.why));
+      box.appendChild(h("pre", "tx-approval-args", pretty(chunk.args)));
+      const reason = box.appendChild(h("textarea", "tx-approval-reason"));
+      reason.rows = 2;
+      reason.placeholder = "Reason (kept in the record; the assistant reads it when you deny)";
+      reason.setAttribute("aria-label", "Reason for the decision");
+      reason.addEventListener("keydown", (ev) => ev.stopPropagation()); // keys stay out of the notebook
+      const row = box.appendChild(h("div", "tx-approval-actions"));
+      const yes = row.appendChild(h("button", "tx-approve", "Approve"));
+      const no = row.appendChild(h("button", "tx-deny", "Deny"));
+      yes.type = no.type = "button";
+      const note = box.appendChild(h("div", "tx-approval-note"));
+      const enable = (on, text) => {
+        yes.disabled = no.disabled = reason.disabled = !on;
+        note.textContent = text || "";
+      };
+      state.refuse = (message) => enable(true, message);
+      const decide = (approve) => {
+        enable(false, approve ? "Approving…" : "Denying…");
+        opts.onDecide({ id: chunk.id, approve, reason: reason.value.trim() });
+      };
+      yes.addEventListener("click", () => decide(true));
+      no.addEventListener("click", () => decide(false));
+      if (!opts.onDecide) enable(false, "Decide where this conversation runs (the notebook or the page).");
+      return;
+    }
+    const approved = chunk.state === "approved";
+    state.refuse = null;
+    setToolStatus(state, approved ? "running" : "error", approved ? "approved" : "denied");
+    let text = `${approved ? "Approved" : "Denied"} by ${chunk.by || "the analyst"}`;
+    if (chunk.at) text += ` at ${String(chunk.at).replace("T", " ").slice(0, 19)} UTC`;
+    if (chunk.reason) text += `: ${chunk.reason}`;
+    box.appendChild(h("div", "tx-approval-decision", text));
+  }
+
   function followUp(chunk) {
     const t = ensureTurn();
     closeCurrent(t);
@@ -691,6 +741,9 @@ export function createFlow(container, options = {}) {
         case "tool_result":
           toolResult(chunk);
           break;
+        case "approval":
+          approval(chunk);
+          break;
         case "follow_up":
           followUp(chunk);
           break;
@@ -709,7 +762,8 @@ export function createFlow(container, options = {}) {
           api.end("error");
           break;
         case "done":
-          api.end(chunk.stop_reason === "cancelled" ? "cancelled" : "done");
+          if (chunk.stop_reason === "awaiting_approval") api.end("awaiting");
+          else api.end(chunk.stop_reason === "cancelled" ? "cancelled" : "done");
           break;
         default:
           break; // unknown chunk types are ignored, so old pages survive new servers
@@ -748,6 +802,12 @@ export function createFlow(container, options = {}) {
     },
 
     setBusy,
+
+    // The other end would not take a decision (it was decided already, a run is going): say so, buttons back.
+    refuseDecision(id, message) {
+      const state = tools.get(String(id));
+      if (state && state.refuse) state.refuse(message || "The decision was not taken.");
+    },
 
     setFollowUpMode(mode) {
       opts.followUpMode = mode === "replace" ? "replace" : "keep";

@@ -84,12 +84,12 @@ def test_an_overturning_write_pauses_the_run_and_holds_nothing(ws: Workspace, ac
     assert ws.audit_log("CASE-001")[-1]["actor"] == "bob"
     messages = ws.store.load_messages(sid)
     [pending] = pending_calls(messages)
-    assert (pending.id, pending.name, pending.args["action"]) == ("c1", "annotate", action)
+    assert (pending.id, pending.name, (pending.args or {})["action"]) == ("c1", "annotate", action)
     assert ws.store.load_turn_ends(sid)[-1]["stop_reason"] == AWAITING
     # the history as a model would see it answers the call (a waiting result), valid for every provider
     sent = build_messages(messages)
     assert [m.role for m in sent] == ["user", "assistant", "tool"]
-    assert sent[-1].parts[0].tool_result["error"]["type"] == AWAITING
+    assert (sent[-1].parts[0].tool_result or {})["error"]["type"] == AWAITING
 
 
 def test_approve_runs_the_write_as_the_analyst_and_the_model_sees_the_result(ws: Workspace) -> None:
@@ -107,12 +107,14 @@ def test_approve_runs_the_write_as_the_analyst_and_the_model_sees_the_result(ws:
     assert last["before"]["updated_by"] == "bob"
     # the transcript holds the decision, who and when; the model saw one result for its call
     messages = ws.store.load_messages(sid)
-    stamp = messages[-2].parts[0].tool_result["approval"]
+    stamp = (messages[-2].parts[0].tool_result or {})["approval"]
     assert stamp["decision"] == "approved" and stamp["by"] == "ana" and stamp["at"]
     assert pending_calls(messages) == []
     seen = backend.requests[1].messages
     assert [m.role for m in seen] == ["user", "assistant", "tool"]
-    assert seen[-1].parts[0].tool_result["approval"]["by"] == "ana" and seen[-1].parts[0].tool_status == "ok"
+    assert (seen[-1].parts[0].tool_result or {})["approval"]["by"] == "ana" and seen[-1].parts[
+        0
+    ].tool_status == "ok"
     assert messages[-1].text == "Dismissed, as approved."
     # it cannot be decided twice
     with pytest.raises(UserFacingError):
@@ -131,7 +133,7 @@ def test_deny_gives_the_model_the_reason_and_changes_nothing(ws: Workspace) -> N
     error = events[1][1]["result"]["error"]
     assert error["type"] == "denied_by_analyst" and "memos are attacker-written" in error["message"]
     assert _status(ws, flag) == ("confirmed", "bob") and len(ws.audit_log("CASE-001")) == audit
-    sent = backend.requests[1].messages[-1].parts[0].tool_result
+    sent = backend.requests[1].messages[-1].parts[0].tool_result or {}
     assert sent["approval"]["decision"] == "denied" and "attacker-written" in sent["error"]["message"]
     assert ws.store.load_messages(sid)[-1].text == "Understood; I left it."
 
