@@ -45,7 +45,9 @@ def decide(
     person and that the call waits; returns the events: ``approval`` (the decision),
     ``tool_start`` / ``tool_result`` / ``effects`` for the call, then the loop's own events
     (``run_agent`` with ``run_kwargs``: backend, model, budget …) once no call of the turn
-    waits any more, else ``done`` with ``stop_reason="awaiting_approval"``. The surface
+    waits any more, else ``done`` with ``stop_reason="awaiting_approval"``. Without a
+    ``backend`` (a surface with no model: MCP) they end after the call's result
+    (``done`` / ``"decided"``). The surface
     decides who ``by`` is (the notebook's analyst, the signed-in user): never the model.
     """
     who = (by or "").strip()
@@ -113,6 +115,9 @@ def _resume(
     if part.effects:
         yield "effects", {"effects": list(part.effects)}
     rest = [c for c in waiting if c.id != call_id]
+    if not rest and run_kwargs.get("backend") is None:  # a surface with no model (MCP): the result is all
+        yield "done", {"session_id": session.id, "stop_reason": "decided"}
+        return
     if rest:
         yield (
             "done",
