@@ -12,6 +12,7 @@ from tahrix_lab.agent import FakeBackend
 from tahrix_lab.agent.backends.fake import text, tool_call
 from tahrix_lab.case.tools import CASE_TOOLS
 from tahrix_lab.case.workspace import Workspace
+from tahrix_lab.lab.replay import _canonical, recorded_calls
 from tahrix_lab.lab.widget import ChatWidget
 from tests.lab.test_widget import Recorder
 
@@ -69,3 +70,14 @@ def test_a_click_on_approve_runs_the_call_as_the_notebooks_analyst(ws: Workspace
     assert rec.custom[-1]["type"] == "refused" and rec.custom[-1]["id"] == "c1"
     assert "No call" in rec.custom[-1]["message"]
     assert _flag(ws, flag) == {"status": "dismissed", "updated_by": "ana"}
+
+
+def test_a_recorded_replay_answers_with_the_decided_result(ws: Workspace) -> None:
+    backend = FakeBackend([])
+    w, flag = _widget(ws, backend)
+    call = {"target_kind": "flag", "action": "dismiss_flag", "target": flag}
+    backend.script += [[tool_call("annotate", call, id="c1")], [text("Dismissed.")]]
+    w.ask("dismiss it", timeout=30)
+    _view_says(w, {"type": "decide", "id": "c1", "approve": True, "reason": "ok"})
+    [(result, status)] = recorded_calls(ws.store.load_messages(w.session_id))[("annotate", _canonical(call))]
+    assert status == "ok" and result["approval"]["by"] == "ana"
