@@ -6,7 +6,7 @@
 // innerHTML/outerHTML and never sets an attribute from untrusted text except
 // href (protocol-checked) and title; all text goes in through text nodes.
 
-import { chip, chipText, idKind, resultTables } from "./cards.js";
+import { approvalCard, chip, chipText, idKind, resultTables } from "./cards.js";
 
 const SAFE_PROTOCOLS = ["http:", "https:", "mailto:"];
 const RESULT_PREVIEW_CHARS = 20000;
@@ -561,54 +561,15 @@ export function createFlow(container, options = {}) {
     state.result.open = false;
   }
 
-  // A call that waits for the analyst: its arguments, Approve / Deny with a reason; then the decision.
+  // A call that waits for the analyst (cards.js draws Approve / Deny), then their decision.
   function approval(chunk) {
-    const t = ensureTurn();
-    closeCurrent(t);
+    closeCurrent(ensureTurn());
     const state = findTool(chunk);
     if (!state.approval) state.approval = state.el.insertBefore(h("div", "tx-approval"), state.args);
-    const box = state.approval;
-    box.replaceChildren();
-    box.dataset.state = String(chunk.state || "pending");
-    if (chunk.state !== "approved" && chunk.state !== "denied") {
-      setToolStatus(state, "pending", "awaiting approval");
-      box.setAttribute("role", "group");
-      box.setAttribute("aria-label", "Approve or deny this call");
-      box.appendChild(h("div", "tx-approval-title", "Waiting for your approval"));
-      box.appendChild(h("div", "tx-approval-summary", chunk.summary || chunk.name || "this call"));
-      if (chunk.why) box.appendChild(h("div", "tx-approval-why", chunk.why));
-      box.appendChild(h("pre", "tx-approval-args", pretty(chunk.args)));
-      const reason = box.appendChild(h("textarea", "tx-approval-reason"));
-      reason.rows = 2;
-      reason.placeholder = "Reason (kept in the record; the assistant reads it when you deny)";
-      reason.setAttribute("aria-label", "Reason for the decision");
-      reason.addEventListener("keydown", (ev) => ev.stopPropagation()); // keys stay out of the notebook
-      const row = box.appendChild(h("div", "tx-approval-actions"));
-      const yes = row.appendChild(h("button", "tx-approve", "Approve"));
-      const no = row.appendChild(h("button", "tx-deny", "Deny"));
-      yes.type = no.type = "button";
-      const note = box.appendChild(h("div", "tx-approval-note"));
-      const enable = (on, text) => {
-        yes.disabled = no.disabled = reason.disabled = !on;
-        note.textContent = text || "";
-      };
-      state.refuse = (message) => enable(true, message);
-      const decide = (approve) => {
-        enable(false, approve ? "Approving…" : "Denying…");
-        opts.onDecide({ id: chunk.id, approve, reason: reason.value.trim() });
-      };
-      yes.addEventListener("click", () => decide(true));
-      no.addEventListener("click", () => decide(false));
-      if (!opts.onDecide) enable(false, "Decide where this conversation runs (the notebook or the page).");
-      return;
-    }
-    const approved = chunk.state === "approved";
-    state.refuse = null;
-    setToolStatus(state, approved ? "running" : "error", approved ? "approved" : "denied");
-    let text = `${approved ? "Approved" : "Denied"} by ${chunk.by || "the analyst"}`;
-    if (chunk.at) text += ` at ${String(chunk.at).replace("T", " ").slice(0, 19)} UTC`;
-    if (chunk.reason) text += `: ${chunk.reason}`;
-    box.appendChild(h("div", "tx-approval-decision", text));
+    const pending = chunk.state !== "approved" && chunk.state !== "denied";
+    if (pending) setToolStatus(state, "pending", "awaiting approval");
+    else setToolStatus(state, chunk.state === "approved" ? "running" : "error", chunk.state);
+    state.refuse = approvalCard(state.approval, chunk, opts.onDecide);
   }
 
   function followUp(chunk) {

@@ -135,3 +135,55 @@ def test_deny_with_a_reason_and_a_reload_keeps_the_wait(page: Any, mount_flow: A
     row = ws.cases.one("SELECT status, updated_by FROM anomaly_flags WHERE flag_id = ?", [flag])
     assert row == {"status": "confirmed", "updated_by": "bob"}
     assert page.console_errors == []
+
+
+FAKE_MODEL_JS = """async ([bundle, css, state]) => {
+  const style = document.createElement('style');
+  style.textContent = css;
+  document.head.appendChild(style);
+  const url = URL.createObjectURL(new Blob([bundle], { type: 'text/javascript' }));
+  const widget = (await import(url)).default;
+  const handlers = {};
+  window.sentToKernel = [];
+  window.model = {
+    get: (key) => state[key],
+    on: (name, fn) => { handlers[name] = fn; },
+    off: () => {},
+    send: (msg) => window.sentToKernel.push(msg),
+  };
+  window.fromKernel = (msg) => handlers['msg:custom'](msg);
+  widget.render({ model: window.model, el: document.getElementById('root') });
+}"""
+
+
+def test_the_notebook_glue_sends_the_decision_to_the_kernel(
+    page: Any, mount_flow: Any, proposal: Any
+) -> None:
+    """chat.js, as anywidget loads it (the joined bundle), over a stand-in for the widget's model."""
+    from tahrix_lab.lab.widget import ChatWidget
+
+    ws, _, sid, _, _ = proposal
+    drawn = history_chunks(ws.store.load_messages(sid), ws.store.load_turn_ends(sid))
+    state = {
+        "chunks": drawn,
+        "live": [],
+        "seq": len(drawn),
+        "busy": False,
+        "meter": {},
+        "follow_up_mode": "keep",
+    }
+    mount_flow(page)
+    page.evaluate("() => document.getElementById('root').replaceChildren()")
+    page.evaluate(FAKE_MODEL_JS, [ChatWidget._esm, ChatWidget._css, state])
+    card = page.locator(".tx-chat .tx-approval")
+    assert card.get_attribute("data-state") == "pending"
+    card.locator(".tx-approval-reason").fill("not on this evidence")
+    card.locator(".tx-deny").click()
+    sent = [m for m in page.evaluate("() => window.sentToKernel") if m["type"] == "decide"]
+    assert sent == [{"type": "decide", "id": "c1", "approve": False, "reason": "not on this evidence"}]
+    page.evaluate(
+        "() => window.fromKernel({type: 'refused', id: 'c1', message: 'The assistant is still answering.'})"
+    )
+    assert card.locator(".tx-deny").is_enabled()
+    assert card.locator(".tx-approval-note").inner_text() == "The assistant is still answering."
+    assert page.console_errors == []
