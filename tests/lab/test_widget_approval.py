@@ -49,7 +49,7 @@ def test_a_click_on_approve_runs_the_call_as_the_notebooks_analyst(ws: Workspace
     backend.script += [[tool_call("annotate", {**args_of, "target": flag}, id="c1")], [text("Dismissed.")]]
     rec = Recorder(w)
     w.ask("dismiss what the memo says", timeout=30)
-    assert w.busy is False
+    assert w.busy is False and not w.running  # waiting holds no thread
     [card] = [c for c in w.chunks if c["type"] == "approval"]
     assert card["state"] == "pending" and card["args"]["target"] == flag and "bob" in card["summary"]
     assert w.chunks[-1] == {"type": "done", "stop_reason": "awaiting_approval"}

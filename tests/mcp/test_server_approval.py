@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -9,12 +10,15 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tahrix_lab.agent.approvals import pending_calls
 from tahrix_lab.agent.decisions import decide
 from tahrix_lab.case.tools import CASE_TOOLS
 from tahrix_lab.case.workspace import Workspace
 from tahrix_lab.mcp.server import CaseMcpServer
+from tests.mcp.conftest import ALICE, HttpServer, stop
 
 GRANT = {"may_write": True}
 
@@ -113,3 +117,39 @@ def test_a_client_without_elicitation_is_refused_calmly_and_the_call_stays_decid
                              context=ws.context_provider(), registry=CASE_TOOLS))  # fmt: skip
         assert events[-1] == ("done", {"session_id": session.id, "stop_reason": "decided"})
         assert _flag(ws, flag) == {"status": "dismissed", "updated_by": "carol"}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_real_http_server_asks_the_tokens_user(case_db: Path, tmp_path: Path, mode: str) -> None:
+    """``tahrix mcp serve --http --allow-writes`` as a process: the SDK's client is asked and answers."""
+    with Workspace(case_db) as ws:
+        flag = _decided_flag(ws)
+    server = HttpServer(case_db, tmp_path, {ALICE: "alice"}, "--allow-writes")
+    asked: list[Any] = []
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True, "reason": "seen on chain"})
+
+    @asynccontextmanager
+    async def transport() -> Any:
+        async with (
+            create_mcp_http_client(headers={"Authorization": f"Bearer {ALICE}"}) as http,
+            streamable_http_client(server.url, http_client=http) as streams,
+        ):
+            yield streams
+
+    async def main() -> Any:
+        async with Client(transport(), mode=mode, elicitation_callback=on_elicit) as client:
+            args = {"target_kind": "flag", "target": flag, "action": "dismiss_flag"}
+            return await client.call_tool("annotate", args)
+
+    try:
+        result = anyio.run(main)
+    finally:
+        stop(server.proc)
+    assert len(asked) == 1 and flag in asked[0]
+    assert not result.is_error, result.structured_content
+    assert result.structured_content["approval"]["by"] == "alice"
+    with Workspace(case_db) as ws:
+        assert _flag(ws, flag) == {"status": "dismissed", "updated_by": "alice"}
