@@ -96,6 +96,9 @@ class ToolContext:
 
     @property
     def actor(self) -> str:
+        """Who a write is audited under: the analyst who approved the call, else the assistant."""
+        if self.approval is not None:
+            return self.approval.by
         return f"agent:{self.session_id}" if self.session_id else "agent"
 
     def see(self, kind: str, keys: list[str]) -> set[str]:

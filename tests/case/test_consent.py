@@ -193,3 +193,16 @@ def test_a_reload_draws_the_pending_card_then_the_decision(ws: Workspace) -> Non
     assert [c["state"] for c in cards] == ["pending", "approved"] and cards[1]["by"] == "ana"
     result = next(c for c in drawn if c["type"] == "tool_result")
     assert result["status"] == "ok" and result["result"]["approval"]["by"] == "ana"
+
+
+def test_any_writing_tool_approved_by_the_analyst_is_audited_under_their_name(ws: Workspace) -> None:
+    s = ws.start_investigation("CASE-001", user="ana", grant={"may_write": True, "approve_writes": True})
+    backend = FakeBackend([[tool_call("run_detectors", {}, id="c1")], [text("Ran them.")]])
+    events = list(ws.ask(s, "run the detectors again", backend=backend, model="fake"))
+    assert events[-1][1]["stop_reason"] == AWAITING
+    [waiting] = pending_calls(ws.store.load_messages(s.id))
+    assert waiting.name == "run_detectors" and "grant" in waiting.why
+    list(decide(ws.store, s, "c1", approve=True, by="ana", backend=backend, model="fake",
+                context=ws.context_provider(), registry=CASE_TOOLS))  # fmt: skip
+    last = ws.audit_log("CASE-001")[-1]
+    assert (last["action"], last["actor"], last["session_id"]) == ("run_detectors", "ana", s.id)
