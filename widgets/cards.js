@@ -224,3 +224,46 @@ export function resultTables(result) {
   visit(result, "");
   return out;
 }
+
+// The card of a call that waits for the analyst: what it would do, why, its arguments, a reason
+// box and Approve / Deny (``onDecide({id, approve, reason})``); once decided, who, when and why.
+// Returns the function that gives the buttons back with a sentence (null once decided).
+export function approvalCard(box, chunk, onDecide) {
+  box.replaceChildren();
+  box.dataset.state = String(chunk.state || "pending");
+  if (chunk.state === "approved" || chunk.state === "denied") {
+    let text = `${chunk.state === "approved" ? "Approved" : "Denied"} by ${chunk.by || "the analyst"}`;
+    if (chunk.at) text += ` at ${String(chunk.at).replace("T", " ").slice(0, 19)} UTC`;
+    if (chunk.reason) text += `: ${chunk.reason}`;
+    box.appendChild(el("div", "tx-approval-decision", text));
+    return null;
+  }
+  box.setAttribute("role", "group");
+  box.setAttribute("aria-label", "Approve or deny this call");
+  box.appendChild(el("div", "tx-approval-title", "Waiting for your approval"));
+  box.appendChild(el("div", "tx-approval-summary", chunk.summary || chunk.name || "this call"));
+  if (chunk.why) box.appendChild(el("div", "tx-approval-why", chunk.why));
+  box.appendChild(el("pre", "tx-approval-args", JSON.stringify(chunk.args ?? null, null, 2)));
+  const reason = box.appendChild(el("textarea", "tx-approval-reason"));
+  reason.rows = 2;
+  reason.placeholder = "Reason (kept in the record; the assistant reads it when you deny)";
+  reason.setAttribute("aria-label", "Reason for the decision");
+  reason.addEventListener("keydown", (ev) => ev.stopPropagation()); // keys stay out of the notebook
+  const row = box.appendChild(el("div", "tx-approval-actions"));
+  const yes = row.appendChild(el("button", "tx-approve", "Approve"));
+  const no = row.appendChild(el("button", "tx-deny", "Deny"));
+  yes.type = no.type = "button";
+  const note = box.appendChild(el("div", "tx-approval-note"));
+  const enable = (on, text) => {
+    yes.disabled = no.disabled = reason.disabled = !on;
+    note.textContent = text || "";
+  };
+  const decide = (approve) => {
+    enable(false, approve ? "Approving…" : "Denying…");
+    onDecide({ id: chunk.id, approve, reason: reason.value.trim() });
+  };
+  yes.addEventListener("click", () => decide(true));
+  no.addEventListener("click", () => decide(false));
+  if (!onDecide) enable(false, "Decide where this conversation runs (the notebook or the page).");
+  return (message) => enable(true, message);
+}

@@ -31,6 +31,8 @@ function renderChat({ model, el }) {
       model.send({ type: "send", text, nonce: waiting });
     },
     onStop: () => model.send({ type: "stop" }),
+    // Approve / Deny on a call that waits: the kernel runs it (or not) as this notebook's analyst.
+    onDecide: ({ id, approve, reason }) => model.send({ type: "decide", id, approve, reason }),
   });
 
   const ask = () => {
@@ -81,6 +83,7 @@ function renderChat({ model, el }) {
       if (typeof globalThis.__txBench === "function") globalThis.__txBench(msg, performance.now() - start);
     }
     else if (msg.type === "snapshot" && msg.seq > seen) reload(msg.chunks || [], msg.seq);
+    else if (msg.type === "refused" && msg.id) flow.refuseDecision(msg.id, msg.message);
     else if (msg.type === "refused" && msg.nonce && msg.nonce === waiting) {
       waiting = null;
       flow.push({ type: "error", kind: "refused", message: msg.message || "The kernel refused the question." });

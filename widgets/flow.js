@@ -6,7 +6,7 @@
 // innerHTML/outerHTML and never sets an attribute from untrusted text except
 // href (protocol-checked) and title; all text goes in through text nodes.
 
-import { chip, chipText, idKind, resultTables } from "./cards.js";
+import { approvalCard, chip, chipText, idKind, resultTables } from "./cards.js";
 
 const SAFE_PROTOCOLS = ["http:", "https:", "mailto:"];
 const RESULT_PREVIEW_CHARS = 20000;
@@ -561,6 +561,17 @@ export function createFlow(container, options = {}) {
     state.result.open = false;
   }
 
+  // A call that waits for the analyst (cards.js draws Approve / Deny), then their decision.
+  function approval(chunk) {
+    closeCurrent(ensureTurn());
+    const state = findTool(chunk);
+    if (!state.approval) state.approval = state.el.insertBefore(h("div", "tx-approval"), state.args);
+    const pending = chunk.state !== "approved" && chunk.state !== "denied";
+    if (pending) setToolStatus(state, "pending", "awaiting approval");
+    else setToolStatus(state, chunk.state === "approved" ? "running" : "error", chunk.state);
+    state.refuse = approvalCard(state.approval, chunk, opts.onDecide);
+  }
+
   function followUp(chunk) {
     const t = ensureTurn();
     closeCurrent(t);
@@ -691,6 +702,9 @@ export function createFlow(container, options = {}) {
         case "tool_result":
           toolResult(chunk);
           break;
+        case "approval":
+          approval(chunk);
+          break;
         case "follow_up":
           followUp(chunk);
           break;
@@ -709,7 +723,8 @@ export function createFlow(container, options = {}) {
           api.end("error");
           break;
         case "done":
-          api.end(chunk.stop_reason === "cancelled" ? "cancelled" : "done");
+          if (chunk.stop_reason === "awaiting_approval") api.end("awaiting");
+          else api.end(chunk.stop_reason === "cancelled" ? "cancelled" : "done");
           break;
         default:
           break; // unknown chunk types are ignored, so old pages survive new servers
@@ -748,6 +763,12 @@ export function createFlow(container, options = {}) {
     },
 
     setBusy,
+
+    // The other end would not take a decision (it was decided already, a run is going): say so, buttons back.
+    refuseDecision(id, message) {
+      const state = tools.get(String(id));
+      if (state && state.refuse) state.refuse(message || "The decision was not taken.");
+    },
 
     setFollowUpMode(mode) {
       opts.followUpMode = mode === "replace" ? "replace" : "keep";

@@ -108,3 +108,17 @@ class ToolRetry(TahrixError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class NeedsApproval(TahrixError):
+    """Raised by a tool (or a context provider) when a call must wait for the analyst.
+
+    ``summary`` is the sentence the analyst reads beside Approve / Deny (what the call
+    would do, with its arguments); ``why`` says why it needs a human. The loop does not
+    run the call: it records it as pending and ends the run (``agent.approvals``).
+    """
+
+    def __init__(self, summary: str, why: str = "") -> None:
+        super().__init__(summary)
+        self.summary = summary
+        self.why = why

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tahrix_lab.agent.approvals import fold_decisions
 from tahrix_lab.agent.tools import DEFAULT_MAX_RESULT_BYTES, error_result, model_facing
 from tahrix_lab.agent.transcript import Message, Part
 
@@ -24,9 +25,11 @@ def build_messages(
     Every assistant ``tool_use`` is answered by the tool message that follows,
     in call order: a call left without a result (the process died in between)
     gets an ``interrupted`` error result, so the history is valid for every
-    provider. Each tool result is capped to what the model may see. The stored
-    messages are not modified.
+    provider. Each tool result is capped to what the model may see. An analyst's
+    decision on a call that waited takes the place of its pending result
+    (``approvals.fold_decisions``). The stored messages are not modified.
     """
+    messages = fold_decisions(messages)
     out: list[Message] = []
     i = 0
     while i < len(messages):

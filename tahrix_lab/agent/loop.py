@@ -10,11 +10,15 @@ SSE encoder) translate the tuples. Events and their payloads:
     tool_result  {"id", "name", "status": "ok"|"error", "result": dict, "duration_ms": float}
     follow_up    {"cycle": int, "text": "Synthesizing results..."}  (before each call that follows tool results)
     effects      {"effects": [dict, ...]}
+    approval     {"id", "name", "args", "summary", "why", "state": "pending"}  (a call waits for the
+                  analyst instead of a tool_result; ``agent.approvals``. After a decision:
+                  "state": "approved"|"denied" with "decision", "by", "at", "reason")
     usage        {"backend", "model", "usage": dict, "cost_usd": float | None,
                   "uncached_cost_usd": float | None (the same tokens with no cache reads or
                   writes: what caching saved is the difference), "latency_ms", "ttft_ms",
                   "stop_reason", "position"}  (once per model call)
-    done         {"session_id", "stop_reason"}  (stop_reason "cancelled" when stopped)
+    done         {"session_id", "stop_reason"}  (stop_reason "cancelled" when stopped, "awaiting_approval"
+                  with "pending": [call, ...] when a call waits for the analyst: the run ends there)
     error        {"kind": "backend"|"budget"|"cycle_limit"|"internal", "message": str (calm,
                   for the user), "retryable": bool, ...}
 
@@ -33,6 +37,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tahrix_lab.agent.approvals import AWAITING, is_pending, pending_calls
 from tahrix_lab.agent.backends.base import Backend, ToolSpec
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import BackendError, BudgetExceeded
@@ -284,7 +289,11 @@ class _Run:
                 )
                 return
 
-            yield from self._run_tools(tool_uses, offered)
+            waiting = yield from self._run_tools(tool_uses, offered)
+            if waiting:  # the run ends here; the analyst's decision continues it (approvals.decide)
+                pending = [c.to_dict() for c in pending_calls(self.sent)]
+                yield "done", {"session_id": self.session.id, "stop_reason": AWAITING, "pending": pending}
+                return
             if self.cancel is not None and self.cancel.is_set():
                 yield "done", {"session_id": self.session.id, "stop_reason": "cancelled"}
                 return
@@ -426,9 +435,11 @@ class _Run:
         )
 
     # -- tools ------------------------------------------------------------------
-    def _run_tools(self, tool_uses: list[Part], offered: list[str]) -> Iterator[LoopEvent]:
+    def _run_tools(self, tool_uses: list[Part], offered: list[str]) -> Generator[LoopEvent, None, bool]:
+        """Run the calls of one model answer; returns whether one of them waits for the analyst."""
         results: list[Part] = []
         effects: list[dict[str, Any]] = []
+        waiting = False
         try:
             for use in tool_uses:
                 if self.cancel is not None and self.cancel.is_set():
@@ -447,6 +458,12 @@ class _Run:
                 )
                 results.append(out.to_part())
                 effects.extend(out.effects)
+                if is_pending(out.result):
+                    waiting = True
+                    error = out.result["error"]
+                    yield "approval", {"id": out.tool_use_id, "name": out.name, "args": use.tool_input,
+                                       "summary": error.get("summary"), "why": error.get("why"), "state": "pending"}  # fmt: skip
+                    continue
                 yield (
                     "tool_result",
                     {
@@ -473,6 +490,7 @@ class _Run:
             self._persist(Message(role="tool", parts=results))
         if effects:
             yield "effects", {"effects": effects}
+        return waiting
 
     def _usage_payload(self, message: Message) -> dict[str, Any]:
         usage = message.usage or Usage()

@@ -15,12 +15,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from tahrix_lab.agent.backends.base import ToolSpec
 from tahrix_lab.agent.bounds import bound
-from tahrix_lab.agent.errors import ToolDenied, ToolRetry
-from tahrix_lab.agent.transcript import Part, Session, ToolStatus
+from tahrix_lab.agent.errors import NeedsApproval, ToolDenied, ToolRetry
+from tahrix_lab.agent.transcript import Part, Session, ToolStatus, utcnow
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESULT_BYTES = 32_000
+AWAITING = "awaiting_approval"  # the error type of a call that waits for the analyst (agent.approvals)
 
 ToolFn = Callable[[dict[str, Any], Any], Any]
 F = TypeVar("F", bound=ToolFn)
@@ -167,6 +169,15 @@ def catalog_for(purpose: str, registry: ToolRegistry | None = None) -> list[Tool
     return (registry or REGISTRY).catalog_for(purpose)
 
 
+@dataclass(frozen=True)
+class Approval:
+    """The analyst's yes to one call that waited (``agent.approvals``): who, when, and why."""
+
+    by: str
+    reason: str | None = None
+    at: datetime = field(default_factory=utcnow)
+
+
 @runtime_checkable
 class ContextProvider(Protocol):
     """Resolves the context a tool runs with, at the start of every call.
@@ -242,11 +253,15 @@ def run_tool(
     offered: Sequence[str] | None = None,
     session: Session | None = None,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    approval: Approval | None = None,
 ) -> ToolOutcome:
     """Run one tool call; never raises. See the module docstring.
 
     The result is bounded to ``max_result_bytes`` of JSON (``agent.bounds``) before it is
     returned, so neither the transcript nor the caller ever holds an unbounded result.
+    A tool that raises ``NeedsApproval`` is answered with a pending ``awaiting_approval``
+    result (``agent.approvals``); ``approval`` is the analyst's yes to such a call: a
+    context provider gets it through ``for_approved_call`` (one without it cannot run it).
     """
     reg = registry or REGISTRY
     call_id = tool_use.tool_use_id or ""
@@ -288,9 +303,26 @@ def run_tool(
         )
 
     try:
-        if isinstance(ctx, ContextProvider):
+        if isinstance(ctx, ContextProvider) and approval is not None:
+            approved = getattr(ctx, "for_approved_call", None)
+            if approved is None:
+                raise ToolDenied("This surface cannot run a call on an analyst's approval.")
+            ctx = approved(session, tool, args, approval)
+        elif isinstance(ctx, ContextProvider):
             ctx = ctx.for_tool_call(session, tool, args)
         value = _call_with_timeout(tool.fn, args, ctx, tool.timeout)
+    except NeedsApproval as exc:
+        if approval is not None:  # approved, and still asking: never a loop of approvals
+            log.error("tool %s asked for approval again after %s approved it", name, approval.by)
+            return outcome(
+                "error", error_result("denied", f"{name} refused the approved call: {exc.summary}")
+            )
+        return outcome("error", error_result(
+            AWAITING,
+            "This call waits for the analyst's approval and has not run. The analyst sees it with Approve "
+            "and Deny; you get the result or the denial when they decide.",
+            summary=exc.summary, why=exc.why, analyst_message=f"Waiting for your approval: {exc.summary}",
+        ))  # fmt: skip
     except ToolDenied as exc:
         return outcome("error", error_result("denied", exc.message))
     except ToolRetry as exc:

@@ -11,7 +11,7 @@ import json
 import uuid
 from typing import Any
 
-from tahrix_lab.agent.errors import ToolRetry, UserFacingError
+from tahrix_lab.agent.errors import NeedsApproval, ToolRetry, UserFacingError
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.db import CaseDB, jsonable, norm_address, utcnow_naive
 
@@ -37,9 +37,11 @@ def _address_target(ctx: ToolContext, args: dict[str, Any]) -> tuple[str, str]:
 
 
 def apply_annotation(ctx: ToolContext, args: dict[str, Any], *, analyst: str | None = None) -> dict[str, Any]:
-    """Apply one write. ``analyst`` names the human making it (``Workspace.annotate``); without
-    one it is the assistant's write (actor ``agent:<session>``), which may never overturn an
-    analyst's decision: nothing in ``args`` can stand for the analyst's consent."""
+    """Apply one write. ``analyst`` names the human making it (``Workspace.annotate``, or the
+    analyst who approved the assistant's call); without one it is the assistant's write (actor
+    ``agent:<session>``), which may never overturn an analyst's decision: such a call raises
+    ``NeedsApproval`` and waits for the analyst (``agent.approvals``). Nothing in ``args`` can
+    stand for the analyst's consent."""
     action, kind = args["action"], args["target_kind"]
     payload = args.get("payload") or {}
     db, cid, actor = ctx.db, ctx.case_id, analyst or ctx.actor
@@ -58,10 +60,8 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any], *, analyst: str | N
             before = dict(zip(["flag_id", "status", "analyst_note", "updated_by"], row, strict=True))
             other = before["updated_by"] and not str(before["updated_by"]).startswith("agent")
             if other and before["status"] != "new" and analyst is None:
-                # Refused, and the attempt audited (before = after: nothing changed) for the analyst to see.
-                db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=f"refused:{action}",
-                         target_kind="flag", target_id=args["target"], before=before, after=before)  # fmt: skip
-                return needs_analyst(cid, args, before)
+                # Raised inside the write: it rolls back, so the wait holds no transaction.
+                raise NeedsApproval(overturn_summary(args, before), "It overturns an analyst's decision.")
             status = "confirmed" if action == "confirm_flag" else "dismissed"
             note = payload.get("note", before["analyst_note"])
             cur.execute(
@@ -155,21 +155,12 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any], *, analyst: str | N
     }
 
 
-def needs_analyst(case_id: str, args: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    """The assistant's refusal to overturn an analyst's decision: what is needed, and how the analyst does it."""
-    target, action = args["target"], args["action"]
-    return {
-        "error": {
-            "type": "needs_analyst_approval",
-            "message": (
-                f"Flag {target} was set to {before['status']!r} by {before['updated_by']}; only an analyst can "
-                f"overturn an analyst's decision, so {action} was not applied. Tell the analyst what you propose "
-                "and why; they can apply it themselves in the notebook."
-            ),
-            "how": f"ws.annotate({case_id!r}, 'flag', {target!r}, {action!r}, analyst='<their name>')",
-            "current": jsonable(before),
-        }
-    }
+def overturn_summary(args: dict[str, Any], before: dict[str, Any]) -> str:
+    """What the analyst reads beside Approve / Deny (built from the call and the flag, not from case text)."""
+    verb = "Confirm" if args["action"] == "confirm_flag" else "Dismiss"
+    note = (args.get("payload") or {}).get("note")
+    with_note = f", with the note {note!r}" if note else ""
+    return f"{verb} flag {args['target']}, now {before['status']} by {before['updated_by']}{with_note}."
 
 
 def revert(db: CaseDB, audit_id: str, *, actor: str) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tahrix_lab.agent.errors import ToolDenied
-from tahrix_lab.agent.tools import Tool
+from tahrix_lab.agent.errors import NeedsApproval, ToolDenied
+from tahrix_lab.agent.tools import Approval, Tool
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case.db import CaseDB
 
@@ -24,11 +24,16 @@ class Grant:
     """What the assistant may do in one investigation session.
 
     ``tools=None`` allows every tool offered to investigation sessions;
-    ``may_write`` gates the tools marked ``writes`` (``annotate``, ``run_detectors``).
+    ``may_write`` gates the tools marked ``writes`` (``annotate``, ``run_detectors``);
+    ``approve_writes`` makes writes wait for the analyst's Approve (``agent.approvals``):
+    ``True`` for every writing tool, or a tuple of tool names and ``tool:action`` pairs
+    (``"annotate:dismiss_flag"``). A write that overturns an analyst's decision always
+    waits, whatever the grant says (``case.annotations``).
     """
 
     tools: tuple[str, ...] | None = None
     may_write: bool = False
+    approve_writes: bool | tuple[str, ...] = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | Grant | None) -> Grant:
@@ -36,12 +41,27 @@ class Grant:
             return data
         data = data or {}
         tools = data.get("tools")
+        approve = data.get("approve_writes", False)
         return cls(
-            tools=tuple(tools) if tools is not None else None, may_write=bool(data.get("may_write", False))
+            tools=tuple(tools) if tools is not None else None,
+            may_write=bool(data.get("may_write", False)),
+            approve_writes=tuple(str(a) for a in approve)
+            if isinstance(approve, list | tuple)
+            else bool(approve),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tools": list(self.tools) if self.tools is not None else None, "may_write": self.may_write}
+        approve = self.approve_writes
+        return {"tools": list(self.tools) if self.tools is not None else None, "may_write": self.may_write,
+                "approve_writes": list(approve) if isinstance(approve, tuple) else approve}  # fmt: skip
+
+    def needs_approval(self, tool: Tool, args: dict[str, Any]) -> bool:
+        """Whether this grant makes the call wait for the analyst."""
+        if not tool.writes or self.approve_writes is False:
+            return False
+        if self.approve_writes is True:
+            return True
+        return tool.name in self.approve_writes or f"{tool.name}:{args.get('action')}" in self.approve_writes
 
     def check(self, tool: Tool) -> None:
         if self.tools is not None and tool.name not in self.tools:
@@ -68,6 +88,7 @@ class ToolContext:
     address: str | None = None
     chain: str | None = None
     grant: Grant = field(default_factory=Grant)
+    approval: Approval | None = None  # the analyst's yes, when this call ran on their approval
     seen_addresses: set[str] = field(default_factory=set)
     transactions: set[str] = field(default_factory=set)
     bridge_events: set[str] = field(default_factory=set)
@@ -75,6 +96,9 @@ class ToolContext:
 
     @property
     def actor(self) -> str:
+        """Who a write is audited under: the analyst who approved the call, else the assistant."""
+        if self.approval is not None:
+            return self.approval.by
         return f"agent:{self.session_id}" if self.session_id else "agent"
 
     def see(self, kind: str, keys: list[str]) -> set[str]:
@@ -106,7 +130,16 @@ class CaseContextProvider:
         self.case_id = case_id
         self.grant = Grant.from_dict(grant) if grant is not None else Grant(may_write=True)
 
-    def for_tool_call(self, session: Session | None, tool: Tool, args: dict[str, Any]) -> ToolContext:
+    def for_approved_call(
+        self, session: Session | None, tool: Tool, args: dict[str, Any], approval: Approval
+    ) -> ToolContext:
+        """The context of a call the analyst approved: the grant still applies (a narrowed grant
+        still bites), the approval gate does not, and the tool acts under ``approval.by``."""
+        return self.for_tool_call(session, tool, args, approval=approval)
+
+    def for_tool_call(
+        self, session: Session | None, tool: Tool, args: dict[str, Any], approval: Approval | None = None
+    ) -> ToolContext:
         if session is None:
             if self.case_id is None:
                 raise ToolDenied("This conversation is not linked to a case, so case tools cannot run.")
@@ -123,7 +156,13 @@ class CaseContextProvider:
         asked = args.get("case_id")
         if asked is not None and asked != case_id:
             raise ToolDenied(f"This session is linked to case {case_id!r}; it cannot work on case {asked!r}.")
-        ctx = ToolContext(db=self.db, case_id=case_id, session_id=session_id, user=user, grant=grant)
+        if approval is None and grant.needs_approval(tool, args):
+            shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+            raise NeedsApproval(
+                f"{tool.name}({shown})", "This session's grant makes such writes wait for the analyst."
+            )
+        ctx = ToolContext(db=self.db, case_id=case_id, session_id=session_id, user=user, grant=grant,
+                          approval=approval)  # fmt: skip
         ctx.address = args.get("address") if isinstance(args.get("address"), str) else None
         ctx.chain = args.get("chain") if isinstance(args.get("chain"), str) else None
         if session_id is not None:

@@ -17,8 +17,10 @@ front end, and ``widgets/flow.js`` draws them. Vocabulary:
      "stop_reason"}
     {"type": "citations", "line", "counts": {verified, close, not_found, total}, "citations": [...]}
                                           (a case answer's citations checked; before "done")
+    {"type": "approval", "id", "name", "args", "summary", "why"?, "state": "pending"|"approved"|"denied",
+     "by"?, "at"?, "reason"?}      (a call waits for the analyst's Approve / Deny; then their decision)
     {"type": "error", "message", "kind"}
-    {"type": "done", "stop_reason"}
+    {"type": "done", "stop_reason"}          (stop_reason "awaiting_approval": the run waits for a decision)
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tahrix_lab.agent.loop import FOLLOW_UP_TEXT
+from tahrix_lab.agent.tools import AWAITING
 from tahrix_lab.agent.transcript import Message
 
 Chunk = dict[str, Any]
@@ -67,6 +70,8 @@ def to_chunk(event: str, payload: dict[str, Any]) -> Chunk | None:
     if event == "usage":
         return {"type": "usage", **{k: payload.get(k) for k in (
             "model", "backend", "usage", "cost_usd", "uncached_cost_usd", "latency_ms", "ttft_ms", "stop_reason")}}  # fmt: skip
+    if event == "approval":
+        return approval_chunk(payload)
     if event == "citations":
         return {"type": "citations", **{k: payload.get(k) for k in ("line", "counts", "citations")}}
     if event == "error":
@@ -138,6 +143,7 @@ def history_chunks(
         ends.setdefault(int(end["position"]), []).append(end)
     out: list[Chunk] = []
     after_tools = False
+    calls: dict[Any, Any] = {}  # tool call id -> its arguments, for an approval card
     for m in messages:
         if m.role == "user":
             out.append({"type": "user", "text": m.text})
@@ -146,8 +152,9 @@ def history_chunks(
             if after_tools:
                 out.append({"type": "follow_up", "text": FOLLOW_UP_TEXT})
             out.extend(_assistant_chunks(m, price))
+            calls.update((p.tool_use_id, p.tool_input) for p in m.tool_uses())
         elif m.role == "tool":
-            out.extend(_tool_chunks(m))
+            out.extend(_tool_chunks(m, calls))
             after_tools = True
         for end in ends.get(m.position if m.position is not None else -1, []):
             if end.get("error_kind") or end.get("error_message"):
@@ -192,7 +199,13 @@ def _assistant_chunks(
     return out
 
 
-def _tool_chunks(m: Message) -> list[Chunk]:
+def approval_chunk(payload: dict[str, Any]) -> Chunk:
+    """The card of a call that waits for the analyst, or of their decision on it."""
+    keys = ("id", "name", "args", "summary", "why", "state", "by", "at", "reason")
+    return {"type": "approval", **{k: payload[k] for k in keys if payload.get(k) is not None}}
+
+
+def _tool_chunks(m: Message, calls: dict[Any, Any]) -> list[Chunk]:
     out: list[Chunk] = []
     effects: list[dict[str, Any]] = []
     for p in m.parts:
@@ -202,6 +215,19 @@ def _tool_chunks(m: Message) -> list[Chunk]:
         error = result.get("error") if isinstance(result, dict) else None
         if p.tool_status == "error" and isinstance(error, dict) and error.get("type") in _UNRUN:
             continue
+        base = {"id": p.tool_use_id, "name": p.tool_name, "args": calls.get(p.tool_use_id)}
+        if isinstance(error, dict) and error.get("type") == AWAITING:  # drawn as live: start, then the card
+            out.append({"type": "tool_start", "id": p.tool_use_id, "name": p.tool_name})
+            out.append(approval_chunk({**base, **error, "state": "pending"}))
+            continue
+        stamp = result.get("approval") if isinstance(result, dict) else None
+        if isinstance(stamp, dict):
+            out.append(approval_chunk({**base, **stamp, "state": stamp.get("decision")}))
+            if stamp.get("decision") != "approved":
+                out.append(
+                    _tool_result(p.tool_use_id, p.tool_name, result, p.tool_status or "ok", p.duration_ms)
+                )
+                continue
         out.append({"type": "tool_start", "id": p.tool_use_id, "name": p.tool_name})
         out.append(_tool_result(p.tool_use_id, p.tool_name, result, p.tool_status or "ok", p.duration_ms))
         effects.extend(p.effects or [])

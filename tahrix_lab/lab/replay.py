@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tahrix_lab.agent.approvals import fold_decisions
 from tahrix_lab.agent.backends.base import Backend, ToolSpec
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.loop import ask
@@ -86,10 +87,11 @@ def _canonical(args: dict[str, Any] | None) -> str:
 
 
 def recorded_calls(messages: Sequence[Message]) -> dict[tuple[str, str], list[tuple[dict[str, Any], str]]]:
-    """(tool name, canonical arguments) → the results recorded for it, in order."""
+    """(tool name, canonical arguments) → the results recorded for it, in order (a call that waited
+    for the analyst answers with its decided result, as the model saw it)."""
     uses: dict[str, Part] = {}
     out: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = defaultdict(list)
-    for m in messages:
+    for m in fold_decisions(messages):
         for p in m.parts:
             if p.type == "tool_use" and p.tool_use_id:
                 uses[p.tool_use_id] = p

@@ -48,7 +48,8 @@ import traitlets
 
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
-from tahrix_lab.agent.errors import ConfigurationError
+from tahrix_lab.agent.decisions import decide as decide_loop
+from tahrix_lab.agent.errors import ConfigurationError, UserFacingError
 from tahrix_lab.agent.loop import ask as ask_loop
 from tahrix_lab.agent.pricing import DEFAULT_PRICER
 from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE
@@ -196,8 +197,38 @@ class ChatWidget(anywidget.AnyWidget):
             # busy first: a view that draws the snapshot holding this question keeps its turn open
             self.busy = True
             self._emit({"type": "user", "text": text}, nonce=self._nonce)
-            self._thread = threading.Thread(target=self._run, args=(text,), name="tahrix-chat", daemon=True)
+            cancel = self._cancel
+            events = lambda: ask_loop(self.store, self.session, text, **self._loop_kwargs(cancel))  # noqa: E731
+            self._thread = threading.Thread(target=self._run, args=(events,), name="tahrix-chat", daemon=True)
             self._thread.start()
+
+    def decide(
+        self, call_id: str, *, approve: bool, reason: str | None = None, by: str | None = None
+    ) -> None:
+        """Approve or deny a call that waits for the analyst (what the card's buttons do), then go on.
+
+        ``by`` is the analyst deciding, by default the session's user; the call runs under
+        their name. Runs in the background like ``send``; raises ``UserFacingError`` when no
+        such call waits (decided already, or a new question was asked).
+        """
+        with self._lock:
+            if self.running:
+                raise RuntimeError("The assistant is still answering. Wait for it, or call stop() first.")
+            cancel = threading.Event()
+            events = decide_loop(self.store, self.session, call_id, approve=approve, by=by or self.session.user,
+                                 reason=reason, **self._loop_kwargs(cancel))  # fmt: skip
+            self._cancel, self._answer = cancel, []
+            self._snap_start = len(self._snap)
+            self.busy = True
+            self._thread = threading.Thread(
+                target=self._run, args=(lambda: events,), name="tahrix-decision", daemon=True
+            )
+            self._thread.start()
+
+    def _loop_kwargs(self, cancel: threading.Event) -> dict[str, Any]:
+        return {"backend": self.backend, "model": self.model_name, "inference": self.inference,
+                "context": self.context, "budget": self.budget, "registry": self.registry, "cancel": cancel,
+                **self.run_kwargs}  # fmt: skip
 
     def ask(self, text: str, timeout: float | None = None) -> str:
         """Answer ``text`` and block until done; returns the final answer's text.
@@ -252,26 +283,13 @@ class ChatWidget(anywidget.AnyWidget):
         link = self.context.db.session_link(self.session.id)
         return events if link is None else with_citations(events, self.context.db, link[0])
 
-    def _run(self, text: str) -> None:
+    def _run(self, make_events: Callable[[], Iterable[tuple[str, dict[str, Any]]]]) -> None:
         run_log = _RunLog(threading.get_ident()) if self._error_details else None
         if run_log is not None:  # in a notebook the analyst is the operator: an error row can show this
             logging.getLogger("tahrix_lab").addHandler(run_log)
         self._run_log = run_log
         try:
-            events = ask_loop(
-                self.store,
-                self.session,
-                text,
-                backend=self.backend,
-                model=self.model_name,
-                inference=self.inference,
-                context=self.context,
-                budget=self.budget,
-                registry=self.registry,
-                cancel=self._cancel,
-                **self.run_kwargs,
-            )
-            for event, payload in self._with_citations(events):
+            for event, payload in self._with_citations(make_events()):
                 self._handle(event, payload)
         except Exception:  # the loop never raises; a bad argument here might
             log.exception("the chat run failed on session %s", self.session.id)
@@ -428,6 +446,13 @@ class ChatWidget(anywidget.AnyWidget):
                 self._post({"type": "refused", "nonce": nonce, "message": str(exc)})
         elif kind == "stop":
             self.stop()
+        elif kind == "decide":  # the analyst at this notebook clicked Approve or Deny
+            call_id, approve, reason = content.get("id"), content.get("approve"), content.get("reason")
+            try:
+                self.decide(str(call_id or ""), approve=approve is True, reason=str(reason or "") or None)
+            except (RuntimeError, UserFacingError) as exc:
+                log.info("refused a decision from the widget: %s", exc)
+                self._post({"type": "refused", "id": call_id, "message": str(exc)})
         elif kind == "resync":
             self._resync(content.get("since"))
 

@@ -254,13 +254,13 @@ def test_annotate_audit_revert_and_confirmation(ws: Workspace, ground_truth: dic
     assert ws.cases.scalar("SELECT role FROM case_addresses WHERE address = ?", [a0]) == "perpetrator"
     ws.revert(r.result["audit_id"], actor="ana")
     assert not ws.cases.scalar("SELECT count(*) FROM labels WHERE label = 'Aurora Gate exploiter'")
-    # another analyst's decision needs the analyst's confirmation first
+    # another analyst's decision waits for the analyst (tests/case/test_consent.py has the whole cycle)
     flag = ws.flags("CASE-001", flag_type="dusting")[0]["flag_id"]
     ws.cases.connection.execute(
         "UPDATE anomaly_flags SET status = 'confirmed', updated_by = 'bob' WHERE flag_id = ?", [flag]
     )
     ask = call(ws, s, "annotate", {"target_kind": "flag", "target": flag, "action": "dismiss_flag"})
-    assert ask.result["error"]["type"] == "needs_analyst_approval" and ask.effects == []
+    assert ask.result["error"]["type"] == "awaiting_approval" and ask.effects == []
     done = ws.annotate("CASE-001", "flag", flag, "dismiss_flag", analyst="ana")  # the analyst decides
     assert done["after"]["status"] == "dismissed"
     note = call(
@@ -275,7 +275,6 @@ def test_annotate_audit_revert_and_confirmation(ws: Workspace, ground_truth: dic
         "set_role",
         "revert:set_role",
         "revert:add_label",
-        "refused:dismiss_flag",
         "dismiss_flag",
         "note",
     ]

@@ -41,7 +41,7 @@ from typing import Any, ClassVar, cast
 import duckdb
 
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
-from tahrix_lab.agent.storage.file_locks import HolderLock, Turnstile
+from tahrix_lab.agent.storage.file_locks import HolderLock, Turnstile, private_files_begin, private_files_end
 from tahrix_lab.agent.storage.leased_cursor import STALE_RESULT_S, Cursor
 from tahrix_lab.agent.storage.target import engine_of, redacted
 
@@ -255,9 +255,11 @@ class Database:
             time.sleep(0.005)
 
     def _attach(self) -> None:
+        private_files_begin()  # the file and its WAL are created 0600 (file_locks), until _detach
         try:
             self._attach_retrying()
         except BaseException:  # an interrupt mid-attach: the file is not ours, nor its holder lock
+            private_files_end()
             self._release_holder()
             raise
         finally:
@@ -326,6 +328,7 @@ class Database:
                 self._base.execute(statement).fetchall()
             except duckdb.Error as exc:  # committed work is in the WAL: the next attach replays it
                 log.warning("%s of %s failed: %s", statement.split()[0], self.path, exc)
+        private_files_end()
         self._release_holder()
         self._detached_at = time.monotonic()
         with self._mutex:

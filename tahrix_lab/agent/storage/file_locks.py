@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 import threading
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 
 try:
     import fcntl
@@ -42,7 +43,7 @@ class HolderLock:
             if self._held:
                 return True
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -74,7 +75,7 @@ class Turnstile:
         self._guard = threading.Lock()
 
     def _open(self) -> int:
-        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
 
     def join(self) -> None:
         if fcntl is None:
@@ -105,3 +106,38 @@ class Turnstile:
                 return False
             fcntl.flock(self._probe, fcntl.LOCK_UN)
             return False
+
+
+# DuckDB creates the database file and its WAL (again after every CHECKPOINT) with the
+# process umask: while any database file is attached, the umask also masks group and others,
+# so workspace files are 0600 whatever the umask. Counted: attaches overlap across threads.
+_umask_guard = threading.Lock()
+_umask_users = 0
+_umask_saved = 0
+
+
+def private_files_begin() -> None:
+    global _umask_users, _umask_saved
+    with _umask_guard:
+        if _umask_users == 0:
+            _umask_saved = os.umask(0o077)
+            os.umask(_umask_saved | 0o077)
+        _umask_users += 1
+
+
+def private_files_end() -> None:
+    global _umask_users
+    with _umask_guard:
+        _umask_users = max(0, _umask_users - 1)
+        if _umask_users == 0:
+            os.umask(_umask_saved)
+
+
+@contextmanager
+def private_files() -> Iterator[None]:
+    """Files this process creates in the block are readable by their owner only (evidence copies)."""
+    private_files_begin()
+    try:
+        yield
+    finally:
+        private_files_end()

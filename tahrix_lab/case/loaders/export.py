@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.agent.storage.file_locks import private_files
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.loaders.columns import TABLE_COLUMNS
 from tahrix_lab.case.loaders.sqlparts import q
@@ -14,10 +15,15 @@ from tahrix_lab.case.schema import FOLDER_TABLES
 
 
 def export_case(db: CaseDB, case_id: str, folder: str | os.PathLike[str]) -> Path:
-    """Write a case back as a case folder (the format ``load_case_folder`` reads)."""
+    """Write a case back as a case folder (the format ``load_case_folder`` reads); the copy of the
+    evidence is readable by its owner only (0600 files, a 0700 folder) whatever the umask."""
     if not db.case_exists(case_id):
         raise UserFacingError(f"No case named {case_id!r}.")
-    folder = Path(folder)
+    with private_files():
+        return _export(db, case_id, Path(folder))
+
+
+def _export(db: CaseDB, case_id: str, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     case = db.one("SELECT * FROM cases WHERE case_id = ?", [case_id]) or {}
     addresses = db.rows(

@@ -46,8 +46,8 @@ def run_sql_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     "Change case data (writes; recorded in the audit log with before/after so it can be reversed). Actions: "
     "add_label (target address; payload label, category, optional entity/abuse), set_role (target address; payload "
     "role, optional note), confirm_flag / dismiss_flag (target flag id; payload optional note), note (any target; "
-    "payload text). A flag another analyst already decided cannot be changed by you: the call is refused and the "
-    "analyst decides.",
+    "payload text). A change to a flag another analyst already decided waits for the analyst: they see your call "
+    "with Approve / Deny, and you get the result or their reason.",
     {
         "properties": {
             "target_kind": {"type": "string", "enum": ["address", "flag", "bridge_event"]},
@@ -72,4 +72,5 @@ def run_sql_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 def annotate(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     from tahrix_lab.case.annotations import apply_annotation
 
-    return apply_annotation(ctx, args)
+    # On the analyst's approval the write is theirs: audited under their name.
+    return apply_annotation(ctx, args, analyst=ctx.approval.by if ctx.approval is not None else None)
