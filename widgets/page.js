@@ -36,8 +36,11 @@ function putInUrl(name, value) {
   history.replaceState(null, "", url);
 }
 
-async function api(path) {
-  const resp = await fetch(API + path, { headers: { Authorization: `Bearer ${token}` } });
+async function api(path, body) {
+  const headers = { Authorization: `Bearer ${token}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(API + path, body === undefined ? { headers }
+    : { method: "POST", headers, body: JSON.stringify(body) });
   let data = null;
   try {
     data = await resp.json();
@@ -214,6 +217,47 @@ function pageModel(values, onMessage) {
   };
 }
 
+// The union of two graphs: nodes by id (the first seen wins), edges by (source, target, kind, bridge);
+// as lab/graph_panel.py merge_graphs does for a notebook.
+function mergeGraphs(a, b) {
+  const nodes = new Map();
+  for (const n of [...(a.nodes || []), ...(b.nodes || [])]) if (!nodes.has(n.id)) nodes.set(n.id, n);
+  const edges = new Map();
+  for (const e of [...(a.edges || []), ...(b.edges || [])]) {
+    const key = JSON.stringify([e.source, e.target, e.kind ?? null, e.bridge_event_id ?? null]);
+    if (!edges.has(key)) edges.set(key, e);
+  }
+  const assets = [...new Set([...(a.assets || []), ...(b.assets || [])])].sort();
+  return { nodes: [...nodes.values()], edges: [...edges.values()], ...(assets.length ? { assets } : {}) };
+}
+
+// "Trace onward" from a node: the service traces (across a bridge, the matched legs of the flows into
+// it), the page merges what it found and brings it into view, as FlowGraphPanel.trace_onward does.
+async function traceOnward(model, nodeId) {
+  model.set("note", "");
+  model.set("error", "");
+  const graph = model.get("graph");
+  const node = (graph.nodes || []).find((n) => String(n.id) === nodeId);
+  if (!node) return;
+  const edgesIn = (graph.edges || []).filter((e) => e.target === nodeId);
+  try {
+    const found = (await api(`/cases/${encodeURIComponent(caseId)}/graph/onward`, { node, edges_in: edgesIn })).graph;
+    const merged = mergeGraphs(graph, found);
+    const before = new Set((graph.nodes || []).map((n) => n.id));
+    const added = merged.nodes.filter((n) => !before.has(n.id)).map((n) => String(n.id));
+    const newEdges = merged.edges.length - (graph.edges || []).length;
+    const where = node.name || node.label || node.address || nodeId;
+    model.set("added", added);
+    model.set("note", `Traced onward from ${where}: ` + (added.length || newEdges
+      ? `${added.length} new addresses, ${newEdges} new flows.` : "nothing new."));
+    model.set("graph", merged);
+  } catch (err) {
+    if (err instanceof HttpError && err.status === 401) return signedOut();
+    model.set("added", []);
+    model.set("error", `Could not trace onward: ${err.message}`);
+  }
+}
+
 function showPanels(flags, graph) {
   for (const cleanup of panelsShown) cleanup();
   let n = 0;
@@ -223,12 +267,13 @@ function showPanels(flags, graph) {
       // a row click brings its addresses into view in the graph (as FlagsPanel.link does in a notebook)
       const row = flags.rows.find((r) => r.row_id === msg.row_id);
       const wanted = (row && row.addresses) || [];
-      const ids = (graph.graph.nodes || []).filter((node) => wanted.some((w) => w === node.id
+      const ids = (graphModel.get("graph").nodes || []).filter((node) => wanted.some((w) => w === node.id
         || (node.address && w.toLowerCase().endsWith(String(node.address).toLowerCase())))).map((node) => String(node.id));
       graphModel.set("focus_request", { n: ++n, ids, wanted });
     });
-  const graphModel = pageModel({ kind: "graph", title: graph.title, error: "", graph: graph.graph, can_trace: false,
+  const graphModel = pageModel({ kind: "graph", title: graph.title, error: "", graph: graph.graph, can_trace: true,
     note: "", added: [], focus_request: {} }, (msg) => {
+    if (msg.type === "trace") return traceOnward(graphModel, String(msg.node));
     if (msg.type !== "flag") return;
     // a flag clicked in a node's details opens its row
     const row = flags.rows.find((r) => [...(r.flags || []), ...(r.related || []).flatMap((x) => x.flags || [])]

@@ -91,6 +91,19 @@ class CaseIntegration:
             }
         raise ValueError(f"unknown part {part!r}")
 
+    def trace_onward(
+        self, user: str, case_id: str, node: dict[str, Any], edges_in: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """The graph onward from ``node`` as the graph panel's "Trace onward" gets it (``edges_in``: the
+        page's flows into the node, so a bridge contract is left along their matched legs only)."""
+        from tahrix_lab.lab.panel_data import graph_data
+
+        if self.case_for(user, case_id) is None:
+            return None
+        onward = {**GRAPH_PARAMS, "max_hops": ONWARD_HOPS}
+        found = self.workspace.trace_onward(case_id, node, {"edges": edges_in}, **onward)
+        return {"graph": graph_data(found)}
+
     def session_cases(self, session_ids: list[str]) -> dict[str, str]:
         """The case of each of these sessions that has one."""
         found = {}
@@ -102,6 +115,7 @@ class CaseIntegration:
 
 
 GRAPH_PARAMS: dict[str, Any] = {"max_hops": 4, "min_usd": 1000}
+ONWARD_HOPS = 2  # as FlowGraphPanel.for_case
 
 
 def example_questions(ws: Workspace, case_id: str) -> list[str]:

@@ -4,6 +4,7 @@
     GET /api/v1/agent/cases/{case_id}             the case and example questions to start from
     GET /api/v1/agent/cases/{case_id}/flags       the flags panel's rows (triage, each with its flags)
     GET /api/v1/agent/cases/{case_id}/graph       the fund-flow graph panel's graph
+    POST /api/v1/agent/cases/{case_id}/graph/onward  {node, edges_in}: "Trace onward" from a node
     GET /api/v1/agent/conversations               the user's conversations, newest first
 
 Same bearer token as every ``/api`` route. A case the user may not open answers
@@ -19,7 +20,9 @@ from typing import Annotated, Any, Literal
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 
+from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.jobs.domain import offered
 
 MAX_CONVERSATIONS = 100
@@ -37,6 +40,13 @@ def _refuse(status: int, detail: str, field: str | None = None) -> JSONResponse:
 async def _thread(fn: Any, *args: Any) -> Any:
     """DuckDB reads block: off the event loop, like the job routes' starts and cancels."""
     return await anyio.to_thread.run_sync(fn, *args)
+
+
+class OnwardBody(BaseModel):
+    node: dict[str, Any] = Field(description="The graph node to trace from, as the graph panel has it.")
+    edges_in: list[dict[str, Any]] = Field(
+        default_factory=list, max_length=5000, description="The graph's flows into that node."
+    )
 
 
 def router(user_dependency: Any) -> APIRouter:
@@ -73,6 +83,19 @@ def router(user_dependency: Any) -> APIRouter:
     ) -> JSONResponse:
         """What the flags panel or the fund-flow graph panel draws for this case."""
         return await _case_part(request, user, case_id, part)
+
+    @api.post("/cases/{case_id}/graph/onward")
+    async def trace_onward(request: Request, user: User, case_id: str, body: OnwardBody) -> JSONResponse:
+        """What "Trace onward" adds to the graph (the page merges it in)."""
+        runner = request.app.state.service.runner
+        if runner is None:
+            return _refuse(503, NO_RUNNER)
+        onward = offered(runner.integration, "trace_onward")
+        try:
+            found = None if onward is None else await _thread(onward, user, case_id, body.node, body.edges_in)
+        except UserFacingError as exc:  # e.g. a bridge contract with no deposit in this graph
+            return _refuse(422, str(exc), "node")
+        return _refuse(404, NO_CASE, "case_id") if found is None else JSONResponse(found)
 
     @api.get("/conversations")
     async def conversations(

@@ -200,4 +200,11 @@ def test_a_row_click_focuses_the_graph_and_an_unknown_case_is_refused(page: Any,
     page.wait_for_function(f"() => {CY}.nodes(':selected').length > 0", timeout=10_000)
     selected = page.evaluate(f"() => {CY}.nodes(':selected').map(n => n.id())")
     assert set(selected) <= set(addresses) and selected
+    # one node selected: its details are open, with "Trace onward" as in a notebook
+    assert len(selected) == 1  # the first triage row is one address (the suspect)
+    before = page.evaluate(f"() => {CY}.nodes().length")
+    page.locator("#graph-panel .txp-trace").click()
+    page.locator("#graph-panel .txp-note").get_by_text("Traced onward from").wait_for(timeout=20_000)
+    assert page.evaluate(f"() => {CY}.nodes().length") >= before
+    assert page.locator("#graph-panel .txp-error").is_hidden()
     assert page.console_errors == []

@@ -86,6 +86,25 @@ def test_cases_examples_and_panels_come_from_the_case(served: tuple[httpx.Client
     assert {n["id"] for n in graph["nodes"]} == {n["id"] for n in expected["nodes"]}
     assert len(graph["edges"]) == len(expected["edges"]) > 0
 
+    # "Trace onward": from an address; from a bridge contract only along the flows into it
+    start = next(n for n in graph["nodes"] if n.get("role") == "suspect")
+    onward = client.post(f"{API}/cases/CASE-001/graph/onward", json={"node": start}, headers=ALICE)
+    assert onward.status_code == 200, onward.text
+    assert start["id"] in {n["id"] for n in onward.json()["graph"]["nodes"]}
+    bridge = next(n for n in graph["nodes"] if n.get("bridge_contract") or n.get("category") == "bridge")
+    alone = client.post(
+        f"{API}/cases/CASE-001/graph/onward", json={"node": bridge, "edges_in": []}, headers=ALICE
+    )
+    assert alone.status_code == 422 and "No bridge deposit" in alone.json()["detail"]
+    into = [e for e in graph["edges"] if e["target"] == bridge["id"]]
+    crossed = client.post(
+        f"{API}/cases/CASE-001/graph/onward", json={"node": bridge, "edges_in": into}, headers=ALICE
+    )
+    assert crossed.status_code == 200, crossed.text
+    assert any(e.get("kind") == "bridge" for e in crossed.json()["graph"]["edges"])
+    nope = client.post(f"{API}/cases/NOPE/graph/onward", json={"node": start}, headers=ALICE)
+    assert nope.status_code == 404 and nope.json() == unknown.json()
+
 
 def test_a_case_job_carries_its_citations_and_lists_as_a_conversation(
     served: tuple[httpx.Client, Any],
