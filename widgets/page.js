@@ -141,6 +141,31 @@ function newChat() {
   $("examples").hidden = !caseId;
 }
 
+// A stored conversation with each answer's citations line, which the transcript does not keep:
+// the service checks each turn again; without it (a plain chat service) the answers show alone.
+async function withCitations(sessionId, chunks) {
+  let turns = [];
+  try {
+    turns = (await api(`/conversations/${encodeURIComponent(sessionId)}/citations`)).turns || [];
+  } catch (err) {
+    console.warn(err); // eslint-disable-line no-console
+  }
+  const out = [];
+  let k = -1;
+  const close = () => {
+    if (k >= 0 && turns[k]) out.push({ type: "citations", ...turns[k] });
+  };
+  for (const chunk of chunks) {
+    if (chunk.type === "user") {
+      close();
+      k += 1;
+    }
+    out.push(chunk);
+  }
+  close();
+  return out;
+}
+
 async function openConversation(id) {
   newChat();
   try {
@@ -150,7 +175,7 @@ async function openConversation(id) {
     const conv = conversations.find((c) => c.session_id === past.session_id);
     if (conv && conv.case_id && conv.case_id !== caseId) await chooseCase(conv.case_id, { keepChat: true });
     $("examples").hidden = past.chunks.length > 0;
-    flow.load(past.chunks, { live: !!past.job });
+    flow.load(await withCitations(past.session_id, past.chunks), { live: !!past.job });
     markActive();
     if (past.job) await chat.attach(past.job.job_id, past.job.message);
   } catch (err) {

@@ -18,7 +18,7 @@ from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
-from tahrix_lab.case.citations import with_citations
+from tahrix_lab.case.citations import verify_citations, with_citations
 from tahrix_lab.case.context import CaseContextProvider, Grant
 from tahrix_lab.case.investigator import QUESTION, ScriptedInvestigator
 from tahrix_lab.case.tools import CASE_TOOLS
@@ -103,6 +103,26 @@ class CaseIntegration:
         onward = {**GRAPH_PARAMS, "max_hops": ONWARD_HOPS}
         found = self.workspace.trace_onward(case_id, node, {"edges": edges_in}, **onward)
         return {"graph": graph_data(found)}
+
+    def turn_citations(self, session_id: str, chunks: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+        """The citations line of each turn of a stored conversation (``history_chunks``), as its live run
+        sent it: the transcript does not keep the line, so a conversation read again checks it anew."""
+        case_id = self.workspace.case_of(session_id)
+        turns: list[tuple[list[str], list[tuple[str, Any]]]] = []
+        for c in chunks:
+            if c.get("type") == "user":
+                turns.append(([], []))
+            elif turns and c.get("type") == "content":
+                turns[-1][0].append(str(c.get("text") or ""))
+            elif turns and c.get("type") == "tool_result" and c.get("status") == "ok":
+                turns[-1][1].append((str(c.get("name")), c.get("result")))
+        db = self.workspace.cases
+        return [
+            verify_citations(db, "".join(text), case_id, tool_results=results)
+            if case_id and "".join(text).strip()
+            else None
+            for text, results in turns
+        ]
 
     def session_cases(self, session_ids: list[str]) -> dict[str, str]:
         """The case of each of these sessions that has one."""

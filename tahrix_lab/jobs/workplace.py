@@ -6,6 +6,7 @@
     GET /api/v1/agent/cases/{case_id}/graph       the fund-flow graph panel's graph
     POST /api/v1/agent/cases/{case_id}/graph/onward  {node, edges_in}: "Trace onward" from a node
     GET /api/v1/agent/conversations               the user's conversations, newest first
+    GET /api/v1/agent/conversations/{id}/citations  each stored turn's citations line (not in the transcript)
 
 Same bearer token as every ``/api`` route. A case the user may not open answers
 exactly like an unknown one (404). The data comes from the domain through the
@@ -23,6 +24,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.flow import history_chunks
 from tahrix_lab.jobs.domain import offered
 
 MAX_CONVERSATIONS = 100
@@ -109,7 +111,24 @@ def router(user_dependency: Any) -> APIRouter:
             return _refuse(503, NO_RUNNER)
         return JSONResponse({"conversations": await _thread(_conversations, runner, user, limit)})
 
+    @api.get("/conversations/{session_id}/citations")
+    async def conversation_citations(request: Request, user: User, session_id: str) -> JSONResponse:
+        """Per turn of the stored conversation, its citations chunk's fields (or null): for a page that
+        reads a conversation again (``GET /sessions/{id}``) and wants the lines its live run showed."""
+        runner = request.app.state.service.runner
+        if runner is None:
+            return _refuse(503, NO_RUNNER)
+        return JSONResponse({"turns": await _thread(_citations, runner, session_id, user)})
+
     return api
+
+
+def _citations(runner: Any, session_id: str, user: str) -> list[Any]:
+    session = runner.own_session(session_id, user)  # someone else's: the same 404 as an unknown one
+    cite = offered(runner.integration, "turn_citations")
+    if cite is None:
+        return []
+    return list(cite(session.id, history_chunks(runner.transcripts.load_messages(session.id))))
 
 
 def _conversations(runner: Any, user: str, limit: int) -> list[dict[str, Any]]:

@@ -169,6 +169,9 @@ def test_the_page_is_a_place_to_work(page: Any, server: Any, triage_rows: list[s
     assert page.evaluate("window.tahrixChat.sessionId") == first_session
     assert f"session={first_session}" in page.url
     assert page.locator("#chat .tx-user").count() == 1
+    # read again, the answer keeps its citations line and its mark
+    assert page.locator("#chat .tx-citations-line").inner_text() == "1 citation verified · 1 not found"
+    assert page.locator('#chat .tx-content mark.tx-cite-mark[data-status="not_found"]').count() == 1
 
     # a reload keeps the list, the case, the conversation
     page.reload()

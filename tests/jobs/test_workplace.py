@@ -129,6 +129,15 @@ def test_a_case_job_carries_its_citations_and_lists_as_a_conversation(
     assert mine[1]["session_id"] == first["state"]["session_id"] and mine[0]["created_at"]
     assert client.get(f"{API}/conversations", headers=BOB).json()["conversations"] == []
 
+    # read again, each stored turn gets the citations line its live run sent
+    turns = client.get(f"{API}/conversations/{mine[1]['session_id']}/citations", headers=ALICE).json()[
+        "turns"
+    ]
+    assert [t["line"] for t in turns] == [cited["line"]]
+    assert turns[0]["citations"] == cited["citations"]
+    other = client.get(f"{API}/conversations/{mine[1]['session_id']}/citations", headers=BOB)
+    assert other.status_code == 404
+
     refused: dict[str, Any] = {}  # a case nobody may open: the job is refused at its start
     ask(client, "bob-token-4567", {"message": "hi", "case_id": "NOPE"}, refused)
     assert (refused["chunks"][-1]["kind"], refused["chunks"][-1]["field"]) == ("refused", "case_id")
