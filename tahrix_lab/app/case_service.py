@@ -101,7 +101,10 @@ class CaseIntegration:
         if self.case_for(user, case_id) is None:
             return None
         onward = {**GRAPH_PARAMS, "max_hops": ONWARD_HOPS}
-        found = self.workspace.trace_onward(case_id, node, {"edges": edges_in}, **onward)
+        try:
+            found = self.workspace.trace_onward(case_id, node, {"edges": edges_in}, **onward)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # not a node or flows the graph drew
+            raise UserFacingError("That node or its flows are not as the case's graph draws them.") from exc
         return {"graph": graph_data(found)}
 
     def turn_citations(self, session_id: str, chunks: list[dict[str, Any]]) -> list[dict[str, Any] | None]:

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.flow import history_chunks
@@ -49,6 +49,13 @@ class OnwardBody(BaseModel):
     edges_in: list[dict[str, Any]] = Field(
         default_factory=list, max_length=5000, description="The graph's flows into that node."
     )
+
+    @field_validator("node")
+    @classmethod
+    def _has_id(cls, node: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(node.get("id"), str) or not 0 < len(node["id"]) <= 300:
+            raise ValueError("the node needs its graph id, a string such as 'ethereum:0x…'")
+        return node
 
 
 def router(user_dependency: Any) -> APIRouter:

@@ -102,6 +102,13 @@ def test_cases_examples_and_panels_come_from_the_case(served: tuple[httpx.Client
     )
     assert crossed.status_code == 200, crossed.text
     assert any(e.get("kind") == "bridge" for e in crossed.json()["graph"]["edges"])
+    no_id = client.post(
+        f"{API}/cases/CASE-001/graph/onward", json={"node": {"chain": "ethereum"}}, headers=ALICE
+    )
+    assert no_id.status_code == 422 and no_id.json()["field"] == "node"
+    odd = {"node": bridge, "edges_in": [{"target": bridge["id"], "txs": [{"no": "hash"}]}]}
+    garbled = client.post(f"{API}/cases/CASE-001/graph/onward", json=odd, headers=ALICE)
+    assert garbled.status_code == 422 and garbled.json()["field"] == "node"
     nope = client.post(f"{API}/cases/NOPE/graph/onward", json={"node": start}, headers=ALICE)
     assert nope.status_code == 404 and nope.json() == unknown.json()
 
@@ -141,3 +148,34 @@ def test_a_case_job_carries_its_citations_and_lists_as_a_conversation(
     refused: dict[str, Any] = {}  # a case nobody may open: the job is refused at its start
     ask(client, "bob-token-4567", {"message": "hi", "case_id": "NOPE"}, refused)
     assert (refused["chunks"][-1]["kind"], refused["chunks"][-1]["field"]) == ("refused", "case_id")
+
+
+def test_the_page_routes_answer_any_input_without_a_server_error(served: tuple[httpx.Client, Any]) -> None:
+    """Schema fuzzing of the workplace routes on the case integration: never a 5xx."""
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+    from schemathesis.checks import not_a_server_error
+
+    client, _built = served
+    schema = schemathesis.openapi.from_url(f"{client.base_url}/openapi.json")
+    failures: list[str] = []
+    ours = ("/cases", "/conversations")
+    tested = []
+    for op in schema.get_all_operations():
+        operation = op.ok()
+        if not operation.path.startswith(tuple(API + p for p in ours)):
+            continue
+        tested.append(f"{operation.method.upper()} {operation.path}")
+
+        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @given(case=operation.as_strategy())
+        def check(case: Any) -> None:
+            case.headers = {**(case.headers or {}), **ALICE}
+            response = case.call(base_url=str(client.base_url), timeout=30)
+            if response.status_code >= 500:
+                failures.append(f"{case.method} {case.path} -> {response.status_code}: {response.text[:200]}")
+            case.validate_response(response, checks=(not_a_server_error,))
+
+        check()
+    assert len(tested) == 6, tested  # cases, a case, its flags or graph, onward, conversations, citations
+    assert failures == []
