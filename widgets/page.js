@@ -293,10 +293,8 @@ async function showWork(user) {
   try {
     const listed = await api("/cases");
     cases = listed.cases;
-    if (listed.note) {
-      $("side-note").hidden = false;
-      $("side-note").textContent = listed.note;
-    }
+    // a plain chat service has no cases: the chat takes the panels' room
+    $("work").classList.toggle("no-cases", cases.length === 0);
   } catch (err) {
     return failed(err);
   }

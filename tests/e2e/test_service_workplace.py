@@ -211,3 +211,38 @@ def test_a_row_click_focuses_the_graph_and_an_unknown_case_is_refused(page: Any,
     assert page.evaluate(f"() => {CY}.nodes().length") >= before
     assert page.locator("#graph-panel .txp-error").is_hidden()
     assert page.console_errors == []
+
+
+def test_a_plain_chat_service_shows_the_chat_without_case_panels(page: Any, tmp_path: Path) -> None:
+    from tahrix_lab.jobs.api import create_app
+    from tahrix_lab.jobs.serving import build
+    from tahrix_lab.jobs.settings import Settings
+    from tests.jobs.conftest import AppServer
+
+    built = build(
+        Settings(tokens={TOKEN: "bob"}, db=str(tmp_path / "t.duckdb"), backend="fake", fake_script="echo")
+    )
+    assert built.service is not None
+    try:
+        with AppServer(create_app(built.service)) as srv:
+            page.set_viewport_size({"width": 1400, "height": 1000})
+            page.goto(srv.url + "/")
+            page.locator("#token").fill(TOKEN)
+            page.locator("#login button[type=submit]").click()
+            page.get_by_text("Signed in as bob").wait_for(timeout=15_000)
+            page.wait_for_function("() => document.getElementById('work').classList.contains('no-cases')")
+            assert page.locator("#case-picker").is_hidden() and page.locator("#side").is_hidden()
+            assert page.locator("#examples").is_hidden()
+            box = page.locator("#chat textarea.tx-text")
+            box.fill("Hello there")
+            box.press("Enter")
+            page.get_by_text("You asked: Hello there").wait_for(timeout=20_000)
+            idle(page)
+            page.wait_for_function(
+                "() => document.querySelectorAll('#conv-list li').length === 1", timeout=15_000
+            )
+            assert conversation_texts(page) == ["Hello there"]
+            assert page.locator("#chat .tx-citations").count() == 0  # plain chat: no case to check against
+            assert page.console_errors == []
+    finally:
+        built.close()
