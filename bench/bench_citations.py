@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_citations.py                     # 1,000,000 transfers
     .venv/bin/python bench/bench_citations.py --transfers 100000  # quicker
 
-1. Checking a 5,000-word answer with 300 citations (hashes, addresses, shortened
+1. Checking a 5,000-word answer with 300 distinct citations (hashes, addresses, shortened
    forms, amounts, USD, times, blocks, flag/label/bridge ids; about one in ten
    invented or one character off) against a case of 1,000,000 transfers.
    Target <= 1 s. The case is the sample case plus background traffic written
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tahrix_lab.case.citations import verify_citations
+from tahrix_lab.case.citations_find import find_citations
 from tahrix_lab.case.investigator import QUESTION, scripted_backend
 from tahrix_lab.case.workspace import Workspace
 
@@ -113,8 +114,20 @@ def answer(ws: Workspace, case_id: str, n: int = 300, words: int = 5000, seed: i
         lambda: f"tx 0x{rnd.getrandbits(256):064x}",  # invented
         lambda: f"{(h := rnd.choice(txs))[:-1]}{'0' if h[-1] != '0' else '1'}",  # one character off
     ]
-    cites = [rnd.choice(makers)() for _ in range(n)]
-    per = max(1, (words - 3 * n) // n)
+    # n distinct citations as the checker counts them (one per distinct value): a draw that repeats a
+    # value already cited is drawn again.
+    symbols = tuple(
+        r["symbol"] for r in db.rows("SELECT DISTINCT symbol FROM assets WHERE symbol IS NOT NULL")
+    )
+    seen: set[tuple[str, str]] = set()
+    cites: list[str] = []
+    while len(seen) < n:
+        c = rnd.choice(makers)()
+        keys = {(f.kind, f.value) for f in find_citations(c, symbols)}
+        if keys and not keys & seen and len(seen | keys) <= n:
+            seen |= keys
+            cites.append(c)
+    per = max(1, round((words - sum(len(c.split()) for c in cites)) / n))  # filler words per citation
     parts = []
     for c in cites:
         parts.append(" ".join(rnd.choice(FILLER) for _ in range(per)) + " " + c + ".")

@@ -638,11 +638,20 @@ export function createFlow(container, options = {}) {
     }
   }
 
+  // "Queued" / "Loading the case" / "Thinking" before the turn's first chunk (the page's job status).
+  function clearStatus(t) {
+    if (t && t.statusEl) {
+      t.statusEl.remove();
+      t.statusEl = null;
+    }
+  }
+
   function finishTurn(status) {
     if (!turn || turn.ended) return;
     closeCurrent(turn);
     clearSynth(turn);
     turn.dots.hidden = true;
+    clearStatus(turn);
     if (turn.waiting) {
       turn.waiting.remove();
       turn.waiting = null;
@@ -674,6 +683,15 @@ export function createFlow(container, options = {}) {
       setBusy(true);
     },
 
+    // A line saying what the answer waits for, until its first chunk; null clears it.
+    setStatus(text) {
+      if (!turn || turn.ended || turn.started) return;
+      if (!text) return clearStatus(turn);
+      if (!turn.statusEl) turn.statusEl = turn.flow.insertBefore(h("div", "tx-status"), turn.dots);
+      turn.statusEl.textContent = String(text);
+      turn.statusEl.dataset.status = String(text).toLowerCase().split(/[^a-z]/)[0];
+    },
+
     setWaiting(waiting) {
       if (!turn || waiting || !turn.waiting) return;
       turn.waiting.remove();
@@ -683,6 +701,10 @@ export function createFlow(container, options = {}) {
 
     push(chunk) {
       if (!chunk || typeof chunk !== "object") return;
+      if (turn && chunk.type !== "user") {
+        turn.started = true; // the answer speaks for itself from now on
+        clearStatus(turn);
+      }
       switch (chunk.type) {
         case "user":
           api.startTurn(chunk.text || "");

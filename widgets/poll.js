@@ -3,6 +3,7 @@
 //
 //   const chat = createPollingChat({ baseUrl: "", token, flow, wait: 20, onSession });
 //   await chat.send("Which exchange is 0xabc?");   // resolves when the job ends
+//   await chat.send("Where did it go?", { caseId }); // a new conversation on a case
 //   chat.stop();                                   // DELETE: cancels the running job
 //   await chat.attach(jobId, question);            // after a reload: follow a running job
 //
@@ -25,7 +26,9 @@ export class HttpError extends Error {
   }
 }
 
-export function createPollingChat({ baseUrl = "", token, flow, wait = 20, onMeta, onState, onSession, fetchImpl } = {}) {
+// statusWait (seconds, optional): until the job's first chunk, polls wait at most this long, so
+// onState hears "queued" / "loading the case" / "thinking" as it changes, not after `wait`.
+export function createPollingChat({ baseUrl = "", token, flow, wait = 20, statusWait = null, onMeta, onState, onSession, fetchImpl } = {}) {
   const doFetch = fetchImpl || ((...args) => fetch(...args));
   let sessionId = null;
   let jobId = null;
@@ -66,7 +69,8 @@ export function createPollingChat({ baseUrl = "", token, flow, wait = 20, onMeta
     for (;;) {
       let state;
       try {
-        state = await call("GET", `${JOB_PATH}/${encodeURIComponent(id)}?since=${since}&wait=${wait}&content=false`);
+        const w = statusWait !== null && since === 0 ? Math.min(wait, statusWait) : wait;
+        state = await call("GET", `${JOB_PATH}/${encodeURIComponent(id)}?since=${since}&wait=${w}&content=false`);
         failures = 0;
         seen = true;
       } catch (err) {
@@ -131,13 +135,15 @@ export function createPollingChat({ baseUrl = "", token, flow, wait = 20, onMeta
     async history(id) {
       return call("GET", `${API}/sessions/${encodeURIComponent(id)}`);
     },
-    async send(message) {
+    // {caseId}: a new conversation starts on this case (a continued one keeps its own).
+    async send(message, { caseId = null } = {}) {
       stopped = false;
       flow.startTurn(message);
       let created;
       try {
         const body = { message };
         if (sessionId) body.session_id = sessionId;
+        else if (caseId) body.case_id = caseId;
         created = await call("POST", JOB_PATH, body);
       } catch (err) {
         flow.push({ type: "error", message: err.message || "The request failed.", kind: "http" });

@@ -4,19 +4,23 @@ Neither imports the other (the domain never imports a transport); this
 module, above both, adapts a ``Workspace`` to what the service needs.
 
 ``CaseIntegration`` structurally satisfies the job service's protocol:
-``purpose``, ``start_session(store, *, user, case_id)``, ``context_for(store, session)``, ``registry()``.
+``purpose``, ``start_session(store, *, user, case_id)``, ``context_for(store, session)``, ``registry()``,
+and the optional parts: the citations line after each answer (``answer_events``) and what the
+service page shows (``cases_for``, ``case_view``, ``session_cases``; routes in jobs/workplace.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
+from tahrix_lab.case.citations import verify_citations, with_citations
 from tahrix_lab.case.context import CaseContextProvider, Grant
-from tahrix_lab.case.investigator import ScriptedInvestigator
+from tahrix_lab.case.investigator import QUESTION, ScriptedInvestigator
 from tahrix_lab.case.tools import CASE_TOOLS
 from tahrix_lab.case.workspace import Workspace
 
@@ -38,7 +42,7 @@ class CaseIntegration:
         ws = self.workspace
         if case_id is None:
             case_id = ws.load_sample_case()
-        elif not ws.cases.case_exists(case_id):
+        elif self.case_for(user, case_id) is None:  # a case the user may not open reads as unknown
             raise UserFacingError(f"No case named {case_id!r}.")
         return ws.start_investigation(case_id, user=user, grant=self.grant, store=store)
 
@@ -51,6 +55,107 @@ class CaseIntegration:
     def offline_backend(self) -> ScriptedInvestigator:
         """With no provider configured, the service runs the demo's scripted investigation."""
         return ScriptedInvestigator()
+
+    def answer_events(self, session: Session, events: Iterator[Any]) -> Iterator[Any]:
+        """A case session's answers end with their citations line, as in the notebook widget."""
+        case_id = self.workspace.case_of(session.id)
+        return with_citations(events, self.workspace.cases, case_id) if case_id else events
+
+    # -- the service page (jobs/workplace.py) -----------------------------------------------------
+    def cases_for(self, user: str) -> list[dict[str, Any]]:
+        """The cases ``user`` may open: every case of the workspace for now. The one place a
+        per-case grant will filter (the picker, the page's case routes and new jobs all ask here)."""
+        keep = ("case_id", "title", "incident_type", "incident_time", "status", "summary")
+        return [{k: c.get(k) for k in keep} for c in self.workspace.list_cases()]
+
+    def case_for(self, user: str, case_id: str) -> dict[str, Any] | None:
+        return next((c for c in self.cases_for(user) if c["case_id"] == case_id), None)
+
+    def case_view(self, user: str, case_id: str, part: str) -> dict[str, Any] | None:
+        """``part`` of a case for the page: ``examples`` (questions to start from), ``flags`` (the flags
+        panel's rows) or ``graph`` (the fund-flow graph panel's graph); ``None``: not a case for this user."""
+        from tahrix_lab.lab.panel_data import flags_data, graph_data  # the notebook panels' own shapes
+
+        case = self.case_for(user, case_id)
+        if case is None:
+            return None
+        ws = self.workspace
+        if part == "examples":
+            return {"case": case, "examples": example_questions(ws, case_id)}
+        if part == "flags":
+            return {"title": f"Flags · {case_id}", **flags_data(ws.flag_rows(case_id))}
+        if part == "graph":  # as notebook 01 draws it
+            return {
+                "title": f"Fund flow · {case_id}",
+                "graph": graph_data(ws.flow_graph(case_id, **GRAPH_PARAMS)),
+            }
+        raise ValueError(f"unknown part {part!r}")
+
+    def trace_onward(
+        self, user: str, case_id: str, node: dict[str, Any], edges_in: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """The graph onward from ``node`` as the graph panel's "Trace onward" gets it (``edges_in``: the
+        page's flows into the node, so a bridge contract is left along their matched legs only)."""
+        from tahrix_lab.lab.panel_data import graph_data
+
+        if self.case_for(user, case_id) is None:
+            return None
+        onward = {**GRAPH_PARAMS, "max_hops": ONWARD_HOPS}
+        try:
+            found = self.workspace.trace_onward(case_id, node, {"edges": edges_in}, **onward)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # not a node or flows the graph drew
+            raise UserFacingError("That node or its flows are not as the case's graph draws them.") from exc
+        return {"graph": graph_data(found)}
+
+    def turn_citations(self, session_id: str, chunks: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+        """The citations line of each turn of a stored conversation (``history_chunks``), as its live run
+        sent it: the transcript does not keep the line, so a conversation read again checks it anew."""
+        case_id = self.workspace.case_of(session_id)
+        turns: list[tuple[list[str], list[tuple[str, Any]]]] = []
+        for c in chunks:
+            if c.get("type") == "user":
+                turns.append(([], []))
+            elif turns and c.get("type") == "content":
+                turns[-1][0].append(str(c.get("text") or ""))
+            elif turns and c.get("type") == "tool_result" and c.get("status") == "ok":
+                turns[-1][1].append((str(c.get("name")), c.get("result")))
+        db = self.workspace.cases
+        return [
+            verify_citations(db, "".join(text), case_id, tool_results=results)
+            if case_id and "".join(text).strip()
+            else None
+            for text, results in turns
+        ]
+
+    def session_cases(self, session_ids: list[str]) -> dict[str, str]:
+        """The case of each of these sessions that has one."""
+        found = {}
+        for sid in session_ids:
+            case_id = self.workspace.case_of(sid)
+            if case_id is not None:
+                found[sid] = case_id
+        return found
+
+
+GRAPH_PARAMS: dict[str, Any] = {"max_hops": 4, "min_usd": 1000}
+ONWARD_HOPS = 2  # as FlowGraphPanel.for_case
+
+
+def example_questions(ws: Workspace, case_id: str) -> list[str]:
+    """Questions to start from: the investigation, then ones the offline investigator answers from its
+    tools (flags, the money's path, bridges, the top triage row's address)."""
+    out = [
+        QUESTION.format(case_id=case_id),
+        "How much was stolen, and from which addresses?",
+        "Where did the funds go? Which exchanges or mixers received them?",
+        "Which flags in the triage matter most, and why?",
+        "Were any bridges used to move the funds across chains?",
+    ]
+    rows = ws.flag_rows(case_id).get("rows") or []
+    subject = next((r["subject"] for r in rows if (r.get("subject") or {}).get("kind") == "address"), None)
+    if subject and subject.get("address"):
+        out.append(f"What do we know about {subject['address']}?")
+    return out
 
 
 def case_integration(transcripts: TranscriptStore) -> Any:

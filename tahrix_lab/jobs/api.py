@@ -7,6 +7,7 @@
     GET    /api/v1/agent/chat-stream?message=...        text/event-stream (no proxy in between)
     GET    /api/v1/agent/me                             who the token belongs to (the page's sign-in)
     GET    /api/v1/agent/sessions/{session_id}          the conversation so far + the job running in it
+    GET    /api/v1/agent/cases, /conversations, ...     the page's case picker, panels, conversations (workplace.py)
     GET    /healthz, /readyz                            liveness; readiness (store, worker, transcripts)
     GET    /                                            the standalone chat page
     GET    /static/...                                  widgets/ (flow.js, poll.js, ...)
@@ -36,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tahrix_lab.flow import history_chunks
 from tahrix_lab.flow.resources import widgets_dir
+from tahrix_lab.jobs import workplace
 from tahrix_lab.jobs.api_models import (
     CONTENT_HELP,
     ERRORS,
@@ -348,6 +350,7 @@ def create_app(service: Service) -> ASGIApp:
             {"ready": ok, "role": service.role, "checks": checks}, status_code=200 if ok else 503
         )
 
+    app.include_router(workplace.router(current_user), prefix=PREFIX, responses=ERRORS)  # the page's data
     widgets = widgets_dir()
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)

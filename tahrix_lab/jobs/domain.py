@@ -7,6 +7,7 @@ knows what a session is *about*. It passes an object that satisfies
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from tahrix_lab.agent.store import TranscriptStore
@@ -19,7 +20,11 @@ class JobIntegration(Protocol):
     """``start_session`` may raise ``UserFacingError`` (the API answers 422 with its message).
 
     An integration may also offer ``offline_backend() -> Backend``: the model
-    the service runs when no provider is configured and no fake script given.
+    the service runs when no provider is configured and no fake script given;
+    ``answer_events(session, events) -> events``: the loop's events of a run as
+    the service should publish them (a case adds its citations line); and the
+    service page's data (``cases_for``, ``case_view``, ``session_cases``: see
+    ``tahrix_lab.jobs.workplace``). Find them with ``offered``.
     """
 
     purpose: str
@@ -33,6 +38,26 @@ class JobIntegration(Protocol):
         ...
 
     def registry(self) -> ToolRegistry: ...
+
+
+def offered(integration: Any, name: str) -> Callable[..., Any] | None:
+    """The integration's optional method ``name``, looking through wrappers that keep theirs in
+    ``inner`` (the fake backend's demo tools), or ``None``."""
+    obj = integration
+    for _ in range(4):
+        found: Callable[..., Any] | None = getattr(obj, name, None)
+        if callable(found):
+            return found
+        obj = getattr(obj, "inner", None)
+        if obj is None:
+            break
+    return None
+
+
+def answer_events(integration: Any, session: Session, events: Iterator[Any]) -> Iterator[Any]:
+    """``events`` through the integration's ``answer_events`` when it has one (a case: citations)."""
+    wrap = offered(integration, "answer_events")
+    return events if wrap is None else wrap(session, events)
 
 
 class ChatIntegration:

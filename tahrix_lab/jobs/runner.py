@@ -45,7 +45,7 @@ from tahrix_lab.jobs.chunklog import (
     JobStore,
     StoreUnavailable,
 )
-from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
+from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, answer_events
 from tahrix_lab.jobs.first_event import CancelFlag, FirstEventBackend
 from tahrix_lab.jobs.leases import Holder, Watcher
 from tahrix_lab.jobs.request import JobRejected as JobRejected
@@ -237,8 +237,8 @@ class JobRunner:
     def stream(self, req: JobRequest) -> Iterator[LoopEvent]:
         """Run one question outside the pool and the job store (the SSE endpoint)."""
         session, context, _before, history = self.prepare(req)
-        return run_agent(session, store=self.transcripts, backend=self.backend, model=self.model, history=history,
-                         context=context, budget=self.budget, registry=self.integration.registry())  # fmt: skip
+        return answer_events(self.integration, session, run_agent(session, store=self.transcripts, backend=self.backend, model=self.model, history=history,
+                         context=context, budget=self.budget, registry=self.integration.registry()))  # fmt: skip
 
     def _session_for(self, req: JobRequest) -> tuple[Session, list[Message] | None]:
         """The job's session and, for a new one, the messages written to it (else None)."""
@@ -394,9 +394,9 @@ class JobRunner:
             job.last_write = time.monotonic()
 
         def events_for(backend: Backend) -> Iterator[LoopEvent]:
-            return run_agent(session, store=self.transcripts, backend=backend, model=self.model, history=history,
+            return answer_events(self.integration, session, run_agent(session, store=self.transcripts, backend=backend, model=self.model, history=history,
                              context=context, budget=self.budget, registry=self.integration.registry(),
-                             cancel=job.cancel)  # fmt: skip
+                             cancel=job.cancel))  # fmt: skip
 
         try:
             if self._streams is not None:  # streamed steps on one event loop (stream_steps)

@@ -17,12 +17,10 @@ from typing import Any
 import traitlets
 
 from tahrix_lab.flow.resources import widget_file
-from tahrix_lab.lab.panel_base import Panel, jsonable
+from tahrix_lab.lab.panel_base import Panel
+from tahrix_lab.lab.panel_data import graph_data
 
 log = logging.getLogger("tahrix_lab.lab.panels")
-
-MAX_GRAPH_NODES = 2000  # the front end draws the first 400; more is only transfer cost
-DROP_NODE_KEYS = frozenset({"label_ids", "evidence", "evidence_count"})
 
 
 class FlowGraphPanel(Panel):
@@ -70,15 +68,7 @@ class FlowGraphPanel(Panel):
         super().refresh()
 
     def _show(self, data: Any) -> None:
-        if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
-            raise TypeError("the graph loader must return a dict with 'nodes' and 'edges' lists")
-        nodes = [
-            {k: v for k, v in n.items() if k not in DROP_NODE_KEYS} for n in data["nodes"][:MAX_GRAPH_NODES]
-        ]
-        graph = {"nodes": nodes, "edges": list(data.get("edges") or [])}
-        if data.get("assets"):
-            graph["assets"] = data["assets"]
-        self.graph = jsonable(graph)
+        self.graph = graph_data(data)
 
     def focus(self, target: str | Iterable[str]) -> list[str]:
         """Select and centre the nodes of an address, a ``chain:address`` id, or several; returns the ids."""

@@ -8,7 +8,6 @@ seen is kept in ``panel.last_effect`` for loaders that want it.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Self
@@ -19,11 +18,6 @@ import traitlets
 from tahrix_lab.flow.resources import widget_file
 
 log = logging.getLogger("tahrix_lab.lab.panels")
-
-
-def jsonable(value: Any) -> Any:
-    """Rows from DuckDB carry datetimes and Decimals: make them JSON once, here."""
-    return json.loads(json.dumps(value, default=str))
 
 
 class Panel(anywidget.AnyWidget):

@@ -24,11 +24,10 @@ from typing import Any, Self
 import traitlets
 
 from tahrix_lab.lab.graph_panel import FlowGraphPanel, merge_graphs
-from tahrix_lab.lab.panel_base import Panel, jsonable
+from tahrix_lab.lab.panel_base import Panel
+from tahrix_lab.lab.panel_data import FLAG_COLUMNS, flags_data
 
 log = logging.getLogger(__name__)
-
-FLAG_COLUMNS = ("flag_id", "flag_type", "severity", "score", "subject", "status")
 
 
 class FlagsPanel(Panel):
@@ -55,16 +54,8 @@ class FlagsPanel(Panel):
         return cls(lambda: workspace.flag_rows(case_id), **kwargs)
 
     def _show(self, data: Any) -> None:
-        if isinstance(data, dict) and isinstance(data.get("rows"), list):
-            rows = jsonable(data["rows"])
-            flags = [f for r in rows for f in [*r.get("flags", []), *(f for rel in r.get("related", [])
-                                                                       for f in rel.get("flags", []))]]  # fmt: skip
-            self.rows, self.raw = rows, [_flag_row(f) for f in flags]
-        elif isinstance(data, list):
-            self.rows, self.raw = [], [_flag_row(r) for r in data]
-        else:
-            raise TypeError(f"the flags loader returned {type(data).__name__}, expected a list of dicts "
-                            "or a triage dict with 'rows'")  # fmt: skip
+        shown = flags_data(data)
+        self.rows, self.raw = shown["rows"], shown["raw"]
 
     def on_select(self, callback: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
         """Call ``callback(row)`` when the analyst clicks a row (usable as a decorator)."""
@@ -112,19 +103,6 @@ class FlagsPanel(Panel):
                         callback(row)
                     except Exception:
                         log.exception("a flags on_select callback failed")
-
-
-def _flag_row(row: dict[str, Any]) -> dict[str, Any]:
-    out = {col: row.get(col) for col in FLAG_COLUMNS}
-    if out["subject"] is None:
-        out["subject"] = row.get("address") or row.get("tx_hash")
-    if out["score"] is not None:
-        with contextlib.suppress(TypeError, ValueError):
-            out["score"] = float(out["score"])
-    for extra in ("chain", "explanation", "amount_usd", "first_time"):
-        if row.get(extra) is not None:
-            out[extra] = row[extra]
-    return dict(jsonable(out))
 
 
 __all__ = ["FLAG_COLUMNS", "FlagsPanel", "FlowGraphPanel", "merge_graphs"]

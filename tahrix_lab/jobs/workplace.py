@@ -1,0 +1,159 @@
+"""The service page's own routes: what an analyst needs beside the chat.
+
+    GET /api/v1/agent/cases                       the cases the signed-in user may open (the picker)
+    GET /api/v1/agent/cases/{case_id}             the case and example questions to start from
+    GET /api/v1/agent/cases/{case_id}/flags       the flags panel's rows (triage, each with its flags)
+    GET /api/v1/agent/cases/{case_id}/graph       the fund-flow graph panel's graph
+    POST /api/v1/agent/cases/{case_id}/graph/onward  {node, edges_in}: "Trace onward" from a node
+    GET /api/v1/agent/conversations               the user's conversations, newest first
+    GET /api/v1/agent/conversations/{id}/citations  each stored turn's citations line (not in the transcript)
+
+Same bearer token as every ``/api`` route. A case the user may not open answers
+exactly like an unknown one (404). The data comes from the domain through the
+integration's optional methods (``cases_for``, ``case_view``, ``session_cases``,
+see ``tahrix_lab.app.case_service``): this package never imports the case domain.
+"""
+
+# No `from __future__ import annotations`: FastAPI must see the local `User` dependency type itself.
+
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, field_validator
+
+from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.flow import history_chunks
+from tahrix_lab.jobs.domain import offered
+
+MAX_CONVERSATIONS = 100
+NO_CASE = "There is no case with this id."
+NO_CASES = "This service runs plain chat sessions: it has no cases."
+
+
+NO_RUNNER = "This process does not hold the cases and transcripts; ask the worker's process."
+
+
+def _refuse(status: int, detail: str, field: str | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail, "field": field}, status_code=status)
+
+
+async def _thread(fn: Any, *args: Any) -> Any:
+    """DuckDB reads block: off the event loop, like the job routes' starts and cancels."""
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+class OnwardBody(BaseModel):
+    node: dict[str, Any] = Field(description="The graph node to trace from, as the graph panel has it.")
+    edges_in: list[dict[str, Any]] = Field(
+        default_factory=list, max_length=5000, description="The graph's flows into that node."
+    )
+
+    @field_validator("node")
+    @classmethod
+    def _has_id(cls, node: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(node.get("id"), str) or not 0 < len(node["id"]) <= 300:
+            raise ValueError("the node needs its graph id, a string such as 'ethereum:0x…'")
+        return node
+
+
+def router(user_dependency: Any) -> APIRouter:
+    """The routes, behind ``user_dependency`` (the API's bearer-token check, which returns the user)."""
+    User = Annotated[str, Depends(user_dependency)]
+    api = APIRouter()
+
+    async def _case_part(request: Request, user: str, case_id: str, part: str) -> JSONResponse:
+        runner = request.app.state.service.runner
+        if runner is None:
+            return _refuse(503, NO_RUNNER)
+        view = offered(runner.integration, "case_view")
+        found = None if view is None else await _thread(view, user, case_id, part)
+        return _refuse(404, NO_CASE, "case_id") if found is None else JSONResponse(found)
+
+    @api.get("/cases")
+    async def cases(request: Request, user: User) -> JSONResponse:
+        """The cases this user may open (none when the service runs plain chat)."""
+        runner = request.app.state.service.runner
+        if runner is None:
+            return _refuse(503, NO_RUNNER)
+        listed = offered(runner.integration, "cases_for")
+        found = [] if listed is None else await _thread(listed, user)
+        return JSONResponse({"cases": found, "note": None if listed is not None else NO_CASES})
+
+    @api.get("/cases/{case_id}")
+    async def case(request: Request, user: User, case_id: str) -> JSONResponse:
+        """The case and questions to start from."""
+        return await _case_part(request, user, case_id, "examples")
+
+    @api.get("/cases/{case_id}/{part}")
+    async def case_panel(
+        request: Request, user: User, case_id: str, part: Literal["flags", "graph"]
+    ) -> JSONResponse:
+        """What the flags panel or the fund-flow graph panel draws for this case."""
+        return await _case_part(request, user, case_id, part)
+
+    @api.post("/cases/{case_id}/graph/onward")
+    async def trace_onward(request: Request, user: User, case_id: str, body: OnwardBody) -> JSONResponse:
+        """What "Trace onward" adds to the graph (the page merges it in)."""
+        runner = request.app.state.service.runner
+        if runner is None:
+            return _refuse(503, NO_RUNNER)
+        onward = offered(runner.integration, "trace_onward")
+        try:
+            found = None if onward is None else await _thread(onward, user, case_id, body.node, body.edges_in)
+        except UserFacingError as exc:  # e.g. a bridge contract with no deposit in this graph
+            return _refuse(422, str(exc), "node")
+        return _refuse(404, NO_CASE, "case_id") if found is None else JSONResponse(found)
+
+    @api.get("/conversations")
+    async def conversations(
+        request: Request,
+        user: User,
+        limit: Annotated[int, Query(ge=1, le=MAX_CONVERSATIONS)] = 30,
+    ) -> JSONResponse:
+        """The user's conversations, newest first: id, title, first question, case, time."""
+        runner = request.app.state.service.runner
+        if runner is None:
+            return _refuse(503, NO_RUNNER)
+        return JSONResponse({"conversations": await _thread(_conversations, runner, user, limit)})
+
+    @api.get("/conversations/{session_id}/citations")
+    async def conversation_citations(request: Request, user: User, session_id: str) -> JSONResponse:
+        """Per turn of the stored conversation, its citations chunk's fields (or null): for a page that
+        reads a conversation again (``GET /sessions/{id}``) and wants the lines its live run showed."""
+        runner = request.app.state.service.runner
+        if runner is None:
+            return _refuse(503, NO_RUNNER)
+        return JSONResponse({"turns": await _thread(_citations, runner, session_id, user)})
+
+    return api
+
+
+def _citations(runner: Any, session_id: str, user: str) -> list[Any]:
+    session = runner.own_session(session_id, user)  # someone else's: the same 404 as an unknown one
+    cite = offered(runner.integration, "turn_citations")
+    if cite is None:
+        return []
+    return list(cite(session.id, history_chunks(runner.transcripts.load_messages(session.id))))
+
+
+def _conversations(runner: Any, user: str, limit: int) -> list[dict[str, Any]]:
+    store = runner.transcripts
+    sessions = store.list_sessions(user=user, limit=limit)
+    cases_of = offered(runner.integration, "session_cases")
+    case_of = cases_of([s.id for s in sessions]) if cases_of is not None else {}
+    out = []
+    for s in sessions:
+        question = next((m.text for m in store.load_messages(s.id) if m.role == "user" and m.text), None)
+        out.append({
+            "session_id": s.id,
+            "title": s.title,
+            "question": question[:300] if question else None,
+            "case_id": case_of.get(s.id),
+            "created_at": s.created_at.isoformat() if s.created_at else None,
+        })  # fmt: skip
+    return out
+
+
+__all__ = ["router"]
