@@ -643,7 +643,8 @@ export function createGraph(el, opts = {}) {
   const wrap = el.appendChild(h("div", "txp-graph-wrap"));
   const box = wrap.appendChild(h("div", "txp-graph"));
   const drawer = wrap.appendChild(h("aside", "txp-drawer"));
-  const hint = wrap.appendChild(h("div", "txp-hint", "Click an address or a flow for its details."));
+  // in the bar, not over the canvas, where it would cover the nodes at the top right
+  const hint = bar.insertBefore(h("span", "txp-hint", "Click an address or a flow for its details."), tools);
   const legendHost = el.appendChild(h("div", "txp-legend-host"));
   let legendBox = null;
   let graph = null;
