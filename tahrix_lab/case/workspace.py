@@ -72,7 +72,7 @@ class Workspace:
             self._conn = Database.open(str(path) if path is not None else default_path())
         self.path = str(path) if path is not None else self._conn.path
         self.store = TranscriptStore(self.path, connection=self._conn)
-        self.cases = CaseDB(self._conn)
+        self.cases = CaseDB(self._conn, record=self.store)
         register_case_tools()
 
     def lease(self) -> AbstractContextManager[Database]:

@@ -22,11 +22,23 @@ import duckdb
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.storage.duck import Database
 from tahrix_lab.agent.storage.group_commit import GroupCommit
-from tahrix_lab.agent.storage.interface import LedgerRow, TranscriptStore, message_from_row
+from tahrix_lab.agent.storage.interface import (
+    LINK_COLUMNS,
+    USAGE_COLUMNS,
+    USAGE_SQL,
+    CaseLink,
+    LedgerRow,
+    TranscriptStore,
+    link_from_row,
+    message_from_row,
+)
 from tahrix_lab.agent.storage.migrations import apply_migrations
 from tahrix_lab.agent.storage.schema import INSERT_MESSAGE, MESSAGE_COLUMNS, MIGRATIONS, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target
-from tahrix_lab.agent.transcript import Message, Session, Usage
+from tahrix_lab.agent.storage.usage_sql import DUCKDB, as_dicts, usage_sums_sql
+from tahrix_lab.agent.transcript import Message, Session, Usage, utcnow
+
+_LINK_SQL = [f'"{c}"' if c == "grant" else c for c in LINK_COLUMNS]
 
 __all__ = ["DuckDBStore"]
 
@@ -134,16 +146,19 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
         title: str | None = None,
         replay_of: str | None = None,
         session: Session | None = None,
+        team: str | None = None,
     ) -> Session:
         s = session or Session(
             user=user, purpose=purpose, system_prompt=system_prompt, title=title, replay_of=replay_of
         )
-        row = [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title]
+        if team is not None:
+            s.team = team
+        row = [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title, s.team]
         with self._db.write() as cur:
             if self._held is not None:
                 self._held[0].append(row)
             else:
-                cur.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+                cur.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
             if session is None:  # an id made here has no messages anywhere: no look needed
                 self._positions[s.id] = 0
         return s
@@ -151,11 +166,7 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
     def get_session(self, session_id: str) -> Session:
         row = (
             self.cursor()
-            .execute(
-                'SELECT id, "user", purpose, status, system_prompt, created_at, replay_of, title '
-                "FROM sessions WHERE id = ?",
-                [session_id],
-            )
+            .execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", [session_id])
             .fetchone()
         )
         if row is None:
@@ -197,7 +208,7 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
                 where.append(clause)
                 params.append(value)
         sql = (
-            'SELECT id, "user", purpose, status, system_prompt, created_at, replay_of, title FROM sessions '
+            f"SELECT {SESSION_COLUMNS} FROM sessions "
             f"WHERE {' AND '.join(where)} ORDER BY created_at DESC, id"
         )
         if limit is not None:
@@ -304,26 +315,79 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-    def usage_rows(self, user: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
+    def usage_rows(
+        self,
+        user: str | None = None,
+        since: datetime | None = None,
+        *,
+        session_ids: Sequence[str] | None = None,
+    ) -> list[dict[str, Any]]:
         """One row per model call (assistant message): who, when, which model, tokens."""
         where: list[str] = ["m.role = 'assistant'"]
         params: list[Any] = []
-        if user is not None:
-            where.append('s."user" = ?')
-            params.append(user)
-        if since is not None:
-            where.append("m.created_at >= ?")
-            params.append(since)
-        cur = self.cursor().execute(
-            'SELECT s."user", m.session_id, s.purpose, m.position, m.created_at, m.backend, m.model_id, '
-            "m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_write_tokens, m.reasoning_tokens, "
-            "m.latency_ms, m.ttft_ms, m.stop_reason "
-            f"FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {' AND '.join(where)} "
-            "ORDER BY m.created_at",
+        for clause, value in (('s."user" = ?', user), ("m.created_at >= ?", since),
+                              ("list_contains(?, m.session_id)", session_ids)):  # fmt: skip
+            if value is not None:
+                where.append(clause)
+                params.append(list(value) if clause.startswith("list") else value)
+        rows = self.cursor().execute(
+            f"SELECT {USAGE_SQL} WHERE {' AND '.join(where)} ORDER BY m.created_at, m.session_id, m.position",
             params,
         )
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        return [dict(zip(USAGE_COLUMNS, row, strict=True)) for row in rows.fetchall()]
+
+    def usage_sums(
+        self,
+        by: Sequence[str],
+        *,
+        changes: Sequence[datetime] = (),
+        tiers: Sequence[int] = (),
+        **filters: Any,
+    ) -> list[dict[str, Any]]:
+        sql, params, names = usage_sums_sql(DUCKDB, by, filters=filters, changes=changes, tiers=tiers)
+        return as_dicts(names, self.cursor().execute(sql, params).fetchall())
+
+    def users(self) -> list[str]:
+        return [r[0] for r in self.cursor().execute('SELECT DISTINCT "user" FROM sessions ORDER BY 1').fetchall()]
+
+    # -- session-case links ----------------------------------------------
+    def link_case(
+        self, session_id: str, case_id: str, grant: dict[str, Any], created_by: str | None = None
+    ) -> None:
+        with self._db.write() as cur:
+            cur.execute(
+                'INSERT INTO session_cases (session_id, case_id, "grant", created_by, created_at) '
+                "VALUES (?, ?, ?, ?, ?)",
+                [session_id, case_id, json.dumps(grant), created_by, utcnow()],
+            )
+
+    def set_case_grant(self, session_id: str, grant: dict[str, Any]) -> None:
+        with self._db.write() as cur:
+            cur.execute(
+                'UPDATE session_cases SET "grant" = ?, updated_at = ? WHERE session_id = ?',
+                [json.dumps(grant), utcnow(), session_id],
+            )
+
+    def case_links(
+        self, *, case_id: str | None = None, session_ids: Sequence[str] | None = None
+    ) -> list[CaseLink]:
+        where, params = ["TRUE"], []
+        if case_id is not None:
+            where.append("case_id = ?")
+            params.append(case_id)
+        if session_ids is not None:
+            where.append("list_contains(?, session_id)")
+            params.append(list(session_ids))
+        rows = self.cursor().execute(
+            f"SELECT {', '.join(_LINK_SQL)} FROM session_cases WHERE {' AND '.join(where)} "
+            "ORDER BY created_at, session_id",
+            params,
+        )
+        return [link_from_row(r) for r in rows.fetchall()]
+
+    def existing_session_ids(self, session_ids: Sequence[str]) -> set[str]:
+        rows = self.cursor().execute("SELECT id FROM sessions WHERE list_contains(?, id)", [list(session_ids)])
+        return {r[0] for r in rows.fetchall()}
 
     def ledger_calls(self, *, after_seq: int | None, since: datetime) -> tuple[list[LedgerRow], int]:
         with self._db.lease():  # one attach for both reads
@@ -356,17 +420,26 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
         with self._db.write() as cur:
             cur.execute("DELETE FROM messages WHERE session_id = ?", [session_id])
             cur.execute("DELETE FROM turn_ends WHERE session_id = ?", [session_id])
+            cur.execute("DELETE FROM session_cases WHERE session_id = ?", [session_id])
             cur.execute("DELETE FROM sessions WHERE id = ?", [session_id])
             self._positions.pop(session_id, None)
 
-    def import_sessions(self, items: Sequence[tuple[Session, Sequence[Message]]]) -> None:
+    def import_sessions(
+        self, items: Sequence[tuple[Session, Sequence[Message]]], links: Sequence[CaseLink] = ()
+    ) -> None:
         """Write whole sessions in one transaction: all of them or, on any error, none."""
         try:
-            with self._db.write():
+            with self._db.write() as cur:
                 for session, messages in items:
                     self.create_session(session=session)
                     for m in messages:
                         self.append_message(session.id, m)
+                for link in links:
+                    cur.execute(
+                        f"INSERT INTO session_cases ({', '.join(_LINK_SQL)}) VALUES (?, ?, ?, ?, ?, ?)",
+                        [*(link.get(k) for k in LINK_COLUMNS[:2]), json.dumps(link["grant"]),
+                         *(link.get(k) for k in LINK_COLUMNS[3:])],
+                    )  # fmt: skip
         except BaseException:
             for session, _ in items:
                 self._positions.pop(session.id, None)
@@ -383,4 +456,5 @@ def _session_from_row(row: tuple[Any, ...]) -> Session:
         created_at=row[5],
         replay_of=row[6],
         title=row[7],
+        team=row[8],
     )

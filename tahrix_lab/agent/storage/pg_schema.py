@@ -74,6 +74,22 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX turn_ends_session ON turn_ends (session_id, position);
         """,
     ),
+    Migration(
+        "0002_team_and_case_links",
+        # as DuckDB's 0004: a session's team, and the session-case links with their grants
+        """
+        ALTER TABLE sessions ADD COLUMN team TEXT;
+        CREATE TABLE session_cases (
+            session_id TEXT PRIMARY KEY,
+            case_id TEXT NOT NULL,
+            "grant" JSON NOT NULL,
+            created_by TEXT,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            updated_at TIMESTAMPTZ
+        );
+        CREATE INDEX session_cases_case ON session_cases (case_id);
+        """,
+    ),
 )
 
 MESSAGE_COLUMNS = (
@@ -81,7 +97,7 @@ MESSAGE_COLUMNS = (
     "input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, "
     "tools_offered, latency_ms, ttft_ms, parts"
 )
-SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title'
+SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title, team'
 # Any fixed number: every message insert takes this transaction-level lock, so seq is
 # handed out in commit order (see the module docstring).
 SEQ_LOCK = 0x7A1A_5E01
@@ -115,6 +131,8 @@ def migrate(conn: Any, namespace: str, migrations: Sequence[Migration]) -> list[
                 continue
             with conn.transaction():
                 conn.execute(m.sql)
+                if m.then is not None:
+                    m.then(conn)
                 conn.execute("INSERT INTO _migrations (namespace, name) VALUES (%s, %s)", [namespace, m.name])
             ran.append(m.name)
         return ran

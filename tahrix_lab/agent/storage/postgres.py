@@ -26,16 +26,27 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.storage.interface import LedgerRow, TranscriptStore, message_from_row
+from tahrix_lab.agent.storage.interface import (
+    LINK_COLUMNS,
+    USAGE_COLUMNS,
+    USAGE_SQL,
+    CaseLink,
+    LedgerRow,
+    TranscriptStore,
+    link_from_row,
+    message_from_row,
+)
 from tahrix_lab.agent.storage.pg_pool import Pool
 from tahrix_lab.agent.storage.pg_schema import MESSAGE_COLUMNS, SEQ_LOCK, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target, engine_of, redacted, server_of
-from tahrix_lab.agent.transcript import Message, Session, Usage
+from tahrix_lab.agent.storage.usage_sql import POSTGRES, as_dicts, usage_sums_sql
+from tahrix_lab.agent.transcript import Message, Session, Usage, utcnow
 
 if TYPE_CHECKING:
     import psycopg
 
 T = TypeVar("T")
+_LINK_SQL = ", ".join(f'"{c}"' if c == "grant" else c for c in LINK_COLUMNS)
 
 __all__ = ["PostgresStore"]
 
@@ -93,12 +104,15 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
         title: str | None = None,
         replay_of: str | None = None,
         session: Session | None = None,
+        team: str | None = None,
     ) -> Session:
         s = session or Session(
             user=user, purpose=purpose, system_prompt=system_prompt, title=title, replay_of=replay_of
         )
-        row = [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title]
-        insert = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+        if team is not None:
+            s.team = team
+        row = [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title, s.team]
+        insert = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
         def write(conn: psycopg.Connection[Any], first: bool) -> None:
             # A retry may find the row its first try wrote: that is success, not a clash.
@@ -167,6 +181,7 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
                 for table, key in (
                     ("messages", "session_id"),
                     ("turn_ends", "session_id"),
+                    ("session_cases", "session_id"),
                     ("sessions", "id"),
                 ):
                     conn.execute(f"DELETE FROM {table} WHERE {key} = %s", [session_id])
@@ -251,37 +266,98 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
         names = ("position", "stop_reason", "error_kind", "error_message")
         return [dict(zip(names, row, strict=True)) for row in rows]
 
-    def import_sessions(self, items: Sequence[tuple[Session, Sequence[Message]]]) -> None:
+    def import_sessions(
+        self, items: Sequence[tuple[Session, Sequence[Message]]], links: Sequence[CaseLink] = ()
+    ) -> None:
         with self.transaction():
             for session, messages in items:
                 self.create_session(session=session)
                 for m in messages:
                     self.append_message(session.id, m)
+            for link in links:
+                self._rows_written(
+                    f"INSERT INTO session_cases ({_LINK_SQL}) VALUES (%s, %s, %s, %s, %s, %s)",
+                    [*(link.get(k) for k in LINK_COLUMNS[:2]), json.dumps(link["grant"]),
+                     *(link.get(k) for k in LINK_COLUMNS[3:])],
+                )  # fmt: skip
 
-    # -- the ledger --------------------------------------------------------
-    def usage_rows(self, user: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
-        where: list[str] = ["m.role = 'assistant'"]
-        params: list[Any] = []
-        if user is not None:
-            where.append('s."user" = %s')
-            params.append(user)
-        if since is not None:
-            where.append("m.created_at >= %s")
-            params.append(since)
-        names = (
-            "user", "session_id", "purpose", "position", "created_at", "backend", "model_id", "input_tokens",
-            "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "latency_ms",
-            "ttft_ms", "stop_reason",
-        )  # fmt: skip
+    def existing_session_ids(self, session_ids: Sequence[str]) -> set[str]:
+        return {r[0] for r in self._rows("SELECT id FROM sessions WHERE id = ANY(%s)", [list(session_ids)])}
+
+    # -- session-case links --------------------------------------------------
+    def link_case(
+        self, session_id: str, case_id: str, grant: dict[str, Any], created_by: str | None = None
+    ) -> None:
+        insert = (
+            'INSERT INTO session_cases (session_id, case_id, "grant", created_by, created_at) '
+            "VALUES (%s, %s, %s, %s, %s)"
+        )
+        row = [session_id, case_id, json.dumps(grant), created_by, utcnow()]
+
+        def write(conn: psycopg.Connection[Any], first: bool) -> None:
+            # a retry may find the row its first try wrote (the same session, the same case)
+            conn.execute(insert if first else insert + " ON CONFLICT (session_id) DO NOTHING", row)
+
+        self._run(write)
+
+    def set_case_grant(self, session_id: str, grant: dict[str, Any]) -> None:
+        self._rows_written(
+            'UPDATE session_cases SET "grant" = %s, updated_at = %s WHERE session_id = %s',
+            [json.dumps(grant), utcnow(), session_id],
+        )
+
+    def case_links(
+        self, *, case_id: str | None = None, session_ids: Sequence[str] | None = None
+    ) -> list[CaseLink]:
+        where, params = ["TRUE"], []
+        if case_id is not None:
+            where.append("case_id = %s")
+            params.append(case_id)
+        if session_ids is not None:
+            where.append("session_id = ANY(%s)")
+            params.append(list(session_ids))
         rows = self._rows(
-            'SELECT s."user", m.session_id, s.purpose, m.position, m.created_at, m.backend, m.model_id, '
-            "m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_write_tokens, m.reasoning_tokens, "
-            "m.latency_ms, m.ttft_ms, m.stop_reason "
-            f"FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {' AND '.join(where)} "
-            "ORDER BY m.created_at",
+            f"SELECT {_LINK_SQL} FROM session_cases WHERE {' AND '.join(where)} "
+            'ORDER BY created_at, session_id COLLATE "C"',
             params,
         )
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        return [link_from_row(r) for r in rows]
+
+    # -- the ledger --------------------------------------------------------
+    def usage_rows(
+        self,
+        user: str | None = None,
+        since: datetime | None = None,
+        *,
+        session_ids: Sequence[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        where: list[str] = ["m.role = 'assistant'"]
+        params: list[Any] = []
+        for clause, value in (('s."user" = %s', user), ("m.created_at >= %s", since),
+                              ("m.session_id = ANY(%s)", session_ids)):  # fmt: skip
+            if value is not None:
+                where.append(clause)
+                params.append(list(value) if "ANY" in clause else value)
+        rows = self._rows(
+            f"SELECT {USAGE_SQL} WHERE {' AND '.join(where)} "
+            'ORDER BY m.created_at, m.session_id COLLATE "C", m.position',
+            params,
+        )
+        return [dict(zip(USAGE_COLUMNS, row, strict=True)) for row in rows]
+
+    def usage_sums(
+        self,
+        by: Sequence[str],
+        *,
+        changes: Sequence[datetime] = (),
+        tiers: Sequence[int] = (),
+        **filters: Any,
+    ) -> list[dict[str, Any]]:
+        sql, params, names = usage_sums_sql(POSTGRES, by, filters=filters, changes=changes, tiers=tiers)
+        return as_dicts(names, self._rows(sql, params))
+
+    def users(self) -> list[str]:
+        return [r[0] for r in self._rows('SELECT DISTINCT "user" COLLATE "C" FROM sessions ORDER BY 1')]
 
     def ledger_calls(self, *, after_seq: int | None, since: datetime) -> tuple[list[LedgerRow], int]:
         columns = (
@@ -316,5 +392,5 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
 
 
 def _session(row: tuple[Any, ...]) -> Session:
-    names = ("id", "user", "purpose", "status", "system_prompt", "created_at", "replay_of", "title")
+    names = ("id", "user", "purpose", "status", "system_prompt", "created_at", "replay_of", "title", "team")
     return Session(**dict(zip(names, row, strict=True)))
