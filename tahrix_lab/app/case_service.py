@@ -9,6 +9,7 @@ module, above both, adapts a ``Workspace`` to what the service needs.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from tahrix_lab.agent.errors import UserFacingError
@@ -53,12 +54,27 @@ class CaseIntegration:
         return ScriptedInvestigator()
 
 
+def evidence_path() -> str:
+    """Where a team's case evidence lives when the record is in PostgreSQL: a DuckDB file,
+    ``$TAHRIX_EVIDENCE_DB`` or ``tahrix-evidence.duckdb`` in the working directory."""
+    return os.environ.get("TAHRIX_EVIDENCE_DB") or "tahrix-evidence.duckdb"
+
+
+def workspace_for(transcripts: TranscriptStore) -> Workspace:
+    """The case workspace beside a record: on DuckDB the evidence shares the record's file
+    (and its connection); on PostgreSQL it is the ``evidence_path()`` file, and sessions and
+    their case links are read and written in the record."""
+    if transcripts.engine == "postgresql":
+        return Workspace(evidence_path(), record=transcripts)
+    return Workspace(transcripts.path, connection=transcripts.connection)
+
+
 def case_integration(transcripts: TranscriptStore) -> Any:
-    """The job service's sessions are case investigations: the case data lives in
-    the same DuckDB file, so the workspace shares the service's connection."""
+    """The job service's sessions are case investigations on the workspace beside the record
+    (``workspace_for``)."""
     from tahrix_lab.mcp.client.config import config_path
 
-    integration = CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection))
+    integration = CaseIntegration(workspace_for(transcripts))
     # Loaded now (once per database; a count when already there), not at the first job: the
     # runner starts jobs inside one transcript transaction, and a case load is a transaction of
     # its own, which DuckDB cannot begin inside another on the same connection.

@@ -63,7 +63,10 @@ class Workspace:
         path: str | os.PathLike[str] | None = None,
         *,
         connection: Database | duckdb.DuckDBPyConnection | None = None,
+        record: TranscriptStore | None = None,
     ):
+        # ``record``: where sessions and their case links live when not in this file (a team's
+        # PostgreSQL store); the evidence stays in the DuckDB file either way.
         if isinstance(connection, Database):
             self._conn = connection.acquire()
         elif connection is not None:
@@ -71,7 +74,7 @@ class Workspace:
         else:
             self._conn = Database.open(str(path) if path is not None else default_path())
         self.path = str(path) if path is not None else self._conn.path
-        self.store = TranscriptStore(self.path, connection=self._conn)
+        self.store = record if record is not None else TranscriptStore(self.path, connection=self._conn)
         self.cases = CaseDB(self._conn, record=self.store)
         register_case_tools()
 
