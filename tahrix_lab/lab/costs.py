@@ -37,7 +37,19 @@ if TYPE_CHECKING:
     import pandas as pd  # imported where used: `import tahrix_lab.lab` stays light
 
 # The dimensions a cost report may be grouped by (periods are UTC).
-DIMENSIONS = ("model", "backend", "user", "team", "purpose", "case", "session", "hour", "day", "week", "month")
+DIMENSIONS = (
+    "model",
+    "backend",
+    "user",
+    "team",
+    "purpose",
+    "case",
+    "session",
+    "hour",
+    "day",
+    "week",
+    "month",
+)
 _SUMS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # (model, backend) pairs seen per store target: their price breaks cut the next sums

@@ -1,7 +1,7 @@
 """Export and import sessions as JSON Lines, losslessly and all-or-nothing.
 
 One line per session: ``{"format": "tahrix-session/1", "session": {...},
-"messages": [...], "case": {...}}`` using the transcript's own ``to_dict``
+"messages": [...], "turn_ends": [...], "case": {...}}`` using the transcript's own ``to_dict``
 forms, so every field (usage, stop reasons, tool inputs and results, reasoning
 signatures, media references, timings, timestamps to the microsecond)
 survives a round trip: an exported and re-imported session diffs as
@@ -99,6 +99,9 @@ def session_record(
         "session": session.to_dict(),
         "messages": [m.to_dict() for m in store.load_messages(session_id)],
     }
+    ends = store.load_turn_ends(session_id)
+    if ends:
+        record["turn_ends"] = ends
     case = _case_rows(store, session_id, _tables(store) if tables is None else tables)
     link = store.case_link(session_id)
     if link is not None:
@@ -130,6 +133,7 @@ class Record:
     session: Session
     messages: list[Message]
     case: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    turn_ends: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ImportRefused(ConfigurationError):
@@ -209,7 +213,13 @@ def _check(number: int, record: Any) -> tuple[Record | None, str | None]:
             return bad(f"messages[{i}]", f"malformed ({exc})")
         msg.session_id = session.id
         out.append(msg)
-    return Record(number, session, out, case), None
+    ends = record.get("turn_ends", [])
+    names = {"position", "stop_reason", "error_kind", "error_message"}
+    if not isinstance(ends, list) or not all(
+        isinstance(e, dict) and set(e) <= names and isinstance(e.get("position"), int) for e in ends
+    ):
+        return bad("turn_ends", "must be a list of {position, stop_reason, error_kind, error_message}")
+    return Record(number, session, out, case, [{**e, "session_id": session.id} for e in ends]), None
 
 
 def read_records(lines: Iterable[str], *, source: str = "the input") -> list[Record]:
@@ -301,13 +311,17 @@ def import_sessions(
                     report.case_rows_left += len(rows)
                     continue
                 report.case_rows += _write_rows(store, table, tables[table], rows)
-        store.import_sessions([(r.session, r.messages) for r in todo], links)
+        store.import_sessions(
+            [(r.session, r.messages) for r in todo], links, [end for r in todo for end in r.turn_ends]
+        )
         report.imported = [r.session.id for r in todo]
         linked = sorted({link["case_id"] for link in links})
         if linked and store.engine == "duckdb" and _has_table(store.cursor(), "cases"):
             have = {
                 c[0]
-                for c in store.cursor().execute("SELECT case_id FROM cases WHERE case_id IN ?", [linked]).fetchall()
+                for c in store.cursor()
+                .execute("SELECT case_id FROM cases WHERE case_id IN ?", [linked])
+                .fetchall()
             }
             report.missing_cases = [c for c in linked if c not in have]
     return report
@@ -330,12 +344,16 @@ def _link(session_id: str, row: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _write_rows(store: TranscriptStore, table: str, columns: dict[str, str], rows: list[dict[str, Any]]) -> int:
+def _write_rows(
+    store: TranscriptStore, table: str, columns: dict[str, str], rows: list[dict[str, Any]]
+) -> int:
     """Rows of one of the case package's tables in a DuckDB workspace, as exported."""
     cur = store.cursor()
     for row in rows:
         names = [n for n in row if n in columns]
-        values = [json.dumps(row[n]) if columns[n] == "JSON" and row[n] is not None else row[n] for n in names]
+        values = [
+            json.dumps(row[n]) if columns[n] == "JSON" and row[n] is not None else row[n] for n in names
+        ]
         cur.execute(
             f"INSERT INTO {table} ({', '.join(_ident(n) for n in names)}) VALUES ({', '.join(['?'] * len(names))})",
             values,

@@ -27,8 +27,6 @@ from tahrix_lab.lab.costs import (
     month_to_date,
 )
 
-from tests.agent.storage.conftest import pg_server, pg_url, store_target  # noqa: F401 - fixtures
-
 BEDROCK_GEO = "us.anthropic.claude-3-5-sonnet-20240620-v1:0"
 T1 = datetime(2026, 5, 3, 10, 0, tzinfo=UTC)
 T2 = datetime(2026, 5, 4, 23, 59, tzinfo=UTC)
@@ -183,7 +181,9 @@ def test_tiered_prices_apply_to_the_whole_call(store: TranscriptStore) -> None:
     assert len(Pricer().rates("claude-sonnet-4-5", "openai")) == 2
 
 
-def test_costs_by_case_user_team_follow_the_records_links(store: TranscriptStore, filled: dict[str, str]) -> None:
+def test_costs_by_case_user_team_follow_the_records_links(
+    store: TranscriptStore, filled: dict[str, str]
+) -> None:
     assert costs_by_case(store)["case"].tolist() == [None]
     store.link_case(filled["ana"], "case-1", {"may_write": True}, "ana")
     by_case = costs_by_case(store)
@@ -193,7 +193,9 @@ def test_costs_by_case_user_team_follow_the_records_links(store: TranscriptStore
     team = store.create_session(user="cy", team="red")
     call(store, team.id, "gpt-4o", "openai", T1, Usage(1_000, 100))
     by_team = costs(store, by="team,user")
-    pairs = [(t if isinstance(t, str) else None, u) for t, u in zip(by_team["team"], by_team["user"], strict=True)]
+    pairs = [
+        (t if isinstance(t, str) else None, u) for t, u in zip(by_team["team"], by_team["user"], strict=True)
+    ]
     assert pairs == [("red", "cy"), (None, "ana"), (None, "bob")]
     assert costs(store, by=(), team="red")["calls"].tolist() == [1]
 

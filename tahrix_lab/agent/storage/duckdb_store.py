@@ -38,6 +38,7 @@ from tahrix_lab.agent.storage.target import default_target
 from tahrix_lab.agent.storage.usage_sql import DUCKDB, as_dicts, usage_sums_sql
 from tahrix_lab.agent.transcript import Message, Session, Usage, utcnow
 
+_TURN_END_COLUMNS = "session_id, position, stop_reason, error_kind, error_message"
 _LINK_SQL = [f'"{c}"' if c == "grant" else c for c in LINK_COLUMNS]
 
 __all__ = ["DuckDBStore"]
@@ -158,7 +159,9 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
             if self._held is not None:
                 self._held[0].append(row)
             else:
-                cur.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+                cur.execute(
+                    f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row
+                )
             if session is None:  # an id made here has no messages anywhere: no look needed
                 self._positions[s.id] = 0
         return s
@@ -208,8 +211,7 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
                 where.append(clause)
                 params.append(value)
         sql = (
-            f"SELECT {SESSION_COLUMNS} FROM sessions "
-            f"WHERE {' AND '.join(where)} ORDER BY created_at DESC, id"
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} ORDER BY created_at DESC, id"
         )
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
@@ -348,7 +350,9 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
         return as_dicts(names, self.cursor().execute(sql, params).fetchall())
 
     def users(self) -> list[str]:
-        return [r[0] for r in self.cursor().execute('SELECT DISTINCT "user" FROM sessions ORDER BY 1').fetchall()]
+        return [
+            r[0] for r in self.cursor().execute('SELECT DISTINCT "user" FROM sessions ORDER BY 1').fetchall()
+        ]
 
     # -- session-case links ----------------------------------------------
     def link_case(
@@ -386,7 +390,9 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
         return [link_from_row(r) for r in rows.fetchall()]
 
     def existing_session_ids(self, session_ids: Sequence[str]) -> set[str]:
-        rows = self.cursor().execute("SELECT id FROM sessions WHERE list_contains(?, id)", [list(session_ids)])
+        rows = self.cursor().execute(
+            "SELECT id FROM sessions WHERE list_contains(?, id)", [list(session_ids)]
+        )
         return {r[0] for r in rows.fetchall()}
 
     def ledger_calls(self, *, after_seq: int | None, since: datetime) -> tuple[list[LedgerRow], int]:
@@ -425,7 +431,10 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
             self._positions.pop(session_id, None)
 
     def import_sessions(
-        self, items: Sequence[tuple[Session, Sequence[Message]]], links: Sequence[CaseLink] = ()
+        self,
+        items: Sequence[tuple[Session, Sequence[Message]]],
+        links: Sequence[CaseLink] = (),
+        turn_ends: Sequence[dict[str, Any]] = (),
     ) -> None:
         """Write whole sessions in one transaction: all of them or, on any error, none."""
         try:
@@ -440,6 +449,11 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
                         [*(link.get(k) for k in LINK_COLUMNS[:2]), json.dumps(link["grant"]),
                          *(link.get(k) for k in LINK_COLUMNS[3:])],
                     )  # fmt: skip
+                for end in turn_ends:
+                    cur.execute(
+                        f"INSERT INTO turn_ends ({_TURN_END_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                        [end.get(k) for k in _TURN_END_COLUMNS.split(", ")],
+                    )
         except BaseException:
             for session, _ in items:
                 self._positions.pop(session.id, None)

@@ -194,10 +194,14 @@ class TranscriptStore:
         raise NotImplementedError
 
     def import_sessions(
-        self, items: Sequence[tuple[Session, Sequence[Message]]], links: Sequence[CaseLink] = ()
+        self,
+        items: Sequence[tuple[Session, Sequence[Message]]],
+        links: Sequence[CaseLink] = (),
+        turn_ends: Sequence[dict[str, Any]] = (),
     ) -> None:
-        """Write whole sessions (and their case links) in one transaction: all of them or,
-        on any error, none."""
+        """Write whole sessions (with their case links and turn ends: ``{session_id, position,
+        stop_reason, error_kind, error_message}``) in one transaction: all of them or, on any
+        error, none."""
         raise NotImplementedError
 
     def existing_session_ids(self, session_ids: Sequence[str]) -> set[str]:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import psycopg
 
 T = TypeVar("T")
+_TURN_END_COLUMNS = "session_id, position, stop_reason, error_kind, error_message"
 _LINK_SQL = ", ".join(f'"{c}"' if c == "grant" else c for c in LINK_COLUMNS)
 
 __all__ = ["PostgresStore"]
@@ -267,7 +268,10 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
         return [dict(zip(names, row, strict=True)) for row in rows]
 
     def import_sessions(
-        self, items: Sequence[tuple[Session, Sequence[Message]]], links: Sequence[CaseLink] = ()
+        self,
+        items: Sequence[tuple[Session, Sequence[Message]]],
+        links: Sequence[CaseLink] = (),
+        turn_ends: Sequence[dict[str, Any]] = (),
     ) -> None:
         with self.transaction():
             for session, messages in items:
@@ -280,6 +284,11 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
                     [*(link.get(k) for k in LINK_COLUMNS[:2]), json.dumps(link["grant"]),
                      *(link.get(k) for k in LINK_COLUMNS[3:])],
                 )  # fmt: skip
+            for end in turn_ends:
+                self._rows_written(
+                    f"INSERT INTO turn_ends (write_id, {_TURN_END_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+                    [uuid.uuid4(), *(end.get(k) for k in _TURN_END_COLUMNS.split(", "))],
+                )
 
     def existing_session_ids(self, session_ids: Sequence[str]) -> set[str]:
         return {r[0] for r in self._rows("SELECT id FROM sessions WHERE id = ANY(%s)", [list(session_ids)])}

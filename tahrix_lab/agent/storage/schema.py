@@ -17,7 +17,7 @@ def _copy_case_sessions(cur: Any) -> None:
     if found and found[0]:
         cur.execute(
             'INSERT INTO session_cases (session_id, case_id, "grant", created_by, created_at, updated_at) '
-            "SELECT session_id, CAST(case_id AS VARCHAR), \"grant\", created_by, "
+            'SELECT session_id, CAST(case_id AS VARCHAR), "grant", created_by, '
             "timezone('UTC', coalesce(created_at, current_timestamp::TIMESTAMP)), timezone('UTC', updated_at) "
             "FROM case_sessions ON CONFLICT DO NOTHING"
         )

@@ -30,7 +30,14 @@ _KEYS: dict[str, str] = {
 }
 TIME_KEYS = {"hour": 3600, "day": 86400}  # epoch hours or days: cheap integer keys
 DIMENSIONS = (*_KEYS, *TIME_KEYS)
-SUM_COLUMNS = ("calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "_reported")
+SUM_COLUMNS = (
+    "calls",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "_reported",
+)
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,9 @@ def usage_sums_sql(
     # the period is its own key unless a time key already says it (changes fall on midnights)
     if not any(d in TIME_KEYS for d in by):
         keys.append(("_period", " + ".join(f"(m.created_at >= {q})::INTEGER" for _ in changes) or "0"))
-    keys.append(("_tier", " + ".join(f"(coalesce(m.input_tokens, 0) > {int(t)})::INTEGER" for t in tiers) or "0"))
+    keys.append(
+        ("_tier", " + ".join(f"(coalesce(m.input_tokens, 0) > {int(t)})::INTEGER" for t in tiers) or "0")
+    )
     params: list[Any] = list(changes) if not any(d in TIME_KEYS for d in by) else []
     where, wparams = ["m.role = 'assistant'"], []
     for name, clause in (

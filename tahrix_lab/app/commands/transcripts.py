@@ -401,7 +401,11 @@ def _import(args: argparse.Namespace) -> int:
     print(
         f"Imported {len(report.imported)} sessions into {safe(store.path)}"
         + (f" with {report.case_rows} case rows (links, grants, audit entries)" if report.case_rows else "")
-        + (f"; left out {report.case_rows_left} case rows this record has no table for" if report.case_rows_left else "")
+        + (
+            f"; left out {report.case_rows_left} case rows this record has no table for"
+            if report.case_rows_left
+            else ""
+        )
         + (f"; skipped {len(report.skipped)} already there" if report.skipped else "")
         + "."
     )
