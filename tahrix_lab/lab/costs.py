@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer, Rate
+from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
 from tahrix_lab.agent.storage.usage_sql import TIME_KEYS
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Usage
@@ -82,45 +82,79 @@ def _breaks(pricer: Pricer, pairs: Iterable[tuple[str, str | None]]) -> tuple[li
 
 def _sums(
     store: TranscriptStore, sql_by: list[str], filters: dict[str, Any], pricer: Pricer
-) -> tuple[list[dict[str, Any]], tuple[list[datetime], list[int]]]:
+) -> tuple[pd.DataFrame, tuple[list[datetime], list[int]]]:
     """The engine's grouped sums, cut at the price breaks of the models present: those
     seen before are known; a model seen for the first time may add breaks (then once more)."""
+    import pandas as pd
+
     seen = _SEEN.setdefault(store.path, set())
     breaks = _breaks(pricer, seen)
-    rows = store.usage_sums(sql_by, changes=breaks[0], tiers=breaks[1], **filters)
-    new = {(r["model"], r["backend"]) for r in rows if r["model"] is not None} - seen
+    names, rows = store.usage_sums(sql_by, changes=breaks[0], tiers=breaks[1], **filters)
+    df = pd.DataFrame.from_records(rows, columns=names)
+    new = {(m, b) for m, b in zip(df["model"], df["backend"], strict=True) if m is not None} - seen
     if new:
         seen |= new
         if _breaks(pricer, seen) != breaks:
             breaks = _breaks(pricer, seen)
-            rows = store.usage_sums(sql_by, changes=breaks[0], tiers=breaks[1], **filters)
-    return rows, breaks
+            names, rows = store.usage_sums(sql_by, changes=breaks[0], tiers=breaks[1], **filters)
+            df = pd.DataFrame.from_records(rows, columns=names)
+    return df, breaks
 
 
-def _label(dim: str, row: dict[str, Any]) -> Any:
-    if dim == "hour":
-        return _EPOCH + timedelta(hours=row["hour"])
-    if dim in ("day", "week", "month"):
-        day = (_EPOCH + timedelta(days=row["day"])).date()
-        if dim == "week":
-            day -= timedelta(days=day.weekday())
-        elif dim == "month":
-            day = day.replace(day=1)
-        return datetime(day.year, day.month, day.day, tzinfo=UTC)
-    return row[dim]
+def _rate_columns(
+    df: pd.DataFrame, sql_by: list[str], breaks: tuple[list[datetime], list[int]], pricer: Pricer
+) -> Any:
+    """Per group, USD per million input, output, cache-read and cache-write tokens of the rate in
+    force (NaN when unknown): looked up once per model, backend, time bucket and tier, at the
+    group's hour or day (price changes fall on midnights), else at the start of its price
+    period, for an input size inside its tier."""
+    import numpy as np
 
-
-def _rate(row: dict[str, Any], breaks: tuple[list[datetime], list[int]], pricer: Pricer) -> Rate | None:
-    """The rate in force for a group: at its hour or day, else at the start of its price
-    period; for an input size inside its tier."""
     changes, tiers = breaks
-    time_key = next((k for k in TIME_KEYS if k in row), None)
-    if time_key is not None:
-        at = _EPOCH + timedelta(seconds=row[time_key] * TIME_KEYS[time_key])
-    else:
-        at = changes[row["_period"] - 1] if row["_period"] else _EPOCH
-    size = tiers[row["_tier"] - 1] + 1 if row["_tier"] else 0
-    return pricer.rate(row["model"], row["backend"], at=at, input_tokens=size)
+    time_key = next((k for k in TIME_KEYS if k in sql_by), None)
+    when = df[time_key] if time_key is not None else df["_period"]
+    keys = list(zip(df["model"], df["backend"], when, df["_tier"], strict=True))
+    found: dict[tuple[Any, ...], int] = {}
+    table: list[tuple[float, float, float, float]] = []
+    index = np.empty(len(keys), dtype=np.int64)
+    for i, key in enumerate(keys):
+        j = found.get(key)
+        if j is None:
+            model, backend, at_key, tier = key
+            if time_key is not None:
+                at = _EPOCH + timedelta(seconds=int(at_key) * TIME_KEYS[time_key])
+            else:
+                at = changes[int(at_key) - 1] if at_key else _EPOCH
+            size = tiers[int(tier) - 1] + 1 if tier else 0
+            rate = pricer.rate(model, backend, at=at, input_tokens=size) if model is not None else None
+            nan = float("nan")
+            table.append(
+                (rate.input_per_mtok, rate.output_per_mtok, rate.cache_read_per_mtok, rate.cache_write_per_mtok)
+                if rate is not None
+                else (nan, nan, nan, nan)
+            )
+            j = found[key] = len(table) - 1
+        index[i] = j
+    return np.array(table, dtype=np.float64).reshape(-1, 4)[index]
+
+
+def _periods(df: pd.DataFrame, dims: list[str]) -> None:
+    """Hours and days since 1970 as UTC timestamps; weeks (from Monday) and months from days."""
+    import pandas as pd
+
+    if "hour" in df:
+        df["hour"] = pd.to_datetime(df["hour"] * 3600, unit="s", utc=True)
+    if "day" in df:
+        day = pd.to_datetime(df["day"] * 86400, unit="s", utc=True)
+        if "week" in dims:
+            df["week"] = day - pd.to_timedelta(day.dt.weekday, unit="D")
+        if "month" in dims:
+            df["month"] = day.dt.tz_localize(None).dt.to_period("M").dt.to_timestamp().dt.tz_localize(UTC)
+        df["day"] = day
+
+
+def _sum_known(x: pd.Series) -> Any:
+    return x.sum(min_count=1)  # all unknown stays unknown (NaN), never 0
 
 
 def costs(
@@ -142,6 +176,7 @@ def costs(
     with nothing cached and ``saved_usd`` is the difference: what prompt caching saved
     (negative when writes cost more than the reads saved).
     """
+    import numpy as np
     import pandas as pd
 
     dims = _dims(by)
@@ -150,42 +185,40 @@ def costs(
     sql_by = list(dict.fromkeys("day" if d in ("week", "month") else d for d in dims))
     filters = {"since": _as_time(since), "until": _as_time(until), "user": user, "team": team,
                "purpose": purpose, "case": case}  # fmt: skip
-    rows, breaks = _sums(store, sql_by, filters, pricer)
-    out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in rows:
-        key = tuple(_label(d, r) for d in dims)
-        acc = out.setdefault(key, {"calls": 0, **dict.fromkeys(_SUMS), "cost_usd": None,
-                                   "uncached_cost_usd": None, "unknown_cost_calls": 0})  # fmt: skip
-        acc["calls"] += int(r["calls"])
-        for col in _SUMS:
-            if r[col] is not None:
-                acc[col] = (acc[col] or 0) + round(r[col])
-        rate = _rate(r, breaks, pricer) if r["model"] is not None else None
-        reported = int(r["_reported"])
-        acc["unknown_cost_calls"] += int(r["calls"]) - (reported if rate is not None else 0)
-        if rate is not None and reported:
-            usage = Usage(*(round(r[c] or 0) for c in _SUMS))
-            acc["cost_usd"] = (acc["cost_usd"] or 0.0) + rate.cost(usage)
-            acc["uncached_cost_usd"] = (acc["uncached_cost_usd"] or 0.0) + rate.cost(usage, cached=False)
-    records = []
-    for key in sorted(out, key=lambda k: [(v is None, v if v is not None else "") for v in k]):
-        acc = out[key]
-        saved = None if acc["cost_usd"] is None else acc["uncached_cost_usd"] - acc["cost_usd"]
-        records.append({**dict(zip(dims, key, strict=True)), "calls": acc["calls"],
-                        **{c: acc[c] for c in _SUMS}, "cost_usd": acc["cost_usd"], "saved_usd": saved,
-                        "uncached_cost_usd": acc["uncached_cost_usd"],
-                        "unknown_cost_calls": acc["unknown_cost_calls"]})  # fmt: skip
+    df, breaks = _sums(store, sql_by, filters, pricer)
     columns = [*dims, "calls", *_SUMS, "cost_usd", "saved_usd", "uncached_cost_usd", "unknown_cost_calls"]
-    df = pd.DataFrame.from_records(records, columns=columns)
+    if df.empty:
+        return pd.DataFrame(columns=columns)
+    rates = _rate_columns(df, sql_by, breaks, pricer)
+    i, o, r, w = (df[c].astype("float64").fillna(0).to_numpy() for c in _SUMS)
+    known = ~np.isnan(rates[:, 0]) & (df["_reported"].to_numpy() > 0)
+    # Rate.cost over each group's sums: plain input clamped at 0, then each kind at its rate
+    cost = (np.maximum(i - r - w, 0) * rates[:, 0] + r * rates[:, 2] + w * rates[:, 3] + o * rates[:, 1]) / 1e6
+    df["cost_usd"] = np.where(known, cost, np.nan)
+    df["uncached_cost_usd"] = np.where(known, (i * rates[:, 0] + o * rates[:, 1]) / 1e6, np.nan)
+    df["unknown_cost_calls"] = df["calls"] - np.where(np.isnan(rates[:, 0]), 0, df["_reported"])
+    for c in _SUMS:
+        df[c] = df[c].astype("float64")
+    _periods(df, dims)
+    summed = ("calls", "unknown_cost_calls", *_SUMS, "cost_usd", "uncached_cost_usd")
+    if dims:
+        out = (
+            df.groupby(dims, dropna=False, sort=True)
+            .agg(**{c: (c, "sum" if c in ("calls", "unknown_cost_calls") else _sum_known) for c in summed})
+            .reset_index()
+        )
+    else:
+        out = pd.DataFrame([{c: _sum_known(df[c]) for c in summed}])
+    out["saved_usd"] = out["uncached_cost_usd"] - out["cost_usd"]
+    for d in dims:
+        if d not in TIME_KEYS and d not in ("week", "month"):  # a key the record left NULL stays None
+            out[d] = out[d].astype(object).where(out[d].notna(), None)
+    out = out[columns]
     for col in _SUMS:
-        df[col] = df[col].astype("Int64")
-    for col in ("cost_usd", "saved_usd", "uncached_cost_usd"):
-        df[col] = df[col].astype("float64")
+        out[col] = out[col].round().astype("Int64")
     for col in ("calls", "unknown_cost_calls"):
-        df[col] = df[col].astype("int64")
-    for col in set(dims) & {"hour", "day", "week", "month"}:
-        df[col] = pd.to_datetime(df[col], utc=True)
-    return df
+        out[col] = out[col].astype("int64")
+    return out
 
 
 def _as_time(value: datetime | date | None) -> datetime | None:

@@ -35,7 +35,7 @@ from tahrix_lab.agent.storage.interface import (
 from tahrix_lab.agent.storage.migrations import apply_migrations
 from tahrix_lab.agent.storage.schema import INSERT_MESSAGE, MESSAGE_COLUMNS, MIGRATIONS, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target
-from tahrix_lab.agent.storage.usage_sql import DUCKDB, as_dicts, usage_sums_sql
+from tahrix_lab.agent.storage.usage_sql import DUCKDB, usage_sums_sql
 from tahrix_lab.agent.transcript import Message, Session, Usage, utcnow
 
 _TURN_END_COLUMNS = "session_id, position, stop_reason, error_kind, error_message"
@@ -345,9 +345,9 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
         changes: Sequence[datetime] = (),
         tiers: Sequence[int] = (),
         **filters: Any,
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
         sql, params, names = usage_sums_sql(DUCKDB, by, filters=filters, changes=changes, tiers=tiers)
-        return as_dicts(names, self.cursor().execute(sql, params).fetchall())
+        return names, self.cursor().execute(sql, params).fetchall()
 
     def users(self) -> list[str]:
         return [

@@ -238,10 +238,11 @@ class TranscriptStore:
         changes: Sequence[datetime] = (),
         tiers: Sequence[int] = (),
         **filters: Any,
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Token sums of the model calls grouped, in the engine, by ``by`` plus model, backend,
         price period and input-token tier (``usage_sql``); ``filters``: since, until, user,
-        team, purpose, case. Hours and days come back as whole hours or days since 1970."""
+        team, purpose, case. Hours and days come back as whole hours or days since 1970.
+        Returns the column names and the rows (tuples: a DataFrame is made of them at once)."""
         raise NotImplementedError
 
     def users(self) -> list[str]:

@@ -39,7 +39,7 @@ from tahrix_lab.agent.storage.interface import (
 from tahrix_lab.agent.storage.pg_pool import Pool
 from tahrix_lab.agent.storage.pg_schema import MESSAGE_COLUMNS, SEQ_LOCK, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target, engine_of, redacted, server_of
-from tahrix_lab.agent.storage.usage_sql import POSTGRES, as_dicts, usage_sums_sql
+from tahrix_lab.agent.storage.usage_sql import POSTGRES, usage_sums_sql
 from tahrix_lab.agent.transcript import Message, Session, Usage, utcnow
 
 if TYPE_CHECKING:
@@ -361,9 +361,9 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
         changes: Sequence[datetime] = (),
         tiers: Sequence[int] = (),
         **filters: Any,
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
         sql, params, names = usage_sums_sql(POSTGRES, by, filters=filters, changes=changes, tiers=tiers)
-        return as_dicts(names, self._rows(sql, params))
+        return names, self._rows(sql, params)
 
     def users(self) -> list[str]:
         return [r[0] for r in self._rows('SELECT DISTINCT "user" COLLATE "C" FROM sessions ORDER BY 1')]

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from tahrix_lab.agent import Message, Part, Session, TranscriptStore, Usage
-from tahrix_lab.agent.storage.usage_sql import DIMENSIONS
+from tahrix_lab.agent.storage.usage_sql import DIMENSIONS, as_dicts
 
 T0 = datetime(2026, 3, 1, 10, tzinfo=UTC)
 
@@ -65,7 +65,7 @@ def test_team_is_kept_and_defaults_to_the_environment(
 
 def test_usage_sums_group_in_the_engine(store: TranscriptStore) -> None:
     ids = fill(store)
-    rows = store.usage_sums(["user", "team", "case", "day"], tiers=[200_000])
+    rows = as_dicts(*store.usage_sums(["user", "team", "case", "day"], tiers=[200_000]))
     day0 = int(T0.timestamp()) // 86400
     got = sorted(
         [(r["user"], r["team"], r["case"], r["day"] - day0, r["model"], r["_tier"], r["calls"], r["input_tokens"],
@@ -81,7 +81,7 @@ def test_usage_sums_group_in_the_engine(store: TranscriptStore) -> None:
     ], key=repr)  # fmt: skip
     # no time key: the price period is a key of its own
     change = T0 + timedelta(hours=12)
-    by_period = store.usage_sums(["case"], changes=[change], case="CASE-1")
+    by_period = as_dicts(*store.usage_sums(["case"], changes=[change], case="CASE-1"))
     assert sorted((r["_period"], r["calls"]) for r in by_period) == [(0, 1), (1, 1)]
     assert {r["user"] for r in store.usage_rows(session_ids=[ids["bob"], ids["bob2"]])} == {"bob"}
     assert store.usage_rows(session_ids=[ids["ana"]])[0]["case_id"] == "CASE-1"
