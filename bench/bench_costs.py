@@ -2,8 +2,8 @@
 
 The same synthetic calls are generated inside each engine (DuckDB's ``range()``,
 PostgreSQL's ``generate_series``: setup never goes through Python): a team of 50 analysts
-on 5 teams, 8 models (one priced in input-token tiers, one with no known price), ten calls
-a session, a quarter of the sessions linked to one of 40 cases, spread over 180 days.
+on 5 teams, 8 models (one priced in input-token tiers, one with no known price), 50 calls
+a session (an investigation's tool steps), a quarter of the sessions linked to one of 40 cases, spread over 180 days.
 Then, on each engine, ``lab.costs.costs`` (the engine groups and sums; Python prices the
 groups):
 
@@ -12,7 +12,9 @@ groups):
 * grouped by team and case;
 * one user's month-to-date spend by model.
 
-Each is the median of a few runs after a first run (which also learns the models' price
+PostgreSQL answers these from its ``usage_daily`` rollup (kept by a trigger as messages are
+written; here rebuilt once after generating, as its migration does) and DuckDB from the
+calls themselves. Each is the median of a few runs after a first run (which also learns the models' price
 breaks once per process; printed too). PostgreSQL: ``$TAHRIX_BENCH_PG`` (a URL to an empty
 database), else a throwaway server started here like the test suite's.
 
@@ -50,7 +52,7 @@ MODELS = [
     ("amazon.nova-pro-v1:0", "bedrock"),
     ("my-local-llama", "openai"),  # no price known: its cost stays NULL
 ]
-USERS, TEAMS, CASES, DAYS, CALLS_PER_SESSION = 50, 5, 40, 180, 10
+USERS, TEAMS, CASES, DAYS, CALLS_PER_SESSION = 50, 5, 40, 180, 50
 
 
 def _sql(calls: int, end: datetime, dialect: str) -> list[str]:
@@ -100,8 +102,13 @@ def fill_postgres(url: str, calls: int, end: datetime) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
+        # generated rows skip the per-row rollup trigger; the rollup is then rebuilt from
+        # them in one statement, as the migration that adds it does (pg_schema 0003)
+        conn.execute("ALTER TABLE messages DISABLE TRIGGER usage_daily_add")
         for sql in _sql(calls, end, "postgresql"):
             conn.execute(sql)
+        conn.execute("ALTER TABLE messages ENABLE TRIGGER usage_daily_add")
+        conn.execute("SELECT usage_daily_rebuild()")
         conn.execute("VACUUM ANALYZE")
 
 

@@ -91,7 +91,9 @@ def _sums(
     breaks = _breaks(pricer, seen)
     names, rows = store.usage_sums(sql_by, changes=breaks[0], tiers=breaks[1], **filters)
     df = pd.DataFrame.from_records(rows, columns=names)
-    new = {(m, b) for m, b in zip(df["model"], df["backend"], strict=True) if m is not None} - seen
+    new = {
+        (m, b) for m, b in zip(df["model"].tolist(), df["backend"].tolist(), strict=True) if m is not None
+    } - seen
     if new:
         seen |= new
         if _breaks(pricer, seen) != breaks:
@@ -113,7 +115,9 @@ def _rate_columns(
     changes, tiers = breaks
     time_key = next((k for k in TIME_KEYS if k in sql_by), None)
     when = df[time_key] if time_key is not None else df["_period"]
-    keys = list(zip(df["model"], df["backend"], when, df["_tier"], strict=True))
+    keys = list(
+        zip(df["model"].tolist(), df["backend"].tolist(), when.tolist(), df["_tier"].tolist(), strict=True)
+    )
     found: dict[tuple[Any, ...], int] = {}
     table: list[tuple[float, float, float, float]] = []
     index = np.empty(len(keys), dtype=np.int64)
@@ -129,7 +133,12 @@ def _rate_columns(
             rate = pricer.rate(model, backend, at=at, input_tokens=size) if model is not None else None
             nan = float("nan")
             table.append(
-                (rate.input_per_mtok, rate.output_per_mtok, rate.cache_read_per_mtok, rate.cache_write_per_mtok)
+                (
+                    rate.input_per_mtok,
+                    rate.output_per_mtok,
+                    rate.cache_read_per_mtok,
+                    rate.cache_write_per_mtok,
+                )
                 if rate is not None
                 else (nan, nan, nan, nan)
             )
@@ -147,7 +156,7 @@ def _periods(df: pd.DataFrame, dims: list[str]) -> None:
     if "day" in df:
         day = pd.to_datetime(df["day"] * 86400, unit="s", utc=True)
         if "week" in dims:
-            df["week"] = day - pd.to_timedelta(day.dt.weekday, unit="D")
+            df["week"] = day - pd.to_timedelta(day.dt.day_of_week, unit="D")
         if "month" in dims:
             df["month"] = day.dt.tz_localize(None).dt.to_period("M").dt.to_timestamp().dt.tz_localize(UTC)
         df["day"] = day
@@ -193,7 +202,9 @@ def costs(
     i, o, r, w = (df[c].astype("float64").fillna(0).to_numpy() for c in _SUMS)
     known = ~np.isnan(rates[:, 0]) & (df["_reported"].to_numpy() > 0)
     # Rate.cost over each group's sums: plain input clamped at 0, then each kind at its rate
-    cost = (np.maximum(i - r - w, 0) * rates[:, 0] + r * rates[:, 2] + w * rates[:, 3] + o * rates[:, 1]) / 1e6
+    cost = (
+        np.maximum(i - r - w, 0) * rates[:, 0] + r * rates[:, 2] + w * rates[:, 3] + o * rates[:, 1]
+    ) / 1e6
     df["cost_usd"] = np.where(known, cost, np.nan)
     df["uncached_cost_usd"] = np.where(known, (i * rates[:, 0] + o * rates[:, 1]) / 1e6, np.nan)
     df["unknown_cost_calls"] = df["calls"] - np.where(np.isnan(rates[:, 0]), 0, df["_reported"])
@@ -201,12 +212,8 @@ def costs(
         df[c] = df[c].astype("float64")
     _periods(df, dims)
     summed = ("calls", "unknown_cost_calls", *_SUMS, "cost_usd", "uncached_cost_usd")
-    if dims:
-        out = (
-            df.groupby(dims, dropna=False, sort=True)
-            .agg(**{c: (c, "sum" if c in ("calls", "unknown_cost_calls") else _sum_known) for c in summed})
-            .reset_index()
-        )
+    if dims:  # min_count=1: a group whose costs are all unknown stays unknown (NaN), never 0
+        out = df.groupby(dims, dropna=False, sort=True)[list(summed)].sum(min_count=1).reset_index()
     else:
         out = pd.DataFrame([{c: _sum_known(df[c]) for c in summed}])
     out["saved_usd"] = out["uncached_cost_usd"] - out["cost_usd"]

@@ -183,6 +183,7 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
                     ("messages", "session_id"),
                     ("turn_ends", "session_id"),
                     ("session_cases", "session_id"),
+                    ("usage_daily", "session_id"),
                     ("sessions", "id"),
                 ):
                     conn.execute(f"DELETE FROM {table} WHERE {key} = %s", [session_id])
@@ -362,7 +363,9 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
         tiers: Sequence[int] = (),
         **filters: Any,
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        sql, params, names = usage_sums_sql(POSTGRES, by, filters=filters, changes=changes, tiers=tiers)
+        sql, params, names = usage_sums_sql(
+            POSTGRES, by, filters=filters, changes=changes, tiers=tiers, rollup=True
+        )
         return names, self._rows(sql, params)
 
     def users(self) -> list[str]:

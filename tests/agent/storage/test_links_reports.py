@@ -120,3 +120,22 @@ def test_duckdb_workspace_links_are_migrated(tmp_path: Path) -> None:
         assert link["created_at"] == datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     finally:
         store.close()
+
+
+def test_the_rollup_and_the_calls_give_the_same_costs(store: TranscriptStore) -> None:
+    """PostgreSQL answers from its usage_daily rollup when it can (a since on a midnight) and
+    from the calls otherwise (a since off midnight): the same figures, deletes included."""
+    from tahrix_lab.lab.costs import costs
+
+    ids = fill(store)
+    doomed = store.create_session(user="dee")
+    store.append_message(doomed.id, call(T0, "gpt-4o", (5, 5)))
+    store.delete_session(doomed.id)
+    store.append_message(
+        ids["bob"], call(T0 + timedelta(days=1), "claude-sonnet-4-5", (250_000, 10, 1000, 0))
+    )
+    for by in ("user,model,day", "team,case", "model,week"):
+        on_midnight = costs(store, by=by, since=datetime(2026, 1, 1, tzinfo=UTC))
+        off_midnight = costs(store, by=by, since=datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC))
+        assert "dee" not in set(on_midnight.get("user", []))
+        assert on_midnight.equals(off_midnight), by
