@@ -154,11 +154,11 @@ def _periods(df: pd.DataFrame, dims: list[str]) -> None:
     if "hour" in df:
         df["hour"] = pd.to_datetime(df["hour"] * 3600, unit="s", utc=True)
     if "day" in df:
-        day = pd.to_datetime(df["day"] * 86400, unit="s", utc=True)
+        day = pd.Series(pd.to_datetime(df["day"] * 86400, unit="s", utc=True), index=df.index)
         if "week" in dims:
             df["week"] = day - pd.to_timedelta(day.dt.day_of_week, unit="D")
         if "month" in dims:
-            df["month"] = day.dt.tz_localize(None).dt.to_period("M").dt.to_timestamp().dt.tz_localize(UTC)
+            df["month"] = day - pd.to_timedelta(day.dt.day - 1, unit="D")
         df["day"] = day
 
 

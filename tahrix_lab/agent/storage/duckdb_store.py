@@ -21,25 +21,21 @@ import duckdb
 
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.storage.duck import Database
+from tahrix_lab.agent.storage.duckdb_reports import LINK_SQL, DuckDBReports
 from tahrix_lab.agent.storage.group_commit import GroupCommit
 from tahrix_lab.agent.storage.interface import (
     LINK_COLUMNS,
-    USAGE_COLUMNS,
-    USAGE_SQL,
     CaseLink,
     LedgerRow,
     TranscriptStore,
-    link_from_row,
     message_from_row,
 )
 from tahrix_lab.agent.storage.migrations import apply_migrations
 from tahrix_lab.agent.storage.schema import INSERT_MESSAGE, MESSAGE_COLUMNS, MIGRATIONS, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target
-from tahrix_lab.agent.storage.usage_sql import DUCKDB, usage_sums_sql
-from tahrix_lab.agent.transcript import Message, Session, Usage, utcnow
+from tahrix_lab.agent.transcript import Message, Session, Usage
 
 _TURN_END_COLUMNS = "session_id, position, stop_reason, error_kind, error_message"
-_LINK_SQL = [f'"{c}"' if c == "grant" else c for c in LINK_COLUMNS]
 
 __all__ = ["DuckDBStore"]
 
@@ -48,7 +44,7 @@ def _call(write: Callable[[], None]) -> None:
     write()
 
 
-class DuckDBStore(TranscriptStore, engine="duckdb"):
+class DuckDBStore(DuckDBReports, TranscriptStore, engine="duckdb"):
     """Sessions, messages and parts in one DuckDB database.
 
     ``path`` defaults to ``$TAHRIX_DB`` or ``tahrix.duckdb`` in the working
@@ -317,84 +313,6 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-    def usage_rows(
-        self,
-        user: str | None = None,
-        since: datetime | None = None,
-        *,
-        session_ids: Sequence[str] | None = None,
-    ) -> list[dict[str, Any]]:
-        """One row per model call (assistant message): who, when, which model, tokens."""
-        where: list[str] = ["m.role = 'assistant'"]
-        params: list[Any] = []
-        for clause, value in (('s."user" = ?', user), ("m.created_at >= ?", since),
-                              ("list_contains(?, m.session_id)", session_ids)):  # fmt: skip
-            if value is not None:
-                where.append(clause)
-                params.append(list(value) if clause.startswith("list") else value)
-        rows = self.cursor().execute(
-            f"SELECT {USAGE_SQL} WHERE {' AND '.join(where)} ORDER BY m.created_at, m.session_id, m.position",
-            params,
-        )
-        return [dict(zip(USAGE_COLUMNS, row, strict=True)) for row in rows.fetchall()]
-
-    def usage_sums(
-        self,
-        by: Sequence[str],
-        *,
-        changes: Sequence[datetime] = (),
-        tiers: Sequence[int] = (),
-        **filters: Any,
-    ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        sql, params, names = usage_sums_sql(DUCKDB, by, filters=filters, changes=changes, tiers=tiers)
-        return names, self.cursor().execute(sql, params).fetchall()
-
-    def users(self) -> list[str]:
-        return [
-            r[0] for r in self.cursor().execute('SELECT DISTINCT "user" FROM sessions ORDER BY 1').fetchall()
-        ]
-
-    # -- session-case links ----------------------------------------------
-    def link_case(
-        self, session_id: str, case_id: str, grant: dict[str, Any], created_by: str | None = None
-    ) -> None:
-        with self._db.write() as cur:
-            cur.execute(
-                'INSERT INTO session_cases (session_id, case_id, "grant", created_by, created_at) '
-                "VALUES (?, ?, ?, ?, ?)",
-                [session_id, case_id, json.dumps(grant), created_by, utcnow()],
-            )
-
-    def set_case_grant(self, session_id: str, grant: dict[str, Any]) -> None:
-        with self._db.write() as cur:
-            cur.execute(
-                'UPDATE session_cases SET "grant" = ?, updated_at = ? WHERE session_id = ?',
-                [json.dumps(grant), utcnow(), session_id],
-            )
-
-    def case_links(
-        self, *, case_id: str | None = None, session_ids: Sequence[str] | None = None
-    ) -> list[CaseLink]:
-        where, params = ["TRUE"], []
-        if case_id is not None:
-            where.append("case_id = ?")
-            params.append(case_id)
-        if session_ids is not None:
-            where.append("list_contains(?, session_id)")
-            params.append(list(session_ids))
-        rows = self.cursor().execute(
-            f"SELECT {', '.join(_LINK_SQL)} FROM session_cases WHERE {' AND '.join(where)} "
-            "ORDER BY created_at, session_id",
-            params,
-        )
-        return [link_from_row(r) for r in rows.fetchall()]
-
-    def existing_session_ids(self, session_ids: Sequence[str]) -> set[str]:
-        rows = self.cursor().execute(
-            "SELECT id FROM sessions WHERE list_contains(?, id)", [list(session_ids)]
-        )
-        return {r[0] for r in rows.fetchall()}
-
     def ledger_calls(self, *, after_seq: int | None, since: datetime) -> tuple[list[LedgerRow], int]:
         with self._db.lease():  # one attach for both reads
             cur = self.cursor()
@@ -445,7 +363,7 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
                         self.append_message(session.id, m)
                 for link in links:
                     cur.execute(
-                        f"INSERT INTO session_cases ({', '.join(_LINK_SQL)}) VALUES (?, ?, ?, ?, ?, ?)",
+                        f"INSERT INTO session_cases ({', '.join(LINK_SQL)}) VALUES (?, ?, ?, ?, ?, ?)",
                         [*(link.get(k) for k in LINK_COLUMNS[:2]), json.dumps(link["grant"]),
                          *(link.get(k) for k in LINK_COLUMNS[3:])],
                     )  # fmt: skip

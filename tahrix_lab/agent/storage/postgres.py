@@ -319,7 +319,8 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
     def case_links(
         self, *, case_id: str | None = None, session_ids: Sequence[str] | None = None
     ) -> list[CaseLink]:
-        where, params = ["TRUE"], []
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
         if case_id is not None:
             where.append("case_id = %s")
             params.append(case_id)
@@ -341,13 +342,12 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
         *,
         session_ids: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
-        where: list[str] = ["m.role = 'assistant'"]
-        params: list[Any] = []
-        for clause, value in (('s."user" = %s', user), ("m.created_at >= %s", since),
-                              ("m.session_id = ANY(%s)", session_ids)):  # fmt: skip
+        params: list[Any] = [list(session_ids)] if session_ids is not None else []
+        where = ["m.role = 'assistant'"] + (["m.session_id = ANY(%s)"] if session_ids is not None else [])
+        for clause, value in (('s."user" = %s', user), ("m.created_at >= %s", since)):
             if value is not None:
                 where.append(clause)
-                params.append(list(value) if "ANY" in clause else value)
+                params.append(value)
         rows = self._rows(
             f"SELECT {USAGE_SQL} WHERE {' AND '.join(where)} "
             'ORDER BY m.created_at, m.session_id COLLATE "C", m.position',
