@@ -9,7 +9,6 @@ module, above both, adapts a ``Workspace`` to what the service needs.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from tahrix_lab.agent.errors import UserFacingError
@@ -19,7 +18,7 @@ from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case.context import CaseContextProvider, Grant
 from tahrix_lab.case.investigator import ScriptedInvestigator
 from tahrix_lab.case.tools import CASE_TOOLS
-from tahrix_lab.case.workspace import Workspace
+from tahrix_lab.case.workspace import Workspace, evidence_path
 
 
 class CaseIntegration:
@@ -54,18 +53,12 @@ class CaseIntegration:
         return ScriptedInvestigator()
 
 
-def evidence_path() -> str:
-    """Where a team's case evidence lives when the record is in PostgreSQL: a DuckDB file,
-    ``$TAHRIX_EVIDENCE_DB`` or ``tahrix-evidence.duckdb`` in the working directory."""
-    return os.environ.get("TAHRIX_EVIDENCE_DB") or "tahrix-evidence.duckdb"
-
-
 def workspace_for(transcripts: TranscriptStore) -> Workspace:
     """The case workspace beside a record: on DuckDB the evidence shares the record's file
     (and its connection); on PostgreSQL it is the ``evidence_path()`` file, and sessions and
     their case links are read and written in the record."""
     if transcripts.engine == "postgresql":
-        return Workspace(evidence_path(), record=transcripts)
+        return Workspace(evidence_path(), record=transcripts)  # the evidence file beside the record
     return Workspace(transcripts.path, connection=transcripts.connection)
 
 

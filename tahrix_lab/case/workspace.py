@@ -20,6 +20,7 @@ import duckdb
 from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.loop import ask as _ask
+from tahrix_lab.agent.storage.target import engine_of
 from tahrix_lab.agent.store import TranscriptStore, default_path
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
@@ -41,6 +42,12 @@ from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
 from tahrix_lab.case.tracing import TraceParams, role_starts, trace_funds
 
 SAMPLE_CASE_ID = "CASE-001"
+
+
+def evidence_path() -> str:
+    """Where a team's case evidence lives when the record is in PostgreSQL: a DuckDB file,
+    ``$TAHRIX_EVIDENCE_DB`` or ``tahrix-evidence.duckdb`` in the working directory."""
+    return os.environ.get("TAHRIX_EVIDENCE_DB") or "tahrix-evidence.duckdb"
 
 
 def sample_case_dir() -> Path:
@@ -66,7 +73,11 @@ class Workspace:
         record: TranscriptStore | None = None,
     ):
         # ``record``: where sessions and their case links live when not in this file (a team's
-        # PostgreSQL store); the evidence stays in the DuckDB file either way.
+        # PostgreSQL store); the evidence stays in the DuckDB file either way. A postgresql://
+        # target (or $TAHRIX_DB) means: that record, beside the evidence file.
+        target = os.fspath(path) if path is not None else default_path()
+        if connection is None and record is None and engine_of(target) == "postgresql":
+            record, path = TranscriptStore(target), evidence_path()
         if isinstance(connection, Database):
             self._conn = connection.acquire()
         elif connection is not None:

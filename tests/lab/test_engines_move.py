@@ -185,3 +185,30 @@ def test_tahrix_team_names_the_team_of_new_sessions(
     s = store.create_session(user="ana")
     store.append_message(s.id, answer(T0, "gpt-4o", "openai", Usage(100, 10)))
     assert costs(store, by="team")["team"].tolist() == ["red"]
+
+
+def test_a_workspace_on_a_postgresql_url_keeps_links_and_mcp_sessions_in_the_record(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Workspace(url)``: the evidence in $TAHRIX_EVIDENCE_DB, sessions, links and grants (and
+    MCP's recorded tool calls) in PostgreSQL, seen by a second workspace on another file."""
+    from tahrix_lab.case.workspace import evidence_path
+    from tahrix_lab.mcp.server import CaseMcpServer
+
+    monkeypatch.setenv("TAHRIX_EVIDENCE_DB", str(tmp_path / "host-a.duckdb"))
+    assert evidence_path() == str(tmp_path / "host-a.duckdb")
+    with Workspace(pg_url) as ws:
+        assert ws.store.engine == "postgresql" and ws.path == str(tmp_path / "host-a.duckdb")
+        case_id = ws.load_sample_case()
+        s = ws.start_investigation(case_id, user="ana", grant={"may_write": False})
+        server = CaseMcpServer(ws, case_id, user="bob")
+        outcome = server.call(Part.of_tool_use("tu_1", "list_flags", {"case_id": case_id}), user="bob")
+        assert outcome.status == "ok"
+    monkeypatch.setenv("TAHRIX_EVIDENCE_DB", str(tmp_path / "host-b.duckdb"))
+    record = TranscriptStore(pg_url)
+    assert record.case_link(s.id)["case_id"] == case_id  # type: ignore[index]
+    [mcp] = [x for x in record.list_sessions() if x.purpose == "mcp"]
+    assert [m.role for m in record.load_messages(mcp.id)] == ["assistant", "tool"]
+    assert record.case_link(mcp.id)["created_by"] == "bob"  # type: ignore[index]
+    with Workspace(pg_url) as other:  # another host's evidence file, the same record
+        assert other.case_of(s.id) == case_id and other.grant(s.id).may_write is False
