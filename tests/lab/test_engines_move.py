@@ -16,6 +16,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -212,3 +213,31 @@ def test_a_workspace_on_a_postgresql_url_keeps_links_and_mcp_sessions_in_the_rec
     assert record.case_link(mcp.id)["created_by"] == "bob"  # type: ignore[index]
     with Workspace(pg_url) as other:  # another host's evidence file, the same record
         assert other.case_of(s.id) == case_id and other.grant(s.id).may_write is False
+
+
+def test_the_widgets_history_on_postgresql(pg_url: str) -> None:
+    """A conversation asked in the widget on the team's record comes back as the same chunks."""
+    from test_widget import make, scripted
+
+    from tahrix_lab.agent import FakeBackend, ToolRegistry
+    from tahrix_lab.agent.backends.fake import text
+    from tahrix_lab.lab.widget import ChatWidget
+
+    store = TranscriptStore(pg_url)
+    tools = ToolRegistry()
+
+    @tools.register(parameters={"type": "object", "properties": {"address": {"type": "string"}}})
+    def lookup(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        """Look an address up."""
+        return {"label": "exchange"}
+
+    first = make(store, tools, backend=scripted())
+    assert first.ask("What is 0xabc?", timeout=30) == "It is an exchange."
+    again = ChatWidget.from_session(
+        first.session_id,
+        store=store,
+        backend=FakeBackend([[text("Still.")]]),
+        model="fake-model",
+        registry=tools,
+    )
+    assert again.chunks == first.chunks
