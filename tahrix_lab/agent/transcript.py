@@ -254,8 +254,8 @@ class Message:
 
 @dataclass(slots=True)
 class Session:
-    """A conversation. It has no foreign key into any domain: a case links to
-    its sessions in the case package's own table."""
+    """A conversation. It has no foreign key into any domain: the store links a
+    session to a case (``TranscriptStore.link_case``)."""
 
     id: str = field(default_factory=new_id)
     user: str = "analyst"
