@@ -150,7 +150,10 @@ def main() -> None:
     args = parser.parse_args()
     end = datetime.now(UTC).replace(microsecond=0)
     print(f"{args.calls:,} calls; {USERS} users on {TEAMS} teams, {len(MODELS)} models, {DAYS} days")
-    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} on {os.cpu_count()} cores", flush=True)
+    print(
+        f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} on {os.cpu_count()} cores",
+        flush=True,
+    )
     server = None
     url = os.environ.get("TAHRIX_BENCH_PG")
     if not url:
