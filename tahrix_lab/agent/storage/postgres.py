@@ -28,31 +28,27 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.storage.interface import (
     LINK_COLUMNS,
-    USAGE_COLUMNS,
-    USAGE_SQL,
     CaseLink,
     LedgerRow,
     TranscriptStore,
-    link_from_row,
     message_from_row,
 )
 from tahrix_lab.agent.storage.pg_pool import Pool
+from tahrix_lab.agent.storage.pg_reports import LINK_SQL, PostgresReports
 from tahrix_lab.agent.storage.pg_schema import MESSAGE_COLUMNS, SEQ_LOCK, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target, engine_of, redacted, server_of
-from tahrix_lab.agent.storage.usage_sql import POSTGRES, usage_sums_sql
-from tahrix_lab.agent.transcript import Message, Session, Usage, utcnow
+from tahrix_lab.agent.transcript import Message, Session, Usage
 
 if TYPE_CHECKING:
     import psycopg
 
 T = TypeVar("T")
 _TURN_END_COLUMNS = "session_id, position, stop_reason, error_kind, error_message"
-_LINK_SQL = ", ".join(f'"{c}"' if c == "grant" else c for c in LINK_COLUMNS)
 
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore(TranscriptStore, engine="postgresql"):
+class PostgresStore(PostgresReports, TranscriptStore, engine="postgresql"):
     """Sessions, messages, parts, turn ends and the usage ledger in PostgreSQL."""
 
     def __init__(
@@ -281,7 +277,7 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
                     self.append_message(session.id, m)
             for link in links:
                 self._rows_written(
-                    f"INSERT INTO session_cases ({_LINK_SQL}) VALUES (%s, %s, %s, %s, %s, %s)",
+                    f"INSERT INTO session_cases ({LINK_SQL}) VALUES (%s, %s, %s, %s, %s, %s)",
                     [*(link.get(k) for k in LINK_COLUMNS[:2]), json.dumps(link["grant"]),
                      *(link.get(k) for k in LINK_COLUMNS[3:])],
                 )  # fmt: skip
@@ -290,86 +286,6 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
                     f"INSERT INTO turn_ends (write_id, {_TURN_END_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
                     [uuid.uuid4(), *(end.get(k) for k in _TURN_END_COLUMNS.split(", "))],
                 )
-
-    def existing_session_ids(self, session_ids: Sequence[str]) -> set[str]:
-        return {r[0] for r in self._rows("SELECT id FROM sessions WHERE id = ANY(%s)", [list(session_ids)])}
-
-    # -- session-case links --------------------------------------------------
-    def link_case(
-        self, session_id: str, case_id: str, grant: dict[str, Any], created_by: str | None = None
-    ) -> None:
-        insert = (
-            'INSERT INTO session_cases (session_id, case_id, "grant", created_by, created_at) '
-            "VALUES (%s, %s, %s, %s, %s)"
-        )
-        row = [session_id, case_id, json.dumps(grant), created_by, utcnow()]
-
-        def write(conn: psycopg.Connection[Any], first: bool) -> None:
-            # a retry may find the row its first try wrote (the same session, the same case)
-            conn.execute(insert if first else insert + " ON CONFLICT (session_id) DO NOTHING", row)
-
-        self._run(write)
-
-    def set_case_grant(self, session_id: str, grant: dict[str, Any]) -> None:
-        self._rows_written(
-            'UPDATE session_cases SET "grant" = %s, updated_at = %s WHERE session_id = %s',
-            [json.dumps(grant), utcnow(), session_id],
-        )
-
-    def case_links(
-        self, *, case_id: str | None = None, session_ids: Sequence[str] | None = None
-    ) -> list[CaseLink]:
-        where: list[str] = ["TRUE"]
-        params: list[Any] = []
-        if case_id is not None:
-            where.append("case_id = %s")
-            params.append(case_id)
-        if session_ids is not None:
-            where.append("session_id = ANY(%s)")
-            params.append(list(session_ids))
-        rows = self._rows(
-            f"SELECT {_LINK_SQL} FROM session_cases WHERE {' AND '.join(where)} "
-            'ORDER BY created_at, session_id COLLATE "C"',
-            params,
-        )
-        return [link_from_row(r) for r in rows]
-
-    # -- the ledger --------------------------------------------------------
-    def usage_rows(
-        self,
-        user: str | None = None,
-        since: datetime | None = None,
-        *,
-        session_ids: Sequence[str] | None = None,
-    ) -> list[dict[str, Any]]:
-        params: list[Any] = [list(session_ids)] if session_ids is not None else []
-        where = ["m.role = 'assistant'"] + (["m.session_id = ANY(%s)"] if session_ids is not None else [])
-        for clause, value in (('s."user" = %s', user), ("m.created_at >= %s", since)):
-            if value is not None:
-                where.append(clause)
-                params.append(value)
-        rows = self._rows(
-            f"SELECT {USAGE_SQL} WHERE {' AND '.join(where)} "
-            'ORDER BY m.created_at, m.session_id COLLATE "C", m.position',
-            params,
-        )
-        return [dict(zip(USAGE_COLUMNS, row, strict=True)) for row in rows]
-
-    def usage_sums(
-        self,
-        by: Sequence[str],
-        *,
-        changes: Sequence[datetime] = (),
-        tiers: Sequence[int] = (),
-        **filters: Any,
-    ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        sql, params, names = usage_sums_sql(
-            POSTGRES, by, filters=filters, changes=changes, tiers=tiers, rollup=True
-        )
-        return names, self._rows(sql, params)
-
-    def users(self) -> list[str]:
-        return [r[0] for r in self._rows('SELECT DISTINCT "user" COLLATE "C" FROM sessions ORDER BY 1')]
 
     def ledger_calls(self, *, after_seq: int | None, since: datetime) -> tuple[list[LedgerRow], int]:
         columns = (
