@@ -52,8 +52,6 @@ DIMENSIONS = (
 )
 _SUMS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# (model, backend) pairs seen per store target: their price breaks cut the next sums
-_SEEN: dict[str, set[tuple[str, str | None]]] = {}
 
 
 def _dims(by: str | Iterable[str]) -> list[str]:
@@ -83,24 +81,13 @@ def _breaks(pricer: Pricer, pairs: Iterable[tuple[str, str | None]]) -> tuple[li
 def _sums(
     store: TranscriptStore, sql_by: list[str], filters: dict[str, Any], pricer: Pricer
 ) -> tuple[pd.DataFrame, tuple[list[datetime], list[int]]]:
-    """The engine's grouped sums, cut at the price breaks of the models present: those
-    seen before are known; a model seen for the first time may add breaks (then once more)."""
+    """The engine's grouped sums, cut at the price breaks of the models present (one quick
+    look at which models those are, then one grouped query)."""
     import pandas as pd
 
-    seen = _SEEN.setdefault(store.path, set())
-    breaks = _breaks(pricer, seen)
+    breaks = _breaks(pricer, store.models_used())
     names, rows = store.usage_sums(sql_by, changes=breaks[0], tiers=breaks[1], **filters)
-    df = pd.DataFrame.from_records(rows, columns=names)
-    new = {
-        (m, b) for m, b in zip(df["model"].tolist(), df["backend"].tolist(), strict=True) if m is not None
-    } - seen
-    if new:
-        seen |= new
-        if _breaks(pricer, seen) != breaks:
-            breaks = _breaks(pricer, seen)
-            names, rows = store.usage_sums(sql_by, changes=breaks[0], tiers=breaks[1], **filters)
-            df = pd.DataFrame.from_records(rows, columns=names)
-    return df, breaks
+    return pd.DataFrame.from_records(rows, columns=names), breaks
 
 
 def _rate_columns(

@@ -61,6 +61,12 @@ class DuckDBReports:
         sql, params, names = usage_sums_sql(DUCKDB, by, filters=filters, changes=changes, tiers=tiers)
         return names, self.cursor().execute(sql, params).fetchall()
 
+    def models_used(self) -> list[tuple[str, str | None]]:
+        rows = self.cursor().execute(
+            "SELECT DISTINCT model_id, backend FROM messages WHERE role = 'assistant' AND model_id IS NOT NULL"
+        )
+        return [(r[0], r[1]) for r in rows.fetchall()]
+
     def users(self) -> list[str]:
         return [
             r[0] for r in self.cursor().execute('SELECT DISTINCT "user" FROM sessions ORDER BY 1').fetchall()

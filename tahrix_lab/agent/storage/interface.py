@@ -249,6 +249,10 @@ class TranscriptStore:
         """Every user with a session, sorted."""
         raise NotImplementedError
 
+    def models_used(self) -> list[tuple[str, str | None]]:
+        """Every (model, backend) with a model call: whose price breaks cut the cost sums."""
+        raise NotImplementedError
+
     # -- the ledger ------------------------------------------------------
     def usage_rows(
         self,

@@ -108,5 +108,10 @@ class PostgresReports:
         )
         return names, self._rows(sql, params)
 
+    def models_used(self) -> list[tuple[str, str | None]]:
+        # the rollup holds a row per session, day, model and size class: far fewer than calls
+        rows = self._rows("SELECT DISTINCT model_id, backend FROM usage_daily WHERE model_id IS NOT NULL")
+        return [(r[0], r[1]) for r in rows]
+
     def users(self) -> list[str]:
         return [r[0] for r in self._rows('SELECT DISTINCT "user" COLLATE "C" FROM sessions ORDER BY 1')]

@@ -87,6 +87,7 @@ def test_usage_sums_group_in_the_engine(store: TranscriptStore) -> None:
     assert store.usage_rows(session_ids=[ids["ana"]])[0]["case_id"] == "CASE-1"
     assert set(DIMENSIONS) >= {"user", "team", "case", "model", "day"}
     assert store.existing_session_ids([ids["ana"], "nope"]) == {ids["ana"]}
+    assert sorted(store.models_used()) == [("gpt-4o", "openai"), ("gpt-4o-mini", "openai")]
 
 
 def test_links_survive_import(store: TranscriptStore) -> None:
