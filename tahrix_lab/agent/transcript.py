@@ -26,6 +26,7 @@ Conventions that the rest of the engine relies on:
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -253,8 +254,8 @@ class Message:
 
 @dataclass(slots=True)
 class Session:
-    """A conversation. It has no foreign key into any domain: a case links to
-    its sessions in the case package's own table."""
+    """A conversation. It has no foreign key into any domain: the store links a
+    session to a case (``TranscriptStore.link_case``)."""
 
     id: str = field(default_factory=new_id)
     user: str = "analyst"
@@ -264,6 +265,8 @@ class Session:
     created_at: datetime = field(default_factory=utcnow)
     replay_of: str | None = None
     title: str | None = None
+    # The analyst's team, for team cost reports: ``$TAHRIX_TEAM`` when the session is made.
+    team: str | None = field(default_factory=lambda: os.environ.get("TAHRIX_TEAM") or None)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -275,6 +278,7 @@ class Session:
             "created_at": self.created_at.isoformat(),
             "replay_of": self.replay_of,
             "title": self.title,
+            "team": self.team,
         }
 
     @classmethod
@@ -289,4 +293,5 @@ class Session:
             created_at=datetime.fromisoformat(created) if isinstance(created, str) else (created or utcnow()),
             replay_of=data.get("replay_of"),
             title=data.get("title"),
+            team=data.get("team"),
         )

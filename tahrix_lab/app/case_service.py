@@ -22,7 +22,7 @@ from tahrix_lab.case.citations import verify_citations, with_citations
 from tahrix_lab.case.context import CaseContextProvider, Grant
 from tahrix_lab.case.investigator import QUESTION, ScriptedInvestigator
 from tahrix_lab.case.tools import CASE_TOOLS
-from tahrix_lab.case.workspace import Workspace
+from tahrix_lab.case.workspace import Workspace, evidence_path
 
 
 class CaseIntegration:
@@ -158,12 +158,21 @@ def example_questions(ws: Workspace, case_id: str) -> list[str]:
     return out
 
 
+def workspace_for(transcripts: TranscriptStore) -> Workspace:
+    """The case workspace beside a record: on DuckDB the evidence shares the record's file
+    (and its connection); on PostgreSQL it is the ``evidence_path()`` file, and sessions and
+    their case links are read and written in the record."""
+    if transcripts.engine == "postgresql":
+        return Workspace(evidence_path(), record=transcripts)  # the evidence file beside the record
+    return Workspace(transcripts.path, connection=transcripts.connection)
+
+
 def case_integration(transcripts: TranscriptStore) -> Any:
-    """The job service's sessions are case investigations: the case data lives in
-    the same DuckDB file, so the workspace shares the service's connection."""
+    """The job service's sessions are case investigations on the workspace beside the record
+    (``workspace_for``)."""
     from tahrix_lab.mcp.client.config import config_path
 
-    integration = CaseIntegration(Workspace(transcripts.path, connection=transcripts.connection))
+    integration = CaseIntegration(workspace_for(transcripts))
     # Loaded now (once per database; a count when already there), not at the first job: the
     # runner starts jobs inside one transcript transaction, and a case load is a transaction of
     # its own, which DuckDB cannot begin inside another on the same connection.

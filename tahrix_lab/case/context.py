@@ -1,7 +1,8 @@
 """The per-call tool context and the assistant's grant.
 
-The transcript has no foreign key into the case: ``case_sessions`` links a
-session to its case and holds the grant the analyst gave the assistant. The
+The transcript has no foreign key into the case: the record's session-case link
+(``TranscriptStore.case_link``, on either engine) names a session's case and holds
+the grant the analyst gave the assistant. The
 ``CaseContextProvider`` reads that link at the start of *every* tool call, so
 a narrowed grant bites on the very next call, and refuses calls outside it
 with ``ToolDenied`` (the loop turns that into an error result the model reads

@@ -21,6 +21,7 @@ import duckdb
 from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.migrations import apply_migrations
 from tahrix_lab.agent.storage.leased_cursor import Cursor
+from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.case.chains import EVM_CHAINS
 from tahrix_lab.case.schema import MIGRATIONS, SEVERITIES
 
@@ -87,15 +88,26 @@ def utcnow_naive() -> datetime:
 class CaseDB:
     """The case tables. ``conn`` is shared (e.g. with ``TranscriptStore``)."""
 
-    def __init__(self, conn: Database | Cursor | duckdb.DuckDBPyConnection) -> None:
+    def __init__(
+        self, conn: Database | Cursor | duckdb.DuckDBPyConnection, *, record: TranscriptStore | None = None
+    ) -> None:
         # The workspace's Database: the file is held per statement or burst (agent/duck.py).
         # A cursor of it (``db.connection.cursor()``) means that same database.
         if isinstance(conn, Cursor):
             conn = cast(Database, conn.database)
         self._conn = conn if isinstance(conn, Database) else Database(connection=conn)
         self.write_lock = self._conn.write_lock
+        # The record (sessions and their case links) may be elsewhere, e.g. in PostgreSQL;
+        # without one given, the transcript store on this same database.
+        self._record = record
         with self._conn.lease():
             apply_migrations(self._conn, "case", MIGRATIONS)
+
+    @property
+    def record(self) -> TranscriptStore:
+        if self._record is None:
+            self._record = TranscriptStore(connection=self._conn)
+        return self._record
 
     @property
     def connection(self) -> Database:
@@ -205,38 +217,20 @@ class CaseDB:
 
     # -- sessions and grants ------------------------------------------------------
     def link_session(self, case_id: str, session_id: str, grant: dict[str, Any], created_by: str) -> None:
-        with self.write() as cur:
-            cur.execute(
-                'INSERT INTO case_sessions (case_id, session_id, "grant", created_by, created_at) VALUES (?, ?, ?, ?, ?)',
-                [case_id, session_id, json.dumps(grant), created_by, utcnow_naive()],
-            )
+        self.record.link_case(session_id, case_id, grant, created_by)
 
     def session_link(self, session_id: str) -> tuple[str, dict[str, Any]] | None:
-        rows = (
-            self.cursor()
-            .execute('SELECT case_id, "grant" FROM case_sessions WHERE session_id = ?', [session_id])
-            .fetchall()
-        )
-        if not rows:
-            return None
-        return rows[0][0], json.loads(rows[0][1])
+        link = self.record.case_link(session_id)
+        return None if link is None else (link["case_id"], link["grant"])
 
     def update_grant(self, session_id: str, grant: dict[str, Any]) -> None:
-        with self.write() as cur:
-            cur.execute(
-                'UPDATE case_sessions SET "grant" = ?, updated_at = ? WHERE session_id = ?',
-                [json.dumps(grant), utcnow_naive(), session_id],
-            )
+        self.record.set_case_grant(session_id, grant)
 
     def sessions_of(self, case_id: str) -> list[dict[str, Any]]:
         """The case's linked sessions, oldest first (the report's default sessions)."""
         return [
-            jsonable(r)
-            for r in self.rows(
-                'SELECT session_id, "grant", created_by, created_at FROM case_sessions WHERE case_id = ? '
-                "ORDER BY created_at",
-                [case_id],
-            )
+            jsonable({k: link[k] for k in ("session_id", "grant", "created_by", "created_at")})
+            for link in self.record.case_links(case_id=case_id)
         ]
 
     def mark_seen(self, session_id: str, kind: str, keys: Iterable[str]) -> set[str]:

@@ -7,7 +7,9 @@ Adapted from DOMAIN.md §6. Changes made on purpose:
 * the big tables (transactions, transfers, utxo_io) have no PRIMARY KEY: the
   loaders de-duplicate on the natural key with an anti-join, which keeps
   million-row loads fast (an ART index per key costs more than the join);
-* ``case_sessions`` links chat sessions to a case with the assistant's grant,
+* ``case_sessions`` linked chat sessions to a case with the assistant's grant
+  until the links moved into the record (the store's ``session_cases``, which
+  copies these rows when it migrates; this table is no longer written),
   ``case_session_seen`` remembers what a session already looked at,
   ``audit_log`` records every write (who, when, target, before, after) and
   ``notes`` holds analyst/agent notes.

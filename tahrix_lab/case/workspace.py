@@ -20,6 +20,7 @@ import duckdb
 from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.loop import ask as _ask
+from tahrix_lab.agent.storage.target import engine_of
 from tahrix_lab.agent.store import TranscriptStore, default_path
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
@@ -43,6 +44,12 @@ from tahrix_lab.case.tracing import TraceParams, role_starts, trace_funds
 SAMPLE_CASE_ID = "CASE-001"
 
 
+def evidence_path() -> str:
+    """Where a team's case evidence lives when the record is in PostgreSQL: a DuckDB file,
+    ``$TAHRIX_EVIDENCE_DB`` or ``tahrix-evidence.duckdb`` in the working directory."""
+    return os.environ.get("TAHRIX_EVIDENCE_DB") or "tahrix-evidence.duckdb"
+
+
 def sample_case_dir() -> Path:
     """``data/sample_case``: inside the installed package, or at the top of a source checkout."""
     package = Path(__file__).resolve().parent.parent
@@ -63,7 +70,14 @@ class Workspace:
         path: str | os.PathLike[str] | None = None,
         *,
         connection: Database | duckdb.DuckDBPyConnection | None = None,
+        record: TranscriptStore | None = None,
     ):
+        # ``record``: where sessions and their case links live when not in this file (a team's
+        # PostgreSQL store); the evidence stays in the DuckDB file either way. A postgresql://
+        # target (or $TAHRIX_DB) means: that record, beside the evidence file.
+        target = os.fspath(path) if path is not None else default_path()
+        if connection is None and record is None and engine_of(target) == "postgresql":
+            record, path = TranscriptStore(target), evidence_path()
         if isinstance(connection, Database):
             self._conn = connection.acquire()
         elif connection is not None:
@@ -71,8 +85,8 @@ class Workspace:
         else:
             self._conn = Database.open(str(path) if path is not None else default_path())
         self.path = str(path) if path is not None else self._conn.path
-        self.store = TranscriptStore(self.path, connection=self._conn)
-        self.cases = CaseDB(self._conn)
+        self.store = record if record is not None else TranscriptStore(self.path, connection=self._conn)
+        self.cases = CaseDB(self._conn, record=self.store)
         register_case_tools()
 
     def lease(self) -> AbstractContextManager[Database]:

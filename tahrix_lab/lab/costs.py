@@ -1,130 +1,57 @@
-"""Cost analysis in DuckDB: the ``usage`` and ``costs`` views and helpers that return DataFrames.
+"""Cost analysis on either engine: calls, tokens and USD as DataFrames.
 
-The rates are the pricer's (``tahrix_lab.agent.pricing``), copied into the
-``model_prices`` table (``costs_rates``); the views join the calls with it and
-apply ``cost_sql``, the pricer's formula in SQL:
+The store sums the calls in the engine (``TranscriptStore.usage_sums``: ten million calls
+never come into Python), grouped by the asked dimensions plus what a price depends on:
+model, backend, price period and input-token tier. Prices are linear within one of those
+groups, so each group's sums are priced here with the one pricer's rate rows
+(``agent.pricing``, genai-prices) and the result equals pricing every call alone. The tier
+is the call's own input size, so a long-context call is priced at its tier however it is
+grouped. (Plain input, ``input - cache_read - cache_write``, is clamped at 0 per group
+rather than per call: the two differ only for rows that break the usage convention.)
 
-    usage   one row per model call: user, session, purpose, case_id (when the
-            case package links sessions in ``case_sessions``), backend, model,
-            tokens, latency, time.
-    costs   usage + ``cost_usd`` (NULL when unknown, never 0) + ``unknown_price``
-            (why the cost is unknown) + ``uncached_cost_usd`` (the same tokens
-            priced as plain input, as if nothing had been cached) and
-            ``saved_usd`` (their difference: what prompt caching saved; below
-            0 when a call paid for cache writes it did not read back).
+    costs        grouped: any of ``DIMENSIONS`` (user, team, case, model, day, ...)
+    call_costs   one row per call: user, team, session, purpose, case_id, backend, model,
+                 tokens, ``cost_usd`` (NULL when unknown, never 0) with ``unknown_price``
+                 (why), ``uncached_cost_usd`` (the same tokens priced as plain input) and
+                 ``saved_usd`` (what prompt caching saved)
+
+``create_views`` (``costs_rates``) adds the same per-call figures as SQL views in a DuckDB
+workspace, for analysts' own SQL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
-
-import duckdb
 
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.pricing import Pricer, applies_sql, cost_sql
+from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
+from tahrix_lab.agent.storage.usage_sql import TIME_KEYS
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.lab.costs_rates import add_prices, ensure_prices, price_breaks, refresh_prices
+from tahrix_lab.agent.transcript import Usage
+from tahrix_lab.lab.costs_rates import create_views
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where used: `import tahrix_lab.lab` stays light
 
-# The dimensions a cost report may be grouped by, and the SQL for each.
-DIMENSIONS: dict[str, str] = {
-    "model": "u.model",
-    "backend": "u.backend",
-    "user": 'u."user"',
-    "purpose": "u.purpose",
-    "case": "u.case_id",
-    "session": "u.session_id",
-    "hour": "date_trunc('hour', u.created_at)",
-    "day": "date_trunc('day', u.created_at)",
-    "week": "date_trunc('week', u.created_at)",
-    "month": "date_trunc('month', u.created_at)",
-}
-# costs(): first-level keys are cheap integers (no time-zone arithmetic on
-# 10 M rows), turned into timestamps on the few aggregated rows
-_INNER: dict[str, str] = {
-    **DIMENSIONS,
-    "hour": "epoch_us(u.created_at) // 3600000000",
-    "day": "epoch_us(u.created_at) // 86400000000",
-    "week": "epoch_us(u.created_at) // 86400000000",
-    "month": "epoch_us(u.created_at) // 86400000000",
-}
-_OUTER: dict[str, str] = {
-    **{k: f'"{k}"' for k in DIMENSIONS},
-    "hour": 'to_timestamp("hour" * 3600)',
-    "day": 'to_timestamp("day" * 86400)',
-    "week": "date_trunc('week', to_timestamp(\"week\" * 86400))",
-    "month": "date_trunc('month', to_timestamp(\"month\" * 86400))",
-}
-# which dimensions need the sessions table (or case_sessions) joined in
-_NEEDS_SESSIONS = {"user", "purpose", "case", "session"}
-
-_KNOWN = "p.model_id IS NOT NULL AND (u.input_tokens IS NOT NULL OR u.output_tokens IS NOT NULL)"
-_NOTE_SQL = """
-CASE WHEN u.input_tokens IS NULL AND u.output_tokens IS NULL THEN 'usage not reported'
-     WHEN p.model_id IS NULL THEN 'no price known for ' || coalesce(u.model, '?') || ' on ' || coalesce(u.backend, '?')
-END
-"""
-_PRICE_JOIN = (
-    "LEFT JOIN model_prices p ON p.model_id = u.model AND p.backend IS NOT DISTINCT FROM u.backend AND "
-    + applies_sql("p", "u.created_at", "coalesce(u.input_tokens, 0)")
+# The dimensions a cost report may be grouped by (periods are UTC).
+DIMENSIONS = (
+    "model",
+    "backend",
+    "user",
+    "team",
+    "purpose",
+    "case",
+    "session",
+    "hour",
+    "day",
+    "week",
+    "month",
 )
-
-
-# -- views --------------------------------------------------------------------------------
-
-
-def _has_table(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
-    row = cur.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = ? AND table_schema = current_schema()",
-        [name],
-    ).fetchone()
-    return bool(row and row[0])
-
-
-def _usage_sql(cur: duckdb.DuckDBPyConnection, *, with_sessions: bool = True) -> str:
-    """One row per model call; joins sessions (and case links) only when asked."""
-    if not with_sessions:
-        return (
-            'SELECT NULL::VARCHAR AS "user", m.session_id, NULL::VARCHAR AS purpose, NULL::VARCHAR AS case_id, '
-            "m.position, m.created_at, m.backend, m.model_id AS model, m.input_tokens, m.output_tokens, "
-            "m.cache_read_tokens, m.cache_write_tokens, m.reasoning_tokens, m.latency_ms, m.ttft_ms, "
-            "m.stop_reason FROM messages m WHERE m.role = 'assistant'"
-        )
-    case_join, case_col = "", "NULL::VARCHAR"
-    if _has_table(cur, "case_sessions"):
-        # a session is linked to at most one case in practice; min() keeps one row per call regardless
-        case_join = (
-            "LEFT JOIN (SELECT session_id, min(CAST(case_id AS VARCHAR)) AS case_id FROM case_sessions "
-            "GROUP BY session_id) cs ON cs.session_id = m.session_id"
-        )
-        case_col = "cs.case_id"
-    return (
-        f'SELECT s."user", m.session_id, s.purpose, {case_col} AS case_id, m.position, m.created_at, '
-        "m.backend, m.model_id AS model, m.input_tokens, m.output_tokens, m.cache_read_tokens, "
-        "m.cache_write_tokens, m.reasoning_tokens, m.latency_ms, m.ttft_ms, m.stop_reason "
-        f"FROM messages m JOIN sessions s ON s.id = m.session_id {case_join} WHERE m.role = 'assistant'"
-    )
-
-
-def create_views(store: TranscriptStore, pricer: Pricer | None = None) -> None:
-    """(Re)create ``usage``, ``model_prices`` and ``costs`` in the store's database."""
-    refresh_prices(store, pricer)
-    cur = store.cursor()
-    cur.execute(f"CREATE OR REPLACE VIEW usage AS {_usage_sql(cur)}")
-    cur.execute(
-        "CREATE OR REPLACE VIEW costs AS SELECT *, uncached_cost_usd - cost_usd AS saved_usd FROM ("
-        f"SELECT u.*, CASE WHEN {_KNOWN} THEN {cost_sql('u', 'p')} END AS cost_usd, {_NOTE_SQL} AS unknown_price, "
-        f"CASE WHEN {_KNOWN} THEN {cost_sql('u', 'p', cached=False)} END AS uncached_cost_usd "
-        f"FROM usage u {_PRICE_JOIN})"
-    )
-
-
-# -- reports ------------------------------------------------------------------------------
+_SUMS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _dims(by: str | Iterable[str]) -> list[str]:
@@ -138,6 +65,94 @@ def _dims(by: str | Iterable[str]) -> list[str]:
     return names
 
 
+def _breaks(pricer: Pricer, pairs: Iterable[tuple[str, str | None]]) -> tuple[list[datetime], list[int]]:
+    """Every price-change instant and input-token tier threshold of these models."""
+    changes: set[datetime] = set()
+    tiers: set[int] = set()
+    for model, backend in pairs:
+        for r in pricer.rates(model, backend):
+            if r.valid_from is not None:
+                changes.add(r.valid_from)
+            if r.min_input_tokens >= 0:
+                tiers.add(r.min_input_tokens)
+    return sorted(changes), sorted(tiers)
+
+
+def _sums(
+    store: TranscriptStore, sql_by: list[str], filters: dict[str, Any], pricer: Pricer
+) -> tuple[pd.DataFrame, tuple[list[datetime], list[int]]]:
+    """The engine's grouped sums, cut at the price breaks of the models present (one quick
+    look at which models those are, then one grouped query)."""
+    import pandas as pd
+
+    breaks = _breaks(pricer, store.models_used())
+    names, rows = store.usage_sums(sql_by, changes=breaks[0], tiers=breaks[1], **filters)
+    return pd.DataFrame.from_records(rows, columns=names), breaks
+
+
+def _rate_columns(
+    df: pd.DataFrame, sql_by: list[str], breaks: tuple[list[datetime], list[int]], pricer: Pricer
+) -> Any:
+    """Per group, USD per million input, output, cache-read and cache-write tokens of the rate in
+    force (NaN when unknown): looked up once per model, backend, time bucket and tier, at the
+    group's hour or day (price changes fall on midnights), else at the start of its price
+    period, for an input size inside its tier."""
+    import numpy as np
+
+    changes, tiers = breaks
+    time_key = next((k for k in TIME_KEYS if k in sql_by), None)
+    when = df[time_key] if time_key is not None else df["_period"]
+    keys = list(
+        zip(df["model"].tolist(), df["backend"].tolist(), when.tolist(), df["_tier"].tolist(), strict=True)
+    )
+    found: dict[tuple[Any, ...], int] = {}
+    table: list[tuple[float, float, float, float]] = []
+    index = np.empty(len(keys), dtype=np.int64)
+    for i, key in enumerate(keys):
+        j = found.get(key)
+        if j is None:
+            model, backend, at_key, tier = key
+            if time_key is not None:
+                at = _EPOCH + timedelta(seconds=int(at_key) * TIME_KEYS[time_key])
+            else:
+                at = changes[int(at_key) - 1] if at_key else _EPOCH
+            size = tiers[int(tier) - 1] + 1 if tier else 0
+            rate = pricer.rate(model, backend, at=at, input_tokens=size) if model is not None else None
+            nan = float("nan")
+            table.append(
+                (
+                    rate.input_per_mtok,
+                    rate.output_per_mtok,
+                    rate.cache_read_per_mtok,
+                    rate.cache_write_per_mtok,
+                )
+                if rate is not None
+                else (nan, nan, nan, nan)
+            )
+            j = found[key] = len(table) - 1
+        index[i] = j
+    return np.array(table, dtype=np.float64).reshape(-1, 4)[index]
+
+
+def _periods(df: pd.DataFrame, dims: list[str]) -> None:
+    """Hours and days since 1970 as UTC timestamps; weeks (from Monday) and months from days."""
+    import pandas as pd
+
+    if "hour" in df:
+        df["hour"] = pd.to_datetime(df["hour"] * 3600, unit="s", utc=True)
+    if "day" in df:
+        day = pd.Series(pd.to_datetime(df["day"] * 86400, unit="s", utc=True), index=df.index)
+        if "week" in dims:
+            df["week"] = day - pd.to_timedelta(day.dt.day_of_week, unit="D")
+        if "month" in dims:
+            df["month"] = day - pd.to_timedelta(day.dt.day - 1, unit="D")
+        df["day"] = day
+
+
+def _sum_known(x: pd.Series) -> Any:
+    return x.sum(min_count=1)  # all unknown stays unknown (NaN), never 0
+
+
 def costs(
     store: TranscriptStore | None = None,
     by: str | Sequence[str] = ("model", "day"),
@@ -145,142 +160,59 @@ def costs(
     since: datetime | date | None = None,
     until: datetime | date | None = None,
     user: str | None = None,
+    team: str | None = None,
     purpose: str | None = None,
     case: str | None = None,
     pricer: Pricer | None = None,
 ) -> pd.DataFrame:
     """Calls, tokens and USD grouped by ``by`` (any of ``DIMENSIONS``; periods are UTC).
 
-    ``cost_usd`` sums the calls whose price is known; ``unknown_cost_calls``
-    counts the others (their cost is unknown, not zero). ``uncached_cost_usd``
-    prices the same calls with nothing cached and ``saved_usd`` is the
-    difference: what prompt caching saved (negative when writes cost more than
-    the reads saved). The figures equal the
-    per-call ``costs`` view summed, but are computed faster: prices are linear
-    within a (price period, input-token tier), so the calls are first summed
-    per model, backend, period and tier — cheap integer keys — and only those
-    few sums are joined with the ``model_prices`` table. (Plain input, ``input -
-    cache_read - cache_write``, is clamped at 0 per group rather than per call:
-    the two differ only for rows that break the usage convention.)
+    ``cost_usd`` sums the calls whose price is known; ``unknown_cost_calls`` counts the
+    others (their cost is unknown, not zero). ``uncached_cost_usd`` prices the same calls
+    with nothing cached and ``saved_usd`` is the difference: what prompt caching saved
+    (negative when writes cost more than the reads saved).
     """
+    import numpy as np
+    import pandas as pd
+
     dims = _dims(by)
     store = store if store is not None else TranscriptStore()
-    cur = store.cursor()
-    ensure_prices(cur)
-    needs_sessions = bool(set(dims) & _NEEDS_SESSIONS) or any(v is not None for v in (user, purpose, case))
-    where, params = ["TRUE"], []
-    for clause, value in (
-        ("u.created_at >= ?", _as_time(since)),
-        ("u.created_at < ?", _as_time(until)),
-        ('u."user" = ?', user),
-        ("u.purpose = ?", purpose),
-        ("u.case_id = ?", case),
-    ):
-        if value is not None:
-            where.append(clause)
-            params.append(value)
-    usage_sql = _usage_sql(cur, with_sessions=needs_sessions)
-
-    breaks = price_breaks(cur)
-    _sum_calls(cur, dims, usage_sql, where, params, breaks)
-    # models seen for the first time are looked up now (rarely); new price
-    # breakpoints mean the sums must be cut again
-    new = cur.execute(
-        "SELECT DISTINCT model, backend FROM _lab_costs_sums a WHERE model IS NOT NULL AND NOT EXISTS "
-        "(SELECT 1 FROM model_prices p WHERE p.model_id = a.model AND p.backend IS NOT DISTINCT FROM a.backend) "
-        "AND NOT EXISTS (SELECT 1 FROM model_prices_unknown q WHERE q.model_id = a.model "
-        "AND q.backend IS NOT DISTINCT FROM a.backend)"
-    ).fetchall()
-    if new:
-        add_prices(cur, new, pricer)
-        if price_breaks(cur) != breaks:
-            breaks = price_breaks(cur)
-            _sum_calls(cur, dims, usage_sql, where, params, breaks)
-
-    changes, tiers = breaks
-    # a representative time and input size for each (period, tier) bucket
-    period_at = "".join(
-        f"WHEN a._period = {i + 1} THEN '{d.isoformat()}'::TIMESTAMPTZ " for i, d in enumerate(changes)
-    )
-    period_at = (
-        f"CASE {period_at}ELSE '1970-01-01'::TIMESTAMPTZ END" if changes else "'1970-01-01'::TIMESTAMPTZ"
-    )
-    tier_in = "".join(f"WHEN a._tier = {i + 1} THEN {t + 1} " for i, t in enumerate(tiers))
-    tier_in = f"CASE {tier_in}ELSE 0 END" if tiers else "0"
-    outer = [f'{_OUTER[d]} AS "{d}"' for d in dims]
-    group_outer = ", ".join(str(i + 1) for i in range(len(dims)))
-    sql = f"""
-        WITH priced AS (
-            SELECT a.*, p.model_id IS NOT NULL AS _known,
-                   {cost_sql("a", "p")} AS _cost, {cost_sql("a", "p", cached=False)} AS _uncached
-            FROM _lab_costs_sums a LEFT JOIN model_prices p
-              ON p.model_id = a.model AND p.backend IS NOT DISTINCT FROM a.backend
-             AND {applies_sql("p", period_at, tier_in)}
-        )
-        SELECT {"".join(f"{c}, " for c in outer)}
-               sum(calls)::BIGINT AS calls,
-               sum(input_tokens)::BIGINT AS input_tokens,
-               sum(output_tokens)::BIGINT AS output_tokens,
-               sum(cache_read_tokens)::BIGINT AS cache_read_tokens,
-               sum(cache_write_tokens)::BIGINT AS cache_write_tokens,
-               sum(CASE WHEN _known AND _reported > 0 THEN _cost END) AS cost_usd,
-               sum(CASE WHEN _known AND _reported > 0 THEN _uncached - _cost END) AS saved_usd,
-               sum(CASE WHEN _known AND _reported > 0 THEN _uncached END) AS uncached_cost_usd,
-               sum(CASE WHEN _known THEN calls - _reported ELSE calls END)::BIGINT AS unknown_cost_calls
-        FROM priced
-        {f"GROUP BY {group_outer} ORDER BY {group_outer}" if dims else ""}
-    """
-    df = cur.execute(sql).df()
-    cur.execute("DROP TABLE IF EXISTS _lab_costs_sums")
-    for col in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
-        df[col] = df[col].astype("Int64")
-    return df
-
-
-def _sum_calls(
-    cur: duckdb.DuckDBPyConnection,
-    dims: list[str],
-    usage_sql: str,
-    where: list[str],
-    params: list[Any],
-    breaks: tuple[list[datetime], list[int]],
-) -> None:
-    """Sum the calls per requested dimension, model, backend, price period and tier
-    into the temporary table ``_lab_costs_sums`` (sums as DOUBLE: exact far beyond
-    any token count, and much faster than DuckDB's 128-bit integer sums)."""
-    changes, tiers = breaks
-    # with a day (or finer) key the period follows from it; otherwise it is its own key
-    time_key = next((d for d in dims if d in ("hour", "day", "week", "month")), None)
-    if time_key is None or not changes:
-        period = (
-            " + ".join(f"(u.created_at >= '{d.isoformat()}'::TIMESTAMPTZ)::INTEGER" for d in changes) or "0"
-        )
-        period_key: str | None = f"{period} AS _period"
-        period_col = "_period"
+    pricer = pricer or DEFAULT_PRICER
+    sql_by = list(dict.fromkeys("day" if d in ("week", "month") else d for d in dims))
+    filters = {"since": _as_time(since), "until": _as_time(until), "user": user, "team": team,
+               "purpose": purpose, "case": case}  # fmt: skip
+    df, breaks = _sums(store, sql_by, filters, pricer)
+    columns = [*dims, "calls", *_SUMS, "cost_usd", "saved_usd", "uncached_cost_usd", "unknown_cost_calls"]
+    if df.empty:
+        return pd.DataFrame(columns=columns)
+    rates = _rate_columns(df, sql_by, breaks, pricer)
+    i, o, r, w = (df[c].astype("float64").fillna(0).to_numpy() for c in _SUMS)
+    known = ~np.isnan(rates[:, 0]) & (df["_reported"].to_numpy() > 0)
+    # Rate.cost over each group's sums: plain input clamped at 0, then each kind at its rate
+    cost = (
+        np.maximum(i - r - w, 0) * rates[:, 0] + r * rates[:, 2] + w * rates[:, 3] + o * rates[:, 1]
+    ) / 1e6
+    df["cost_usd"] = np.where(known, cost, np.nan)
+    df["uncached_cost_usd"] = np.where(known, (i * rates[:, 0] + o * rates[:, 1]) / 1e6, np.nan)
+    df["unknown_cost_calls"] = df["calls"] - np.where(np.isnan(rates[:, 0]), 0, df["_reported"])
+    for c in _SUMS:
+        df[c] = df[c].astype("float64")
+    _periods(df, dims)
+    summed = ("calls", "unknown_cost_calls", *_SUMS, "cost_usd", "uncached_cost_usd")
+    if dims:  # min_count=1: a group whose costs are all unknown stays unknown (NaN), never 0
+        out = df.groupby(dims, dropna=False, sort=True)[list(summed)].sum(min_count=1).reset_index()
     else:
-        per = 3600 if time_key == "hour" else 86400
-        cuts = " + ".join(f'("{time_key}" >= {int(d.timestamp()) // per})::INTEGER' for d in changes)
-        period_key, period_col = None, f"{cuts} AS _period"
-    tier = " + ".join(f"(coalesce(u.input_tokens, 0) > {t})::INTEGER" for t in tiers) or "0"
-    keys = [f'{_INNER[d]} AS "{d}"' for d in dims]
-    keys += [] if "model" in dims else ["u.model"]
-    keys += [] if "backend" in dims else ["u.backend"]
-    keys += [period_key] if period_key else []
-    keys += [f"{tier} AS _tier"]
-    inner = f"""
-        SELECT {", ".join(keys)},
-               count(*) AS calls,
-               sum(u.input_tokens::DOUBLE) AS input_tokens,
-               sum(u.output_tokens::DOUBLE) AS output_tokens,
-               sum(u.cache_read_tokens::DOUBLE) AS cache_read_tokens,
-               sum(u.cache_write_tokens::DOUBLE) AS cache_write_tokens,
-               count(coalesce(u.input_tokens, u.output_tokens)) AS _reported
-        FROM ({usage_sql}) u
-        WHERE {" AND ".join(where)}
-        GROUP BY ALL
-    """
-    extra = "" if period_key else f", {period_col}"
-    cur.execute(f"CREATE OR REPLACE TEMP TABLE _lab_costs_sums AS SELECT *{extra} FROM ({inner})", params)
+        out = pd.DataFrame([{c: _sum_known(df[c]) for c in summed}])
+    out["saved_usd"] = out["uncached_cost_usd"] - out["cost_usd"]
+    for d in dims:
+        if d not in TIME_KEYS and d not in ("week", "month"):  # a key the record left NULL stays None
+            out[d] = out[d].astype(object).where(out[d].notna(), None)
+    out = out[columns]
+    for col in _SUMS:
+        out[col] = out[col].round().astype("Int64")
+    for col in ("calls", "unknown_cost_calls"):
+        out[col] = out[col].astype("int64")
+    return out
 
 
 def _as_time(value: datetime | date | None) -> datetime | None:
@@ -316,24 +248,36 @@ def month_to_date(store: TranscriptStore, user: str, *, now: datetime | None = N
 def call_costs(
     store: TranscriptStore, *, session_id: str | None = None, pricer: Pricer | None = None
 ) -> pd.DataFrame:
-    """The ``costs`` view as a DataFrame, one row per call (optionally for one session)."""
-    create_views(store, pricer)
-    if session_id is None:
-        return store.cursor().execute("SELECT * FROM costs ORDER BY created_at, session_id, position").df()
-    return (
-        store.cursor()
-        .execute("SELECT * FROM costs WHERE session_id = ? ORDER BY position", [session_id])
-        .df()
-    )
+    """One row per call (optionally of one session), oldest first, priced at its own time and size."""
+    import pandas as pd
+
+    pricer = pricer or DEFAULT_PRICER
+    rows = store.usage_rows(session_ids=[session_id] if session_id is not None else None)
+    for r in rows:
+        r["model"] = r.pop("model_id")
+        usage = Usage(r["input_tokens"], r["output_tokens"], r["cache_read_tokens"], r["cache_write_tokens"])
+        rate = pricer.rate(r["model"], r["backend"], at=r["created_at"], input_tokens=r["input_tokens"] or 0)
+        r["unknown_price"] = None
+        if r["input_tokens"] is None and r["output_tokens"] is None:
+            r["unknown_price"] = "usage not reported"
+        elif rate is None:
+            r["unknown_price"] = f"no price known for {r['model'] or '?'} on {r['backend'] or '?'}"
+        known = r["unknown_price"] is None and rate is not None
+        r["cost_usd"] = rate.cost(usage) if known and rate else None
+        r["uncached_cost_usd"] = rate.cost(usage, cached=False) if known and rate else None
+        r["saved_usd"] = None if r["cost_usd"] is None else r["uncached_cost_usd"] - r["cost_usd"]
+    df = pd.DataFrame.from_records(rows)
+    for col in ("cost_usd", "uncached_cost_usd", "saved_usd"):
+        if col in df:
+            df[col] = df[col].astype("float64")
+    return df
 
 
 def budget_status(store: TranscriptStore, budget: Budget, users: Iterable[str] | None = None) -> pd.DataFrame:
     """Each user's spend and fill against ``budget`` (the same buckets the loop enforces),
     nearest to a cap first."""
     if users is None:
-        users = [
-            r[0] for r in store.cursor().execute('SELECT DISTINCT "user" FROM sessions ORDER BY 1').fetchall()
-        ]
+        users = store.users()
     rows = []
     for user in users:
         spent = budget.spent(user, store=store)

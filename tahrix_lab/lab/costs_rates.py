@@ -1,4 +1,8 @@
-"""The ``model_prices`` table the cost views join: the pricer's rate rows, copied once.
+"""The SQL views ``usage`` and ``costs`` in a DuckDB workspace, for analysts' own SQL, and
+the ``model_prices`` table they join: the pricer's rate rows, copied once.
+
+These views are a DuckDB convenience (``create_views``); the reports (``lab.costs``) ask the
+store, on either engine. On PostgreSQL the same figures come from ``costs``/``call_costs``.
 
 Pricing 10 million calls one by one in Python would take minutes, so the rows
 of ``Pricer.rates`` (genai-prices cut into linear pieces: one row per model,
@@ -19,7 +23,8 @@ from datetime import datetime
 import duckdb
 from genai_prices import __version__ as GENAI_PRICES_VERSION
 
-from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
+from tahrix_lab.agent.errors import ConfigurationError
+from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer, applies_sql, cost_sql
 from tahrix_lab.agent.store import TranscriptStore
 
 SOURCE = f"genai-prices {GENAI_PRICES_VERSION}"
@@ -40,6 +45,43 @@ CREATE TABLE IF NOT EXISTS model_prices (
 );
 CREATE TABLE IF NOT EXISTS model_prices_unknown (model_id VARCHAR, backend VARCHAR, source VARCHAR);
 """
+
+
+_KNOWN = "p.model_id IS NOT NULL AND (u.input_tokens IS NOT NULL OR u.output_tokens IS NOT NULL)"
+_NOTE_SQL = """
+CASE WHEN u.input_tokens IS NULL AND u.output_tokens IS NULL THEN 'usage not reported'
+     WHEN p.model_id IS NULL THEN 'no price known for ' || coalesce(u.model, '?') || ' on ' || coalesce(u.backend, '?')
+END
+"""
+_PRICE_JOIN = (
+    "LEFT JOIN model_prices p ON p.model_id = u.model AND p.backend IS NOT DISTINCT FROM u.backend AND "
+    + applies_sql("p", "u.created_at", "coalesce(u.input_tokens, 0)")
+)
+_USAGE_SQL = (
+    'SELECT s."user", s.team, m.session_id, s.purpose, c.case_id, m.position, m.created_at, '
+    "m.backend, m.model_id AS model, m.input_tokens, m.output_tokens, m.cache_read_tokens, "
+    "m.cache_write_tokens, m.reasoning_tokens, m.latency_ms, m.ttft_ms, m.stop_reason "
+    "FROM messages m JOIN sessions s ON s.id = m.session_id "
+    "LEFT JOIN session_cases c ON c.session_id = m.session_id WHERE m.role = 'assistant'"
+)
+
+
+def create_views(store: TranscriptStore, pricer: Pricer | None = None) -> None:
+    """(Re)create ``usage``, ``model_prices`` and ``costs`` in a DuckDB workspace."""
+    if store.engine != "duckdb":
+        raise ConfigurationError(
+            f"The SQL views are made in a DuckDB workspace; {store.path} is PostgreSQL: "
+            "use costs() or call_costs(), which work on both."
+        )
+    refresh_prices(store, pricer)
+    cur = store.cursor()
+    cur.execute(f"CREATE OR REPLACE VIEW usage AS {_USAGE_SQL}")
+    cur.execute(
+        "CREATE OR REPLACE VIEW costs AS SELECT *, uncached_cost_usd - cost_usd AS saved_usd FROM ("
+        f"SELECT u.*, CASE WHEN {_KNOWN} THEN {cost_sql('u', 'p')} END AS cost_usd, {_NOTE_SQL} AS unknown_price, "
+        f"CASE WHEN {_KNOWN} THEN {cost_sql('u', 'p', cached=False)} END AS uncached_cost_usd "
+        f"FROM usage u {_PRICE_JOIN})"
+    )
 
 
 def refresh_prices(store: TranscriptStore, pricer: Pricer | None = None, *, rebuild: bool = False) -> int:
@@ -109,4 +151,4 @@ def price_breaks(cur: duckdb.DuckDBPyConnection) -> tuple[list[datetime], list[i
     return changes, tiers
 
 
-__all__ = ["SOURCE", "add_prices", "ensure_prices", "price_breaks", "refresh_prices"]
+__all__ = ["SOURCE", "add_prices", "create_views", "ensure_prices", "price_breaks", "refresh_prices"]

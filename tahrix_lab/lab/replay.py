@@ -176,37 +176,13 @@ class RecordedTools:
         return answer
 
 
-def case_link_table_exists(store: TranscriptStore) -> bool:
-    """Whether the case package's ``case_sessions`` table is in this database."""
-    has = (
-        store.cursor()
-        .execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'case_sessions' "
-            "AND table_schema = current_schema()"
-        )
-        .fetchone()
-    )
-    return bool(has and has[0])
-
-
 def copy_case_link(store: TranscriptStore, original_id: str, new_id: str) -> bool:
-    """Copy the original's rows in the case package's ``case_sessions`` table, if it exists."""
-    if not case_link_table_exists(store):
+    """Link the replay to the original's case with the same grant (so the case tools see the
+    same case); ``False`` when the original works on no case."""
+    link = store.case_link(original_id)
+    if link is None:
         return False
-    cur = store.cursor()
-    columns = [
-        r[0]
-        for r in cur.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'case_sessions' "
-            "AND table_schema = current_schema() ORDER BY ordinal_position"
-        ).fetchall()
-    ]
-    select = ", ".join("?" if c == "session_id" else f'"{c}"' for c in columns)
-    names = ", ".join(f'"{c}"' for c in columns)
-    cur.execute(
-        f"INSERT INTO case_sessions ({names}) SELECT {select} FROM case_sessions WHERE session_id = ?",
-        [new_id, original_id],
-    )
+    store.link_case(new_id, link["case_id"], link["grant"], link["created_by"])
     return True
 
 

@@ -1,15 +1,20 @@
 """Export and import sessions as JSON Lines, losslessly and all-or-nothing.
 
 One line per session: ``{"format": "tahrix-session/1", "session": {...},
-"messages": [...], "case": {...}}`` using the transcript's own ``to_dict``
+"messages": [...], "turn_ends": [...], "case": {...}}`` using the transcript's own ``to_dict``
 forms, so every field (usage, stop reasons, tool inputs and results, reasoning
 signatures, media references, timings, timestamps to the microsecond)
 survives a round trip: an exported and re-imported session diffs as
-identical. ``case`` (when the case package linked the session) carries the
-session's rows of the case tables — its case link and grant
-(``case_sessions``), its audit entries (``audit_log``) and what it has seen
-(``case_session_seen``) — so a session moved between workspaces keeps its
-case, its costs by case and its history.
+identical. ``case`` (when the session works on a case) carries its case link
+and grant (``case_sessions``: from the record, so on either engine) and, from a
+DuckDB workspace, its rows of the case package's tables there — its audit
+entries (``audit_log``) and what it has seen (``case_session_seen``) — so a
+session moved between workspaces keeps its case, its costs by case and its
+history. Moving a workspace between engines: ``tahrix export`` from the DuckDB
+file, ``tahrix import`` with ``TAHRIX_DB=postgresql://…`` (and back). The record
+(sessions, messages, turn ends' messages, links, grants) moves whole; a record in
+PostgreSQL has no ``audit_log``/``case_session_seen`` table (they are the case
+workspace's), so their rows are counted as left out (``case_rows_left``).
 
 Import reads and checks every record first; one bad record (one line naming
 its line number and the field) and nothing is written. Then everything is
@@ -21,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import IO, Any, Literal
 
@@ -35,17 +40,22 @@ OnConflict = Literal["error", "skip"]
 # The case package's per-session tables, read and written by name so this module needs
 # no import of the case package (a workspace without it exports none).
 CASE_TABLES = ("case_sessions", "audit_log", "case_session_seen")
+LINK_TABLE = "case_sessions"  # the name the format keeps for the record's session-case link
+_EXTRA_TABLES = ("audit_log", "case_session_seen")
 _MAX_ERRORS = 20
 
 
 def _tables(store: TranscriptStore) -> dict[str, dict[str, str]]:
-    """The case tables present in the store: table → column → DuckDB type."""
+    """The case package's per-session tables in a DuckDB workspace beside the record:
+    table → column → DuckDB type (none on PostgreSQL)."""
+    if store.engine != "duckdb":
+        return {}
     rows = (
         store.cursor()
         .execute(
             "SELECT table_name, column_name, data_type FROM information_schema.columns "
             "WHERE table_name IN ? AND table_schema = current_schema() ORDER BY table_name, ordinal_position",
-            [list(CASE_TABLES)],
+            [list(_EXTRA_TABLES)],
         )
         .fetchall()
     )
@@ -89,7 +99,13 @@ def session_record(
         "session": session.to_dict(),
         "messages": [m.to_dict() for m in store.load_messages(session_id)],
     }
+    ends = store.load_turn_ends(session_id)
+    if ends:
+        record["turn_ends"] = ends
     case = _case_rows(store, session_id, _tables(store) if tables is None else tables)
+    link = store.case_link(session_id)
+    if link is not None:
+        case[LINK_TABLE] = [{k: _plain(v, "") for k, v in link.items()}]
     if case:
         record["case"] = case
     return record
@@ -117,6 +133,7 @@ class Record:
     session: Session
     messages: list[Message]
     case: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    turn_ends: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ImportRefused(ConfigurationError):
@@ -196,7 +213,13 @@ def _check(number: int, record: Any) -> tuple[Record | None, str | None]:
             return bad(f"messages[{i}]", f"malformed ({exc})")
         msg.session_id = session.id
         out.append(msg)
-    return Record(number, session, out, case), None
+    ends = record.get("turn_ends", [])
+    names = {"position", "stop_reason", "error_kind", "error_message"}
+    if not isinstance(ends, list) or not all(
+        isinstance(e, dict) and set(e) <= names and isinstance(e.get("position"), int) for e in ends
+    ):
+        return bad("turn_ends", "must be a list of {position, stop_reason, error_kind, error_message}")
+    return Record(number, session, out, case, [{**e, "session_id": session.id} for e in ends]), None
 
 
 def read_records(lines: Iterable[str], *, source: str = "the input") -> list[Record]:
@@ -237,6 +260,7 @@ class ImportReport:
     imported: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     case_rows: int = 0  # rows of the case tables (links, grants, audit entries) written
+    case_rows_left: int = 0  # rows of case tables the target has none of (audit entries into PostgreSQL)
     missing_cases: list[str] = field(default_factory=list)  # linked cases not loaded here
 
 
@@ -251,14 +275,9 @@ def import_sessions(
     input) is an error, or skipped with ``on_conflict="skip"``."""
     records = read_records(lines, source=source)
     report = ImportReport()
-    with store.connection.write() as cur:  # one transaction: every check sees what is written
+    with store.transaction():  # one transaction: every check sees what is written
         tables = _tables(store)
-        known = {
-            r[0]
-            for r in cur.execute(
-                "SELECT id FROM sessions WHERE id IN ?", [[r.session.id for r in records]]
-            ).fetchall()
-        }
+        known = store.existing_session_ids([r.session.id for r in records])
         problems: list[str] = []
         todo: list[Record] = []
         for r in records:
@@ -271,47 +290,75 @@ def import_sessions(
                     "(use --skip-existing to leave it as it is)"
                 )
                 continue
-            missing = [t for t in r.case if t not in tables]
-            if missing:
-                problems.append(f"line {r.line}: case: this workspace has no {', '.join(missing)} table")
+            links = r.case.get(LINK_TABLE, [])
+            if len(links) > 1 or any(row.get("session_id", r.session.id) != r.session.id for row in links):
+                problems.append(f"line {r.line}: case.{LINK_TABLE}: one link, of this session, at most")
+                continue
+            if any(not isinstance(row.get("case_id"), str) for row in links):
+                problems.append(f"line {r.line}: case.{LINK_TABLE}.case_id: missing, or not a string")
                 continue
             known.add(r.session.id)
             todo.append(r)
         if problems:
             raise ImportRefused(source, problems, len(records))
+        links = [_link(r.session.id, row) for r in todo for row in r.case.get(LINK_TABLE, [])]
+        report.case_rows += len(links)
         for r in todo:
             for table, rows in r.case.items():
-                columns = tables[table]
-                for row in rows:
-                    names = [n for n in row if n in columns]
-                    values = [
-                        json.dumps(row[n]) if columns[n] == "JSON" and row[n] is not None else row[n]
-                        for n in names
-                    ]
-                    cur.execute(
-                        f"INSERT INTO {table} ({', '.join(_ident(n) for n in names)}) "
-                        f"VALUES ({', '.join(['?'] * len(names))})",
-                        values,
-                    )
-                    report.case_rows += 1
-        store.import_sessions([(r.session, r.messages) for r in todo])  # after the case rows: a
-        report.imported = [r.session.id for r in todo]  # failure there leaves no cached positions
-        if "case_sessions" in tables and _has_table(cur, "cases"):
-            linked = sorted(
-                {
-                    row["case_id"]
-                    for r in todo
-                    for row in r.case.get("case_sessions", [])
-                    if row.get("case_id")
-                }
-            )
-            if linked:
-                have = {
-                    c[0]
-                    for c in cur.execute("SELECT case_id FROM cases WHERE case_id IN ?", [linked]).fetchall()
-                }
-                report.missing_cases = [c for c in linked if c not in have]
+                if table == LINK_TABLE:
+                    continue
+                if table not in tables:
+                    report.case_rows_left += len(rows)
+                    continue
+                report.case_rows += _write_rows(store, table, tables[table], rows)
+        store.import_sessions(
+            [(r.session, r.messages) for r in todo], links, [end for r in todo for end in r.turn_ends]
+        )
+        report.imported = [r.session.id for r in todo]
+        linked = sorted({link["case_id"] for link in links})
+        if linked and store.engine == "duckdb" and _has_table(store.cursor(), "cases"):
+            have = {
+                c[0]
+                for c in store.cursor()
+                .execute("SELECT case_id FROM cases WHERE case_id IN ?", [linked])
+                .fetchall()
+            }
+            report.missing_cases = [c for c in linked if c not in have]
     return report
+
+
+def _link(session_id: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A link row as exported (ISO times; naive ones are UTC, as older workspaces wrote them)."""
+
+    def when(value: Any) -> datetime | None:
+        if value is None:
+            return None
+        at = datetime.fromisoformat(value) if isinstance(value, str) else value
+        return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+    grant = row.get("grant") or {}
+    return {
+        "session_id": session_id, "case_id": row["case_id"],
+        "grant": json.loads(grant) if isinstance(grant, str) else grant, "created_by": row.get("created_by"),
+        "created_at": when(row.get("created_at")) or datetime.now(UTC), "updated_at": when(row.get("updated_at")),
+    }  # fmt: skip
+
+
+def _write_rows(
+    store: TranscriptStore, table: str, columns: dict[str, str], rows: list[dict[str, Any]]
+) -> int:
+    """Rows of one of the case package's tables in a DuckDB workspace, as exported."""
+    cur = store.cursor()
+    for row in rows:
+        names = [n for n in row if n in columns]
+        values = [
+            json.dumps(row[n]) if columns[n] == "JSON" and row[n] is not None else row[n] for n in names
+        ]
+        cur.execute(
+            f"INSERT INTO {table} ({', '.join(_ident(n) for n in names)}) VALUES ({', '.join(['?'] * len(names))})",
+            values,
+        )
+    return len(rows)
 
 
 def _ident(name: str) -> str:

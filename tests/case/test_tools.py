@@ -140,6 +140,8 @@ def test_screen_exposure_respects_validity(
         "SELECT * FROM sessions",
         "SELECT * FROM parts",
         "SELECT * FROM case_sessions",
+        "SELECT * FROM session_cases",
+        "SELECT * FROM usage_daily",
         "SELECT * FROM duckdb_tables()",
         "SELECT getenv('HOME')",
         "SELECT * FROM glob('/tmp/*')",

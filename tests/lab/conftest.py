@@ -20,6 +20,9 @@ from tahrix_lab.agent import FakeBackend, ToolRegistry, TranscriptStore  # noqa:
 from tahrix_lab.agent.backends.fake import reasoning, text, tool_call  # noqa: E402
 from tahrix_lab.agent.transcript import Session  # noqa: E402
 
+# a real PostgreSQL server for the tests that run on both engines (costs, moving a workspace)
+from tests.agent.storage.conftest import pg_server, pg_url, store_target  # noqa: E402, F401
+
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[TranscriptStore]:

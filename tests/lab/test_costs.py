@@ -1,7 +1,9 @@
-"""Costs: the usage/costs views and the DataFrame helpers, checked against genai-prices."""
+"""Costs: the DataFrame helpers on both engines (and DuckDB's SQL views), checked against
+genai-prices."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -50,6 +52,14 @@ def genai(model: str, usage: Usage, at: datetime, provider: str | None = None) -
         kw["cache_write_tokens"] = usage.cache_write_tokens
     result = calc_price(PriceUsage(**kw), model_ref=model, provider_id=provider, genai_request_timestamp=at)
     return float(Decimal(result.total_price))
+
+
+@pytest.fixture
+def store(store_target: str) -> Iterator[TranscriptStore]:
+    """Every test here runs on a DuckDB file and on a real PostgreSQL server."""
+    s = TranscriptStore(store_target)
+    yield s
+    s.close()
 
 
 @pytest.fixture
@@ -171,23 +181,41 @@ def test_tiered_prices_apply_to_the_whole_call(store: TranscriptStore) -> None:
     assert len(Pricer().rates("claude-sonnet-4-5", "openai")) == 2
 
 
-def test_usage_view_links_cases_when_the_case_package_table_exists(
+def test_costs_by_case_user_team_follow_the_records_links(
     store: TranscriptStore, filled: dict[str, str]
 ) -> None:
-    create_views(store)
-    cur = store.cursor()
-    assert cur.execute("SELECT count(*) FROM usage WHERE case_id IS NOT NULL").fetchone() == (0,)
-    cur.execute("CREATE TABLE case_sessions (case_id VARCHAR, session_id VARCHAR)")
-    cur.execute("INSERT INTO case_sessions VALUES ('case-1', ?)", [filled["ana"]])
-    create_views(store)
-    rows = cur.execute('SELECT DISTINCT "user", case_id FROM usage ORDER BY 1').fetchall()
-    assert rows == [("ana", "case-1"), ("bob", None)]
+    assert costs_by_case(store)["case"].tolist() == [None]
+    store.link_case(filled["ana"], "case-1", {"may_write": True}, "ana")
     by_case = costs_by_case(store)
     assert by_case.loc[0, "case"] == "case-1" and by_case.loc[0, "calls"] == 2
     assert costs(store, by="model", case="case-1")["calls"].sum() == 2
-    # the views answer ad-hoc SQL
+    assert call_costs(store, session_id=filled["ana"])["case_id"].tolist() == ["case-1", "case-1"]
+    team = store.create_session(user="cy", team="red")
+    call(store, team.id, "gpt-4o", "openai", T1, Usage(1_000, 100))
+    by_team = costs(store, by="team,user")
+    pairs = [
+        (t if isinstance(t, str) else None, u) for t, u in zip(by_team["team"], by_team["user"], strict=True)
+    ]
+    assert pairs == [("red", "cy"), (None, "ana"), (None, "bob")]
+    assert costs(store, by=(), team="red")["calls"].tolist() == [1]
+
+
+def test_sql_views_in_a_duckdb_workspace(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path / "v.duckdb")
+    s = store.create_session(user="ana")
+    store.link_case(s.id, "case-1", {}, "ana")
+    call(store, s.id, "gpt-4o", "openai", T1, Usage(1_000, 100))
+    create_views(store)
+    cur = store.cursor()
+    assert cur.execute('SELECT DISTINCT "user", case_id FROM usage').fetchall() == [("ana", "case-1")]
     total = cur.execute("SELECT sum(cost_usd) FROM costs").fetchone()
     assert total is not None and total[0] == pytest.approx(costs(store, by=())["cost_usd"].iloc[0])
+    store.close()
+
+
+def test_sql_views_on_postgresql_are_a_calm_error(pg_url: str) -> None:
+    with pytest.raises(ConfigurationError, match="DuckDB workspace"):
+        create_views(TranscriptStore(pg_url))
 
 
 def test_budget_status_orders_users_nearest_their_cap(store: TranscriptStore) -> None:

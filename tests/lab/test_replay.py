@@ -134,16 +134,13 @@ def test_replay_that_fails_half_way_keeps_what_it_produced(
 
 
 def test_replay_copies_the_case_link(store: TranscriptStore, original: Session) -> None:
-    cur = store.cursor()
-    cur.execute("CREATE TABLE case_sessions (case_id VARCHAR, session_id VARCHAR, linked_by VARCHAR)")
-    cur.execute("INSERT INTO case_sessions VALUES ('case-7', ?, 'ana')", [original.id])
+    store.link_case(original.id, "case-7", {"may_write": False}, "ana")
     result = replay(
         original.id, backend=FakeBackend([[text("a")], [text("b")]]), model="m", tools="recorded", store=store
     )
-    rows = cur.execute(
-        "SELECT case_id, linked_by FROM case_sessions WHERE session_id = ?", [result.session_id]
-    ).fetchall()
-    assert rows == [("case-7", "ana")]
+    link = store.case_link(result.session_id)
+    assert link is not None
+    assert (link["case_id"], link["grant"], link["created_by"]) == ("case-7", {"may_write": False}, "ana")
 
 
 def test_replay_many_with_a_progress_bar(store: TranscriptStore, original: Session) -> None:

@@ -2,9 +2,13 @@
 
 - ``interface``: the store the loop, the budget and the surfaces see.
 - ``target``: a DuckDB path or a PostgreSQL URL, told apart in one place; ``redacted``.
-- ``duckdb_store`` (with ``duck``, ``leased_cursor``, ``file_locks``, ``group_commit``,
-  ``schema``): the record in one DuckDB file, shared by the processes of one host.
-- ``postgres`` (with ``pg_schema``): the record in PostgreSQL, shared by a team.
+- ``duckdb_store`` (with ``duckdb_reports``, ``duck``, ``leased_cursor``, ``file_locks``,
+  ``group_commit``, ``schema``): the record in one DuckDB file, shared by the processes of
+  one host.
+- ``postgres`` (with ``pg_reports``, ``pg_pool``, ``pg_schema``): the record in PostgreSQL,
+  shared by a team.
+- ``usage_sql``: the cost query's grouped sums, in each engine's SQL (and PostgreSQL's
+  ``usage_daily`` rollup).
 - ``migrations``: named, append-only migrations with a tracking table, for both.
 """
 

@@ -21,12 +21,21 @@ import duckdb
 
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.storage.duck import Database
+from tahrix_lab.agent.storage.duckdb_reports import LINK_SQL, DuckDBReports
 from tahrix_lab.agent.storage.group_commit import GroupCommit
-from tahrix_lab.agent.storage.interface import LedgerRow, TranscriptStore, message_from_row
+from tahrix_lab.agent.storage.interface import (
+    LINK_COLUMNS,
+    CaseLink,
+    LedgerRow,
+    TranscriptStore,
+    message_from_row,
+)
 from tahrix_lab.agent.storage.migrations import apply_migrations
 from tahrix_lab.agent.storage.schema import INSERT_MESSAGE, MESSAGE_COLUMNS, MIGRATIONS, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target
 from tahrix_lab.agent.transcript import Message, Session, Usage
+
+_TURN_END_COLUMNS = "session_id, position, stop_reason, error_kind, error_message"
 
 __all__ = ["DuckDBStore"]
 
@@ -35,7 +44,7 @@ def _call(write: Callable[[], None]) -> None:
     write()
 
 
-class DuckDBStore(TranscriptStore, engine="duckdb"):
+class DuckDBStore(DuckDBReports, TranscriptStore, engine="duckdb"):
     """Sessions, messages and parts in one DuckDB database.
 
     ``path`` defaults to ``$TAHRIX_DB`` or ``tahrix.duckdb`` in the working
@@ -134,16 +143,21 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
         title: str | None = None,
         replay_of: str | None = None,
         session: Session | None = None,
+        team: str | None = None,
     ) -> Session:
         s = session or Session(
             user=user, purpose=purpose, system_prompt=system_prompt, title=title, replay_of=replay_of
         )
-        row = [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title]
+        if team is not None:
+            s.team = team
+        row = [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title, s.team]
         with self._db.write() as cur:
             if self._held is not None:
                 self._held[0].append(row)
             else:
-                cur.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+                cur.execute(
+                    f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row
+                )
             if session is None:  # an id made here has no messages anywhere: no look needed
                 self._positions[s.id] = 0
         return s
@@ -151,11 +165,7 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
     def get_session(self, session_id: str) -> Session:
         row = (
             self.cursor()
-            .execute(
-                'SELECT id, "user", purpose, status, system_prompt, created_at, replay_of, title '
-                "FROM sessions WHERE id = ?",
-                [session_id],
-            )
+            .execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", [session_id])
             .fetchone()
         )
         if row is None:
@@ -197,8 +207,7 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
                 where.append(clause)
                 params.append(value)
         sql = (
-            'SELECT id, "user", purpose, status, system_prompt, created_at, replay_of, title FROM sessions '
-            f"WHERE {' AND '.join(where)} ORDER BY created_at DESC, id"
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} ORDER BY created_at DESC, id"
         )
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
@@ -304,27 +313,6 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-    def usage_rows(self, user: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
-        """One row per model call (assistant message): who, when, which model, tokens."""
-        where: list[str] = ["m.role = 'assistant'"]
-        params: list[Any] = []
-        if user is not None:
-            where.append('s."user" = ?')
-            params.append(user)
-        if since is not None:
-            where.append("m.created_at >= ?")
-            params.append(since)
-        cur = self.cursor().execute(
-            'SELECT s."user", m.session_id, s.purpose, m.position, m.created_at, m.backend, m.model_id, '
-            "m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_write_tokens, m.reasoning_tokens, "
-            "m.latency_ms, m.ttft_ms, m.stop_reason "
-            f"FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {' AND '.join(where)} "
-            "ORDER BY m.created_at",
-            params,
-        )
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
     def ledger_calls(self, *, after_seq: int | None, since: datetime) -> tuple[list[LedgerRow], int]:
         with self._db.lease():  # one attach for both reads
             cur = self.cursor()
@@ -356,17 +344,34 @@ class DuckDBStore(TranscriptStore, engine="duckdb"):
         with self._db.write() as cur:
             cur.execute("DELETE FROM messages WHERE session_id = ?", [session_id])
             cur.execute("DELETE FROM turn_ends WHERE session_id = ?", [session_id])
+            cur.execute("DELETE FROM session_cases WHERE session_id = ?", [session_id])
             cur.execute("DELETE FROM sessions WHERE id = ?", [session_id])
             self._positions.pop(session_id, None)
 
-    def import_sessions(self, items: Sequence[tuple[Session, Sequence[Message]]]) -> None:
+    def import_sessions(
+        self,
+        items: Sequence[tuple[Session, Sequence[Message]]],
+        links: Sequence[CaseLink] = (),
+        turn_ends: Sequence[dict[str, Any]] = (),
+    ) -> None:
         """Write whole sessions in one transaction: all of them or, on any error, none."""
         try:
-            with self._db.write():
+            with self._db.write() as cur:
                 for session, messages in items:
                     self.create_session(session=session)
                     for m in messages:
                         self.append_message(session.id, m)
+                for link in links:
+                    cur.execute(
+                        f"INSERT INTO session_cases ({', '.join(LINK_SQL)}) VALUES (?, ?, ?, ?, ?, ?)",
+                        [*(link.get(k) for k in LINK_COLUMNS[:2]), json.dumps(link["grant"]),
+                         *(link.get(k) for k in LINK_COLUMNS[3:])],
+                    )  # fmt: skip
+                for end in turn_ends:
+                    cur.execute(
+                        f"INSERT INTO turn_ends ({_TURN_END_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+                        [end.get(k) for k in _TURN_END_COLUMNS.split(", ")],
+                    )
         except BaseException:
             for session, _ in items:
                 self._positions.pop(session.id, None)
@@ -383,4 +388,5 @@ def _session_from_row(row: tuple[Any, ...]) -> Session:
         created_at=row[5],
         replay_of=row[6],
         title=row[7],
+        team=row[8],
     )

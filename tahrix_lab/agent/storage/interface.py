@@ -33,6 +33,22 @@ if TYPE_CHECKING:
 # One model call as the budget's ledger reads it: session id, position, created_at,
 # model id, backend, input, output, cache read, cache write tokens, and the seq it was
 # written in (commit order, across processes).
+# A session's link to a case: session_id, case_id, grant (a dict), created_by, created_at,
+# updated_at.
+CaseLink = dict[str, Any]
+LINK_COLUMNS = ("session_id", "case_id", "grant", "created_by", "created_at", "updated_at")
+USAGE_COLUMNS = (
+    "user", "team", "session_id", "purpose", "case_id", "position", "created_at", "backend", "model_id",
+    "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
+    "latency_ms", "ttft_ms", "stop_reason",
+)  # fmt: skip
+USAGE_SQL = (
+    's."user", s.team, m.session_id, s.purpose, c.case_id, m.position, m.created_at, m.backend, m.model_id, '
+    "m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_write_tokens, m.reasoning_tokens, "
+    "m.latency_ms, m.ttft_ms, m.stop_reason FROM messages m JOIN sessions s ON s.id = m.session_id "
+    "LEFT JOIN session_cases c ON c.session_id = m.session_id"
+)
+
 LedgerRow = tuple[
     str, int, datetime, str | None, str | None, int | None, int | None, int | None, int | None, int
 ]
@@ -115,7 +131,9 @@ class TranscriptStore:
         title: str | None = None,
         replay_of: str | None = None,
         session: Session | None = None,
+        team: str | None = None,
     ) -> Session:
+        """A new session (``team`` defaults to ``$TAHRIX_TEAM``), or ``session`` written as it is."""
         raise NotImplementedError
 
     def get_session(self, session_id: str) -> Session:
@@ -175,13 +193,76 @@ class TranscriptStore:
         """How each turn ended, in order: ``{position, stop_reason, error_kind, error_message}``."""
         raise NotImplementedError
 
-    def import_sessions(self, items: Sequence[tuple[Session, Sequence[Message]]]) -> None:
-        """Write whole sessions in one transaction: all of them or, on any error, none."""
+    def import_sessions(
+        self,
+        items: Sequence[tuple[Session, Sequence[Message]]],
+        links: Sequence[CaseLink] = (),
+        turn_ends: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Write whole sessions (with their case links and turn ends: ``{session_id, position,
+        stop_reason, error_kind, error_message}``) in one transaction: all of them or, on any
+        error, none."""
+        raise NotImplementedError
+
+    def existing_session_ids(self, session_ids: Sequence[str]) -> set[str]:
+        """Those of the given session ids that are stored."""
+        raise NotImplementedError
+
+    # -- session-case links ----------------------------------------------
+    def link_case(
+        self, session_id: str, case_id: str, grant: dict[str, Any], created_by: str | None = None
+    ) -> None:
+        """Link a session to the case it works on, with the assistant's grant (once per session)."""
+        raise NotImplementedError
+
+    def case_link(self, session_id: str) -> CaseLink | None:
+        """The session's link, or ``None`` when it works on no case."""
+        found = self.case_links(session_ids=[session_id])
+        return found[0] if found else None
+
+    def set_case_grant(self, session_id: str, grant: dict[str, Any]) -> None:
+        """Change a linked session's grant."""
+        raise NotImplementedError
+
+    def case_links(
+        self, *, case_id: str | None = None, session_ids: Sequence[str] | None = None
+    ) -> list[CaseLink]:
+        """Links of one case or of the given sessions (all when neither is given), oldest first."""
+        raise NotImplementedError
+
+    # -- reports -----------------------------------------------------------
+    def usage_sums(
+        self,
+        by: Sequence[str],
+        *,
+        changes: Sequence[datetime] = (),
+        tiers: Sequence[int] = (),
+        **filters: Any,
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Token sums of the model calls grouped, in the engine, by ``by`` plus model, backend,
+        price period and input-token tier (``usage_sql``); ``filters``: since, until, user,
+        team, purpose, case. Hours and days come back as whole hours or days since 1970.
+        Returns the column names and the rows (tuples: a DataFrame is made of them at once)."""
+        raise NotImplementedError
+
+    def users(self) -> list[str]:
+        """Every user with a session, sorted."""
+        raise NotImplementedError
+
+    def models_used(self) -> list[tuple[str, str | None]]:
+        """Every (model, backend) with a model call: whose price breaks cut the cost sums."""
         raise NotImplementedError
 
     # -- the ledger ------------------------------------------------------
-    def usage_rows(self, user: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
-        """One row per model call (assistant message): who, when, which model, tokens."""
+    def usage_rows(
+        self,
+        user: str | None = None,
+        since: datetime | None = None,
+        *,
+        session_ids: Sequence[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """One row per model call (assistant message), oldest first: who (user, team), the
+        session, its purpose and case, when, which model, tokens, latency, stop reason."""
         raise NotImplementedError
 
     def ledger_calls(self, *, after_seq: int | None, since: datetime) -> tuple[list[LedgerRow], int]:
@@ -193,6 +274,15 @@ class TranscriptStore:
     def session_users(self, session_ids: Sequence[str]) -> dict[str, str]:
         """Each given session's user."""
         raise NotImplementedError
+
+
+def link_from_row(r: Sequence[Any]) -> CaseLink:
+    """A ``session_cases`` row (``LINK_COLUMNS`` order) as a link; the grant arrives as JSON
+    text from DuckDB and parsed from PostgreSQL."""
+    link = dict(zip(LINK_COLUMNS, r, strict=True))
+    if isinstance(link["grant"], str):
+        link["grant"] = json.loads(link["grant"])
+    return link
 
 
 def message_from_row(r: Sequence[Any]) -> Message:

@@ -7,7 +7,7 @@ recorded in ``_migrations``; never edit one that has shipped — add a new one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,9 @@ from typing import Any
 class Migration:
     name: str
     sql: str
+    # Run after ``sql`` in the same transaction, given the cursor: a data step that
+    # depends on what is in the file (e.g. copying rows from a table that may not exist).
+    then: Callable[[Any], None] | None = None
 
 
 def applied_migrations(conn: Any, namespace: str) -> list[str]:
@@ -43,6 +46,8 @@ def apply_migrations(conn: Any, namespace: str, migrations: Sequence[Migration])
             cur.execute("BEGIN")
             try:
                 cur.execute(m.sql)
+                if m.then is not None:
+                    m.then(cur)
                 cur.execute("INSERT INTO _migrations (namespace, name) VALUES (?, ?)", [namespace, m.name])
             except BaseException:
                 cur.execute("ROLLBACK")

@@ -14,6 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from tahrix_lab.agent.storage.migrations import Migration
+from tahrix_lab.agent.storage.usage_sql import SIZE_LADDER
+
+
+def _plus(column: str) -> str:
+    """The rollup's sum of a nullable column: unknown only while every call's is unknown."""
+    return f"CASE WHEN u.{column} IS NULL THEN EXCLUDED.{column} ELSE u.{column} + coalesce(EXCLUDED.{column}, 0) END"
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -74,6 +81,79 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX turn_ends_session ON turn_ends (session_id, position);
         """,
     ),
+    Migration(
+        "0002_team_and_case_links",
+        # as DuckDB's 0004: a session's team, and the session-case links with their grants
+        """
+        ALTER TABLE sessions ADD COLUMN team TEXT;
+        CREATE TABLE session_cases (
+            session_id TEXT PRIMARY KEY,
+            case_id TEXT NOT NULL,
+            "grant" JSON NOT NULL,
+            created_by TEXT,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            updated_at TIMESTAMPTZ
+        );
+        CREATE INDEX session_cases_case ON session_cases (case_id);
+        """,
+    ),
+    Migration(
+        "0003_usage_daily",
+        # The cost queries' rollup (usage_sql.py): each session's calls summed per UTC day,
+        # model, backend and input-size class (how many thresholds of SIZE_LADDER, every tier
+        # threshold genai-prices uses, the call's input exceeds). Kept by a trigger in the
+        # statement that inserts the message, so it is always exactly the calls committed; a
+        # team's cost report reads it instead of every call. Rebuilt from the messages here.
+        f"""
+        CREATE TABLE usage_daily (
+            session_id TEXT NOT NULL,
+            day INTEGER NOT NULL,
+            model_id TEXT,
+            backend TEXT,
+            size_class SMALLINT NOT NULL,
+            calls BIGINT NOT NULL,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            cache_read_tokens BIGINT,
+            cache_write_tokens BIGINT,
+            reported BIGINT NOT NULL,
+            UNIQUE NULLS NOT DISTINCT (session_id, day, model_id, backend, size_class)
+        );
+        CREATE FUNCTION usage_size_class(n BIGINT) RETURNS SMALLINT IMMUTABLE LANGUAGE sql AS $$
+            SELECT ({" + ".join(f"(coalesce(n, 0) > {t})::INTEGER" for t in SIZE_LADDER)})::SMALLINT
+        $$;
+        CREATE FUNCTION usage_day(at TIMESTAMPTZ) RETURNS INTEGER IMMUTABLE LANGUAGE sql AS $$
+            SELECT floor(extract(epoch FROM at) / 86400)::INTEGER
+        $$;
+        CREATE FUNCTION usage_daily_add() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO usage_daily AS u VALUES (
+                NEW.session_id, usage_day(NEW.created_at), NEW.model_id, NEW.backend,
+                usage_size_class(NEW.input_tokens), 1, NEW.input_tokens, NEW.output_tokens,
+                NEW.cache_read_tokens, NEW.cache_write_tokens,
+                (NEW.input_tokens IS NOT NULL OR NEW.output_tokens IS NOT NULL)::INTEGER)
+            ON CONFLICT (session_id, day, model_id, backend, size_class) DO UPDATE SET
+                calls = u.calls + 1,
+                input_tokens = {_plus("input_tokens")},
+                output_tokens = {_plus("output_tokens")},
+                cache_read_tokens = {_plus("cache_read_tokens")},
+                cache_write_tokens = {_plus("cache_write_tokens")},
+                reported = u.reported + EXCLUDED.reported;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER usage_daily_add AFTER INSERT ON messages
+            FOR EACH ROW WHEN (NEW.role = 'assistant') EXECUTE FUNCTION usage_daily_add();
+        CREATE FUNCTION usage_daily_rebuild() RETURNS void LANGUAGE sql AS $$
+            DELETE FROM usage_daily;
+            INSERT INTO usage_daily
+            SELECT session_id, usage_day(created_at), model_id, backend, usage_size_class(input_tokens),
+                   count(*), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens),
+                   sum(cache_write_tokens), count(coalesce(input_tokens, output_tokens))
+            FROM messages WHERE role = 'assistant' GROUP BY 1, 2, 3, 4, 5;
+        $$;
+        SELECT usage_daily_rebuild();
+        """,
+    ),
 )
 
 MESSAGE_COLUMNS = (
@@ -81,7 +161,7 @@ MESSAGE_COLUMNS = (
     "input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, "
     "tools_offered, latency_ms, ttft_ms, parts"
 )
-SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title'
+SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title, team'
 # Any fixed number: every message insert takes this transaction-level lock, so seq is
 # handed out in commit order (see the module docstring).
 SEQ_LOCK = 0x7A1A_5E01
@@ -115,6 +195,8 @@ def migrate(conn: Any, namespace: str, migrations: Sequence[Migration]) -> list[
                 continue
             with conn.transaction():
                 conn.execute(m.sql)
+                if m.then is not None:
+                    m.then(conn)
                 conn.execute("INSERT INTO _migrations (namespace, name) VALUES (%s, %s)", [namespace, m.name])
             ran.append(m.name)
         return ran

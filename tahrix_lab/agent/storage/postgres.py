@@ -26,8 +26,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.storage.interface import LedgerRow, TranscriptStore, message_from_row
+from tahrix_lab.agent.storage.interface import (
+    LINK_COLUMNS,
+    CaseLink,
+    LedgerRow,
+    TranscriptStore,
+    message_from_row,
+)
 from tahrix_lab.agent.storage.pg_pool import Pool
+from tahrix_lab.agent.storage.pg_reports import LINK_SQL, PostgresReports
 from tahrix_lab.agent.storage.pg_schema import MESSAGE_COLUMNS, SEQ_LOCK, SESSION_COLUMNS
 from tahrix_lab.agent.storage.target import default_target, engine_of, redacted, server_of
 from tahrix_lab.agent.transcript import Message, Session, Usage
@@ -36,11 +43,12 @@ if TYPE_CHECKING:
     import psycopg
 
 T = TypeVar("T")
+_TURN_END_COLUMNS = "session_id, position, stop_reason, error_kind, error_message"
 
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore(TranscriptStore, engine="postgresql"):
+class PostgresStore(PostgresReports, TranscriptStore, engine="postgresql"):
     """Sessions, messages, parts, turn ends and the usage ledger in PostgreSQL."""
 
     def __init__(
@@ -93,12 +101,15 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
         title: str | None = None,
         replay_of: str | None = None,
         session: Session | None = None,
+        team: str | None = None,
     ) -> Session:
         s = session or Session(
             user=user, purpose=purpose, system_prompt=system_prompt, title=title, replay_of=replay_of
         )
-        row = [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title]
-        insert = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+        if team is not None:
+            s.team = team
+        row = [s.id, s.user, s.purpose, s.status, s.system_prompt, s.created_at, s.replay_of, s.title, s.team]
+        insert = f"INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
         def write(conn: psycopg.Connection[Any], first: bool) -> None:
             # A retry may find the row its first try wrote: that is success, not a clash.
@@ -167,6 +178,8 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
                 for table, key in (
                     ("messages", "session_id"),
                     ("turn_ends", "session_id"),
+                    ("session_cases", "session_id"),
+                    ("usage_daily", "session_id"),
                     ("sessions", "id"),
                 ):
                     conn.execute(f"DELETE FROM {table} WHERE {key} = %s", [session_id])
@@ -251,37 +264,28 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
         names = ("position", "stop_reason", "error_kind", "error_message")
         return [dict(zip(names, row, strict=True)) for row in rows]
 
-    def import_sessions(self, items: Sequence[tuple[Session, Sequence[Message]]]) -> None:
+    def import_sessions(
+        self,
+        items: Sequence[tuple[Session, Sequence[Message]]],
+        links: Sequence[CaseLink] = (),
+        turn_ends: Sequence[dict[str, Any]] = (),
+    ) -> None:
         with self.transaction():
             for session, messages in items:
                 self.create_session(session=session)
                 for m in messages:
                     self.append_message(session.id, m)
-
-    # -- the ledger --------------------------------------------------------
-    def usage_rows(self, user: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
-        where: list[str] = ["m.role = 'assistant'"]
-        params: list[Any] = []
-        if user is not None:
-            where.append('s."user" = %s')
-            params.append(user)
-        if since is not None:
-            where.append("m.created_at >= %s")
-            params.append(since)
-        names = (
-            "user", "session_id", "purpose", "position", "created_at", "backend", "model_id", "input_tokens",
-            "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "latency_ms",
-            "ttft_ms", "stop_reason",
-        )  # fmt: skip
-        rows = self._rows(
-            'SELECT s."user", m.session_id, s.purpose, m.position, m.created_at, m.backend, m.model_id, '
-            "m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_write_tokens, m.reasoning_tokens, "
-            "m.latency_ms, m.ttft_ms, m.stop_reason "
-            f"FROM messages m JOIN sessions s ON s.id = m.session_id WHERE {' AND '.join(where)} "
-            "ORDER BY m.created_at",
-            params,
-        )
-        return [dict(zip(names, row, strict=True)) for row in rows]
+            for link in links:
+                self._rows_written(
+                    f"INSERT INTO session_cases ({LINK_SQL}) VALUES (%s, %s, %s, %s, %s, %s)",
+                    [*(link.get(k) for k in LINK_COLUMNS[:2]), json.dumps(link["grant"]),
+                     *(link.get(k) for k in LINK_COLUMNS[3:])],
+                )  # fmt: skip
+            for end in turn_ends:
+                self._rows_written(
+                    f"INSERT INTO turn_ends (write_id, {_TURN_END_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+                    [uuid.uuid4(), *(end.get(k) for k in _TURN_END_COLUMNS.split(", "))],
+                )
 
     def ledger_calls(self, *, after_seq: int | None, since: datetime) -> tuple[list[LedgerRow], int]:
         columns = (
@@ -316,5 +320,5 @@ class PostgresStore(TranscriptStore, engine="postgresql"):
 
 
 def _session(row: tuple[Any, ...]) -> Session:
-    names = ("id", "user", "purpose", "status", "system_prompt", "created_at", "replay_of", "title")
+    names = ("id", "user", "purpose", "status", "system_prompt", "created_at", "replay_of", "title", "team")
     return Session(**dict(zip(names, row, strict=True)))

@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tahrix_lab.agent.storage.migrations import Migration
+
+
+def _copy_case_sessions(cur: Any) -> None:
+    """Keep the links of a workspace made before 0004: the case package's ``case_sessions``
+    rows (naive UTC timestamps) move into the record's ``session_cases``."""
+    found = cur.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'case_sessions' "
+        "AND table_schema = current_schema()"
+    ).fetchone()
+    if found and found[0]:
+        cur.execute(
+            'INSERT INTO session_cases (session_id, case_id, "grant", created_by, created_at, updated_at) '
+            'SELECT session_id, CAST(case_id AS VARCHAR), "grant", created_by, '
+            "timezone('UTC', coalesce(created_at, current_timestamp::TIMESTAMP)), timezone('UTC', updated_at) "
+            "FROM case_sessions ON CONFLICT DO NOTHING"
+        )
+
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -79,6 +98,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE messages ADD COLUMN seq BIGINT DEFAULT nextval('message_seq');
         """,
     ),
+    Migration(
+        "0004_team_and_case_links",
+        # A session's team (team cost reports), and which case a session works on with the
+        # assistant's grant: part of the record, so costs by case and the case tools read
+        # it on either engine. Rows of the case package's older ``case_sessions`` are copied.
+        """
+        ALTER TABLE sessions ADD COLUMN team VARCHAR;
+        CREATE TABLE session_cases (
+            session_id VARCHAR PRIMARY KEY,
+            case_id VARCHAR NOT NULL,
+            "grant" JSON NOT NULL,
+            created_by VARCHAR,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+            updated_at TIMESTAMPTZ
+        );
+        """,
+        then=_copy_case_sessions,
+    ),
 )
 
 MESSAGE_COLUMNS = (
@@ -87,4 +124,4 @@ MESSAGE_COLUMNS = (
     "tools_offered, latency_ms, ttft_ms, parts"
 )
 INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ({', '.join(['?'] * 17)})"
-SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title'
+SESSION_COLUMNS = 'id, "user", purpose, status, system_prompt, created_at, replay_of, title, team'

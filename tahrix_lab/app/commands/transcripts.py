@@ -49,11 +49,13 @@ def add_commands(sub: Any) -> None:
     p.add_argument(
         "--by",
         default="model,day",
-        help="comma-separated: model,backend,user,purpose,case,session,hour,day,week,month",
+        help="comma-separated: model,backend,user,team,purpose,case,session,hour,day,week,month",
     )
     p.add_argument("--since", type=_date, help="YYYY-MM-DD (UTC)")
     p.add_argument("--until", type=_date, help="YYYY-MM-DD (UTC), exclusive")
     p.add_argument("--user")
+    p.add_argument("--team", help="only this team's sessions (a session's team is $TAHRIX_TEAM when made)")
+    p.add_argument("--case", help="only the sessions linked to this case")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     p.add_argument("--json", action="store_true", help="one JSON object per line, for scripts")
     p.set_defaults(func=_costs)
@@ -114,16 +116,14 @@ def _session_costs(store: TranscriptStore, ids: Sequence[str]) -> dict[str, tupl
     if not ids:
         return {}
     # one read; the pricing runs after it, with the file let go
-    rows = store.connection.execute(
-        "SELECT session_id, model_id, backend, created_at, input_tokens, output_tokens, "
-        "cache_read_tokens, cache_write_tokens, reasoning_tokens FROM messages "
-        "WHERE role = 'assistant' AND list_contains(?, session_id)",
-        [list(ids)],
-    ).fetchall()
+    rows = store.usage_rows(session_ids=list(ids))
     per: dict[str, tuple[int, float | None]] = {}
-    for sid, model, backend, at, *tokens in rows:
+    for r in rows:
+        sid = r["session_id"]
         calls, total = per.get(sid, (0, None))
-        cost = DEFAULT_PRICER.price(model, Usage(*tokens), backend=backend, at=at)
+        tokens = Usage(r["input_tokens"], r["output_tokens"], r["cache_read_tokens"], r["cache_write_tokens"],
+                       r["reasoning_tokens"])  # fmt: skip
+        cost = DEFAULT_PRICER.price(r["model_id"], tokens, backend=r["backend"], at=r["created_at"])
         per[sid] = (calls + 1, total if cost is None else (total or 0.0) + cost)
     return per
 
@@ -294,17 +294,11 @@ def _replay(args: argparse.Namespace) -> int:
 def _case_tools(store: TranscriptStore, session_id: str, tools: str) -> dict[str, Any]:
     """For a live replay of a case's session: the case tools and the case context
     (the replay copies the case link, so the tools see the same case and grant)."""
-    if tools != "live":
+    if tools != "live" or store.case_link(session_id) is None:
         return {}
-    from tahrix_lab.lab.replay import case_link_table_exists
+    from tahrix_lab.app.case_service import workspace_for
 
-    if not case_link_table_exists(store):
-        return {}
-    from tahrix_lab.case.workspace import Workspace
-
-    ws = Workspace(store.path, connection=store.connection)
-    if ws.case_of(session_id) is None:
-        return {}
+    ws = workspace_for(store)
     return {"registry": ws.registry(), "context": ws.context_provider()}
 
 
@@ -331,7 +325,9 @@ def _costs(args: argparse.Namespace) -> int:
     from tahrix_lab.flow.textsafe import safe, shown
 
     store = _store()
-    df = _costs_frame(store, by=args.by, since=args.since, until=args.until, user=args.user)
+    df = _costs_frame(
+        store, by=args.by, since=args.since, until=args.until, user=args.user, team=args.team, case=args.case
+    )
     if args.json:
         _print_json([{str(k): _plain(v) for k, v in rec.items()} for rec in df.to_dict("records")])
         return 0
@@ -405,6 +401,11 @@ def _import(args: argparse.Namespace) -> int:
     print(
         f"Imported {len(report.imported)} sessions into {safe(store.path)}"
         + (f" with {report.case_rows} case rows (links, grants, audit entries)" if report.case_rows else "")
+        + (
+            f"; left out {report.case_rows_left} case rows this record has no table for"
+            if report.case_rows_left
+            else ""
+        )
         + (f"; skipped {len(report.skipped)} already there" if report.skipped else "")
         + "."
     )
