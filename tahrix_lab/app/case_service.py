@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tahrix_lab.agent.backends.fake import FakeBackend
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case.context import CaseContextProvider, Grant
-from tahrix_lab.case.investigator import ScriptedInvestigator
+from tahrix_lab.case.investigator import scripted_backend
 from tahrix_lab.case.tools import CASE_TOOLS
 from tahrix_lab.case.workspace import Workspace
 
@@ -48,9 +49,9 @@ class CaseIntegration:
     def registry(self) -> ToolRegistry:
         return CASE_TOOLS
 
-    def offline_backend(self) -> ScriptedInvestigator:
+    def offline_backend(self) -> FakeBackend:
         """With no provider configured, the service runs the demo's scripted investigation."""
-        return ScriptedInvestigator()
+        return scripted_backend()
 
 
 def case_integration(transcripts: TranscriptStore) -> Any:

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
     from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
     from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
-    from tahrix_lab.jobs.scripted import ScriptedBackend
     from tahrix_lab.jobs.settings import Settings
     from tahrix_lab.jobs.sse import sse_events
 from tahrix_lab.jobs.memory_store import MemoryJobStore
@@ -23,7 +22,6 @@ from tahrix_lab.jobs.redis_store import RedisJobStore
 _WHERE = {
     "Service": "api",
     "create_app": "api",
-    "ScriptedBackend": "scripted",
     "ChatIntegration": "domain",
     "JobIntegration": "domain",
     "JobRejected": "runner",
@@ -46,7 +44,6 @@ __all__ = [
     "JobStore",
     "MemoryJobStore",
     "RedisJobStore",
-    "ScriptedBackend",
     "Service",
     "Settings",
     "StoreUnavailable",

@@ -45,9 +45,9 @@ IntegrationFactory = Callable[[TranscriptStore], JobIntegration]
 def make_backend(settings: Settings) -> Backend:
     name = settings.backend_name
     if name == "fake":
-        from tahrix_lab.jobs.scripted import ScriptedBackend
+        from tahrix_lab.jobs.scripted import scripted_backend
 
-        return ScriptedBackend(settings.fake_script or "echo")
+        return scripted_backend(settings.fake_script or "echo")
     from tahrix_lab.agent.backends.registry import get_backend
 
     return get_backend(name)

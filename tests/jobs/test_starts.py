@@ -17,7 +17,7 @@ from tahrix_lab.jobs.domain import ChatIntegration
 from tahrix_lab.jobs.memory_store import MemoryJobStore
 from tahrix_lab.jobs.request import JobRejected, JobRequest
 from tahrix_lab.jobs.runner import JobRunner
-from tahrix_lab.jobs.scripted import ScriptedBackend
+from tahrix_lab.jobs.scripted import scripted_backend
 from tahrix_lab.jobs.starts import BurstGate, GroupStarts
 
 
@@ -136,7 +136,7 @@ def test_a_burst_of_jobs_starts_in_groups_with_every_question_stored(tmp_path: P
     store = MemoryJobStore(ttl=60)
     script = {"delay": 0.0, "turns": [[{"kind": "text", "text": "ok"}]]}
     with TranscriptStore(str(tmp_path / "t.duckdb")) as transcripts:
-        runner = JobRunner(store, transcripts=transcripts, backend=ScriptedBackend(script), model="m",
+        runner = JobRunner(store, transcripts=transcripts, backend=scripted_backend(script), model="m",
                            integration=ChatIntegration(), workers=30, max_running_per_user=None).start()  # fmt: skip
         try:
             reqs = [JobRequest(user="u", message=f"question {i}") for i in range(30)]

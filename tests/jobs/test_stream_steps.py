@@ -21,7 +21,7 @@ from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.scripted import ScriptedBackend
+from tahrix_lab.jobs.scripted import scripted_backend
 from tahrix_lab.jobs.stream_steps import StreamSteps
 from tests.jobs.runs import Harness, ThreadOnly
 from tests.wire import sse
@@ -60,7 +60,7 @@ turns = st.lists(st.lists(item, max_size=5), min_size=1, max_size=3).flatmap(
 def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Harness]]:
     base = tmp_path_factory.mktemp("steps")
     # Each example gives both runners a backend of its own script.
-    stepped = ScriptedBackend(script_of([[{"kind": "text", "text": "x"}]]))
+    stepped = scripted_backend(script_of([[{"kind": "text", "text": "x"}]]))
     assert StreamSteps.supports(stepped) and not StreamSteps.supports(ThreadOnly(stepped))
     pair = {
         "stepped": Harness(base / "a.duckdb", stepped),
@@ -80,7 +80,7 @@ def test_a_stepped_run_gives_what_a_threaded_run_gives(both: dict[str, Harness],
         last = scripted[-1]
         last.insert(min(where, len(last)), {"kind": "error", "message": "the provider fell over"})
     for name, h in both.items():
-        backend = ScriptedBackend(script_of(scripted))
+        backend = scripted_backend(script_of(scripted))
         h.runner.backend = backend if name == "stepped" else ThreadOnly(backend)
     jobs = {name: h.ask("question") for name, h in both.items()}
     got = {name: both[name].outcome(job) for name, job in jobs.items()}
@@ -90,7 +90,7 @@ def test_a_stepped_run_gives_what_a_threaded_run_gives(both: dict[str, Harness],
 def test_streamed_steps_run_on_the_event_loop_not_the_jobs_thread(tmp_path: Path) -> None:
     words_ = " ".join(f"w{i}" for i in range(120))
     store = WhereStore()
-    h = Harness(tmp_path / "t.duckdb", ScriptedBackend({"delay": 0.01, "turns": [[{"kind": "text", "text": words_}]]}),
+    h = Harness(tmp_path / "t.duckdb", scripted_backend({"delay": 0.01, "turns": [[{"kind": "text", "text": words_}]]}),
                 store)  # fmt: skip
     try:
         state = h.wait(h.ask())
@@ -160,7 +160,7 @@ def test_stopping_the_runner_ends_a_quiet_stream_promptly(tmp_path: Path) -> Non
 
 def test_many_runs_at_once_keep_their_own_words(tmp_path: Path) -> None:
     script = {"delay": 0.003, "turns": [[{"kind": "text", "text": "{message} " + " ".join(["and"] * 60)}]]}
-    h = Harness(tmp_path / "t.duckdb", ScriptedBackend(script))
+    h = Harness(tmp_path / "t.duckdb", scripted_backend(script))
     try:
         jobs = {h.ask(f"q{i}"): f"q{i}" for i in range(60)}
         for job, question in jobs.items():
