@@ -26,8 +26,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from tahrix_lab.flow import Chunk
-from tahrix_lab.jobs.chunklog import KEY_PREFIX, EndStatus, Folder, StoreUnavailable, end_status, merge_deltas
+from tahrix_lab.flow import Chunk, Fold, compact
+from tahrix_lab.jobs.chunklog import KEY_PREFIX, EndStatus, StoreUnavailable, end_status
 from tahrix_lab.jobs.redis_wake import WAKE_CHANNEL
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class Mirror:
     user: str
     request: dict[str, Any]
     header: dict[str, str] = field(default_factory=dict)  # session_id, message, history_len
-    folder: Folder = field(default_factory=Folder)
+    fold: Fold = field(default_factory=Fold)
     # Every chunk, in index order, as JSON only: strings, which the cyclic garbage collector
     # does not track. Kept as dicts, 500 jobs' logs made its full collections pause the
     # process for up to 600 ms, growing with every token.
@@ -205,17 +205,17 @@ class BatchedWrites:
     def _op(self, job_id: str) -> Op:
         """The script call that brings Redis up to date with this job (under the lock)."""
         m = self._mirrors[job_id]
-        for chunk in merge_deltas(m.pending):
-            text, thought, _changed = m.folder.apply(chunk)
+        for chunk in compact(m.pending):
+            text, thought, _changed = m.fold.apply(chunk)
             m.text_delta += text
             m.thought_delta += thought
             m.log.append(_to_json(chunk))
         m.pending = []
         status = end_status(m.end) if m.end is not None else ""
         if m.end is not None:
-            m.folder.end(m.end)
+            m.fold.end(m.end == "cancelled")
         key = job_key(job_id)
-        folded = m.folder.fields()
+        folded = m.fold.fields()
         if m.restore:
             header = {"user": m.user, "request": json.dumps(m.request), **m.header, **folded}
             args: list[Any] = [self._ttl(), status or "streaming", len(m.log), *m.log]
