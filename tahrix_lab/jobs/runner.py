@@ -46,7 +46,6 @@ from tahrix_lab.jobs.chunklog import (
     StoreUnavailable,
 )
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
-from tahrix_lab.jobs.first_event import CancelFlag, FirstEventBackend
 from tahrix_lab.jobs.leases import Holder, Watcher
 from tahrix_lab.jobs.request import JobRejected as JobRejected
 from tahrix_lab.jobs.request import JobRequest as JobRequest
@@ -65,7 +64,7 @@ DEFAULT_MAX_RUNNING = 8
 class _Job:
     req: JobRequest
     resume_session: str | None = None  # taken over after its question was stored there
-    cancel: threading.Event = field(default_factory=CancelFlag)  # wakes a wait for a first event
+    cancel: threading.Event = field(default_factory=threading.Event)  # StreamSteps.poke() wakes its waits
     last_write: float = 0.0  # monotonic time of the last append (which reports cancels itself)
 
     @property
@@ -116,7 +115,7 @@ class JobRunner:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watcher: Watcher | None = None
-        self._streams = StreamSteps() if StreamSteps.supports(backend) else None
+        self._streams = StreamSteps()  # the one way a job is driven (stream_steps)
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> JobRunner:
@@ -141,8 +140,7 @@ class JobRunner:
             for job in self._running.values():
                 job.cancel.set()
             self._cond.notify_all()
-        if self._streams is not None:
-            self._streams.poke()
+        self._streams.poke()
         for job in queued:
             self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
         deadline = time.monotonic() + timeout
@@ -151,8 +149,7 @@ class JobRunner:
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
         self._threads = []
-        if self._streams is not None:
-            self._streams.close(max(0.5, deadline - time.monotonic()))
+        self._streams.close(max(0.5, deadline - time.monotonic()))
 
     @property
     def active(self) -> int:
@@ -331,8 +328,7 @@ class JobRunner:
             for job_id in wanted:
                 if job_id in self._running:
                     self._running[job_id].cancel.set()
-            if self._streams is not None:
-                self._streams.poke()
+            self._streams.poke()
             dropped = [self._pending.pop(k) for k in list(self._pending) if k in wanted]
             positions = self._positions() if dropped else {}
         for job in dropped:
@@ -399,11 +395,7 @@ class JobRunner:
                              cancel=job.cancel)  # fmt: skip
 
         try:
-            if self._streams is not None:  # streamed steps on one event loop (stream_steps)
-                self._streams.drive(self.backend, events_for, take, job.cancel)
-            else:  # on this thread; each call's first event awaited where a cancel can stop it
-                for event, payload in events_for(FirstEventBackend(self.backend, job.cancel)):
-                    take(event, payload)
+            self._streams.drive(self.backend, events_for, take, job.cancel)
         except Exception:
             log.exception("job %s failed", job.job_id)
             status = "error"

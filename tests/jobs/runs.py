@@ -28,7 +28,7 @@ def _plain_message(msg: Message) -> tuple[Any, ...]:
 
 
 class ThreadOnly:
-    """The same backend without ``astream``: each run is read on its own thread."""
+    """The same backend without ``astream`` (only ``stream``): read through ``stream_in_thread``."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
