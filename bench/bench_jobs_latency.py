@@ -87,9 +87,9 @@ def serve_child(
     import logging
     import threading
 
-    from tahrix_lab.jobs.api_processes import listen_socket
-    from tahrix_lab.jobs.serving import build, run_http, settle_heap
-    from tahrix_lab.jobs.settings import Settings
+    from tahrix_lab.jobs.server import listen_socket
+
+    from tahrix_lab.jobs.server import Settings, build, run_http, settle_heap
 
     logging.basicConfig(level=logging.WARNING)
     if os.environ.get("TAHRIX_BENCH_SWITCH"):
@@ -107,7 +107,7 @@ def serve_child(
         threading.Event().wait()  # the runner's threads do the work until terminated
     assert built.service is not None
     # As tahrix serve listens (SO_REUSEPORT: several API processes may share the port).
-    run_http(built.service, listen_socket("127.0.0.1", port, reuse_port=True))
+    run_http(built.service, listen_socket("127.0.0.1", port))
 
 
 def wait_healthy(url: str, timeout: float = 60) -> None:

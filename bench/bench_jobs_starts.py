@@ -44,8 +44,8 @@ def worker(grouped: bool, *args: Any) -> None:
 
 
 def one(jobs: int, grouped: bool) -> dict[str, Any]:
-    from tahrix_lab.jobs.redis_store import RedisJobStore
-    from tahrix_lab.jobs.request import JobRequest
+    from tahrix_lab.jobs.contract import JobRequest
+    from tahrix_lab.jobs.stores.redis import RedisJobStore
 
     redis_proc = RedisProc()
     tmp = tempfile.TemporaryDirectory()

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part
 from tahrix_lab.flow.chunklog import in_flight
-from tahrix_lab.jobs.chunklog import JobStore, Lapsed, StoreUnavailable
-from tahrix_lab.jobs.request import JobRequest
+from tahrix_lab.jobs.contract import JobRequest, JobStore, Lapsed, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

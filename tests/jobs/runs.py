@@ -10,11 +10,11 @@ from typing import Any
 
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
+from tahrix_lab.jobs.contract import JobRequest
 from tahrix_lab.jobs.domain import ChatIntegration
-from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.request import JobRequest
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.scripted import demo_registry
+from tahrix_lab.jobs.stores.memory import MemoryJobStore
 
 
 def _plain_chunk(chunk: dict[str, Any]) -> tuple[Any, ...]:

@@ -14,11 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tahrix_lab.jobs.api import create_app
 from tahrix_lab.jobs.domain import ChatIntegration
+from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.scripted import demo_registry, scripted_backend
-from tahrix_lab.jobs.serving import Built, build
-from tahrix_lab.jobs.settings import Settings
+from tahrix_lab.jobs.server import Built, Settings, build
 
 from .conftest import AppServer
 

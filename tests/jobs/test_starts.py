@@ -1,4 +1,4 @@
-"""Job starts in groups (``jobs/starts.py``) and the transcript transaction they share."""
+"""Job starts in groups (``jobs/runner.py``) and the transcript transaction they share."""
 
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ import pytest
 
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
+from tahrix_lab.jobs.contract import JobRejected, JobRequest
 from tahrix_lab.jobs.domain import ChatIntegration
-from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.request import JobRejected, JobRequest
-from tahrix_lab.jobs.runner import JobRunner
+from tahrix_lab.jobs.runner import BurstGate, GroupStarts, JobRunner
 from tahrix_lab.jobs.scripted import scripted_backend
-from tahrix_lab.jobs.starts import BurstGate, GroupStarts
+from tahrix_lab.jobs.stores.memory import MemoryJobStore
 
 
 class Recorder:

@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from tahrix_lab.flow import compact
-from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
-from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.redis_store import RedisJobStore
+from tahrix_lab.jobs.contract import JobStore, StoreUnavailable
+from tahrix_lab.jobs.stores.memory import MemoryJobStore
+from tahrix_lab.jobs.stores.redis import RedisJobStore
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -1,4 +1,4 @@
-"""Streamed steps on one event loop (``jobs/stream_steps.py``), the one way a job is driven.
+"""Streamed steps on one event loop (``jobs/steps.py``), the one way a job is driven.
 
 The runner reads every model stream on one event loop thread, which also takes the streamed
 steps of every run. What a job produces (chunks, text, transcript) must be exactly what the
@@ -22,10 +22,10 @@ from tahrix_lab.agent.loop import run_agent
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.flow import chunks
-from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.request import JobRequest
+from tahrix_lab.jobs.contract import JobRequest
 from tahrix_lab.jobs.scripted import scripted_backend
-from tahrix_lab.jobs.stream_steps import StreamSteps
+from tahrix_lab.jobs.steps import StreamSteps
+from tahrix_lab.jobs.stores.memory import MemoryJobStore
 from tests.jobs.runs import Harness, _plain_chunk, _plain_message
 from tests.wire import sse
 from tests.wire.server import WireServer

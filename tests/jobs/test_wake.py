@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tahrix_lab.flow import ChunkLog, Fold
-from tahrix_lab.jobs.redis_store import RedisJobStore
-from tahrix_lab.jobs.redis_wake import Tail, Waker
+from tahrix_lab.jobs.stores.redis import RedisJobStore
+from tahrix_lab.jobs.stores.wake import Tail, Waker
 
 FIELDS = [[], {}, None]  # tool_calls, usage, stop_reason as a message carries them
 

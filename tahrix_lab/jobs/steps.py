@@ -109,7 +109,11 @@ class _RunBackend:
         with self.run.cond:
             self.run.feed = feed
         astream = getattr(self.backend, "astream", None)
-        stream = astream(**request) if astream is not None else stream_in_thread(lambda: self.backend.stream(**request))
+        stream = (
+            astream(**request)
+            if astream is not None
+            else stream_in_thread(lambda: self.backend.stream(**request))
+        )
         self.steps.read(feed, stream)
         return feed
 

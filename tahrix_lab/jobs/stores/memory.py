@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tahrix_lab.flow import Chunk, ChunkLog, Fold
-from tahrix_lab.jobs.chunklog import (
+from tahrix_lab.jobs.contract import (
     DEFAULT_TTL_S,
     TERMINAL,
     CapReached,

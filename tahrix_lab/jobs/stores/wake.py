@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tahrix_lab.flow import Chunk, ChunkLog, Fold
-from tahrix_lab.jobs.chunklog import KEY_PREFIX, TERMINAL
+from tahrix_lab.jobs.contract import KEY_PREFIX, TERMINAL
 
 log = logging.getLogger(__name__)
 
