@@ -28,8 +28,8 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_jobs_concurrency import cpu_seconds
-from bench_jobs_latency import RedisProc, serve_child
+
+from bench_jobs_latency import RedisProc, cpu_seconds, serve_child
 
 
 def worker(grouped: bool, *args: Any) -> None:
