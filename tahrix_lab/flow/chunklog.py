@@ -101,13 +101,10 @@ class Fold:
 
     @classmethod
     def of(cls, summary: dict[str, Any]) -> Fold:
-        """Go on folding from a summary read back (``summary()``'s shape)."""
-        fold = cls(summary.get("content") or "", summary.get("reasoning") or "",
-                   [dict(c) for c in summary.get("tool_calls") or []], dict(summary.get("usage") or {}),
-                   summary.get("stop_reason"))  # fmt: skip
-        fold.encoded = {"tool_calls": json.dumps(fold.tool_calls), "usage": json.dumps(fold.usage),
-                        "stop_reason": json.dumps(fold.stop_reason)}  # fmt: skip
-        return fold
+        """Go on folding from a summary read back (``summary()``'s shape). Encoded on demand."""
+        calls = [dict(c) for c in summary.get("tool_calls") or []]
+        return cls(summary.get("content") or "", summary.get("reasoning") or "", calls,
+                   dict(summary.get("usage") or {}), summary.get("stop_reason"), encoded={})  # fmt: skip
 
     def extend(self, chunks: Iterable[Chunk]) -> Fold:
         for chunk in chunks:
@@ -164,7 +161,11 @@ class Fold:
 
     def fields(self) -> dict[str, str]:
         """Every folded field as strings (a Redis hash's values)."""
-        return {"content": self.content, "reasoning": self.reasoning, **self.encoded}
+        enc = self.encoded
+        return {"content": self.content, "reasoning": self.reasoning,
+                "tool_calls": enc.get("tool_calls") or json.dumps(self.tool_calls),
+                "usage": enc.get("usage") or json.dumps(self.usage),
+                "stop_reason": enc.get("stop_reason") or json.dumps(self.stop_reason)}  # fmt: skip
 
     def _add_usage(self, chunk: Chunk) -> None:
         u = self.usage
