@@ -67,10 +67,59 @@ class StampBackend:
         yield {"kind": "done", "stop_reason": "end_turn", "raw_stop_reason": "end_turn", "usage": None}
 
 
-class ThreadStampBackend(StampBackend):
-    """``StampBackend`` without ``astream``: every run read on its own thread."""
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    astream = None  # type: ignore[assignment]
+
+class RawConn:
+    """A bare HTTP/1.1 keep-alive connection: httpx costs more CPU per request than the
+    server does, and with hundreds of pollers the client would measure itself."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, Any]:
+        try:
+            return await self._request(method, path, body)
+        except (ConnectionError, asyncio.IncompleteReadError, IndexError):
+            if method != "GET":
+                raise
+            self.close()  # the server closed an idle keep-alive connection: reconnect once
+            self.writer = None
+            return await self._request(method, path, body)
+
+    async def _request(self, method: str, path: str, body: bytes = b"") -> tuple[int, Any]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n"
+                f"Authorization: {HEADERS['Authorization']}\r\nContent-Length: {len(body)}\r\n")  # fmt: skip
+        if body:
+            head += "Content-Type: application/json\r\n"
+        self.writer.write(head.encode() + b"\r\n" + body)
+        status_line = await self.reader.readline()
+        length = 0
+        while True:
+            line = await self.reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        data = await self.reader.readexactly(length)
+        try:
+            body = json.loads(data)
+        except ValueError:  # e.g. a plain-text 500 from an overloaded server
+            body = {"detail": data[:200].decode(errors="replace")}
+        return int(status_line.split()[1]), body
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 def free_port() -> int:
@@ -87,9 +136,7 @@ def serve_child(
     import logging
     import threading
 
-    from tahrix_lab.jobs.api_processes import listen_socket
-    from tahrix_lab.jobs.serving import build, run_http, settle_heap
-    from tahrix_lab.jobs.settings import Settings
+    from tahrix_lab.jobs.server import Settings, build, listen_socket, run_http, settle_heap
 
     logging.basicConfig(level=logging.WARNING)
     if os.environ.get("TAHRIX_BENCH_SWITCH"):
@@ -98,16 +145,15 @@ def serve_child(
         sys.setswitchinterval(float(os.environ["TAHRIX_BENCH_SWITCH"]))
     settings = Settings(tokens={TOKEN: "bench"}, db=db, redis_url=redis_url, workers=workers,
                         max_running_per_user=None, role=role)  # type: ignore[arg-type]  # fmt: skip
-    stamps = ThreadStampBackend if os.environ.get("TAHRIX_BENCH_THREADS") else StampBackend
-    built = build(settings, backend=stamps(count, interval))
+    built = build(settings, backend=StampBackend(count, interval))
     settle_heap()  # as tahrix serve does
     if os.environ.get("TAHRIX_BENCH_LINGER") and built.service is not None:  # tuning probes
         built.service.linger_s = float(os.environ["TAHRIX_BENCH_LINGER"])
     if role == "worker":
         threading.Event().wait()  # the runner's threads do the work until terminated
     assert built.service is not None
-    # As tahrix serve listens (SO_REUSEPORT: several API processes may share the port).
-    run_http(built.service, listen_socket("127.0.0.1", port, reuse_port=True))
+    # As tahrix serve listens.
+    run_http(built.service, listen_socket("127.0.0.1", port))
 
 
 def wait_healthy(url: str, timeout: float = 60) -> None:

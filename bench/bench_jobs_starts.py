@@ -28,8 +28,8 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_jobs_concurrency import cpu_seconds
-from bench_jobs_latency import RedisProc, serve_child
+
+from bench_jobs_latency import RedisProc, cpu_seconds, serve_child
 
 
 def worker(grouped: bool, *args: Any) -> None:
@@ -44,8 +44,8 @@ def worker(grouped: bool, *args: Any) -> None:
 
 
 def one(jobs: int, grouped: bool) -> dict[str, Any]:
-    from tahrix_lab.jobs.redis_store import RedisJobStore
-    from tahrix_lab.jobs.request import JobRequest
+    from tahrix_lab.jobs.contract import JobRequest
+    from tahrix_lab.jobs.stores.redis import RedisJobStore
 
     redis_proc = RedisProc()
     tmp = tempfile.TemporaryDirectory()

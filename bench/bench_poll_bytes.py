@@ -24,8 +24,8 @@ from typing import Any
 import uvloop
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_jobs_concurrency import RawConn
-from bench_jobs_latency import JOB, RedisProc, Server
+
+from bench_jobs_latency import JOB, RawConn, RedisProc, Server
 
 
 class CountingConn(RawConn):

@@ -3,7 +3,7 @@
 //
 // It draws with the notebook's renderer: flow.js for the chat, citations.js for the citations
 // line, panels.js for the flags and graph panels (wired in page_panels.js). The data comes from
-// the job API and jobs/workplace.py.
+// the job API and jobs/http/workplace.py.
 //
 // The token lives in sessionStorage (gone when the tab closes); the conversation and the case
 // live in the URL (?session=...&case=...), so a reload shows them again and follows an answer

@@ -6,7 +6,7 @@ module, above both, adapts a ``Workspace`` to what the service needs.
 ``CaseIntegration`` structurally satisfies the job service's protocol:
 ``purpose``, ``start_session(store, *, user, case_id)``, ``context_for(store, session)``, ``registry()``,
 and the optional parts: the citations line after each answer (``answer_events``) and what the
-service page shows (``cases_for``, ``case_view``, ``session_cases``; routes in jobs/workplace.py).
+service page shows (``cases_for``, ``case_view``, ``session_cases``; routes in jobs/http/workplace.py).
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from tahrix_lab.agent.backends.fake import FakeBackend
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case.citations import verify_citations, with_citations
 from tahrix_lab.case.context import CaseContextProvider, Grant
-from tahrix_lab.case.investigator import QUESTION, ScriptedInvestigator
+from tahrix_lab.case.investigator import QUESTION, scripted_backend
 from tahrix_lab.case.tools import CASE_TOOLS
 from tahrix_lab.case.workspace import Workspace, evidence_path
 
@@ -52,16 +53,16 @@ class CaseIntegration:
     def registry(self) -> ToolRegistry:
         return CASE_TOOLS
 
-    def offline_backend(self) -> ScriptedInvestigator:
+    def offline_backend(self) -> FakeBackend:
         """With no provider configured, the service runs the demo's scripted investigation."""
-        return ScriptedInvestigator()
+        return scripted_backend()
 
     def answer_events(self, session: Session, events: Iterator[Any]) -> Iterator[Any]:
         """A case session's answers end with their citations line, as in the notebook widget."""
         case_id = self.workspace.case_of(session.id)
         return with_citations(events, self.workspace.cases, case_id) if case_id else events
 
-    # -- the service page (jobs/workplace.py) -----------------------------------------------------
+    # -- the service page (jobs/http/workplace.py) -----------------------------------------------------
     def cases_for(self, user: str) -> list[dict[str, Any]]:
         """The cases ``user`` may open: every case of the workspace for now. The one place a
         per-case grant will filter (the picker, the page's case routes and new jobs all ask here)."""

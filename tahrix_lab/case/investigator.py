@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tahrix_lab.agent.backends import FakeBackend, get_backend
 from tahrix_lab.agent.backends.base import Backend, Event, ToolSpec
-from tahrix_lab.agent.backends.fake import Turn, answers_since_question, reasoning, text, tool_call
+from tahrix_lab.agent.backends.fake import Turn, latest_question, reasoning, text, tool_call
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.case import investigator_answers as say
@@ -51,45 +51,25 @@ def _last(messages: Sequence[Message], name: str, *, anywhere: bool = False) -> 
     return found[-1] if found else {}
 
 
-def scripted_backend(workspace: Workspace, case_id: str) -> ScriptedInvestigator:
-    """A deterministic investigator that reads the real tool results (no network)."""
-    del workspace  # the turns see everything through the tool results, as a model would
-    return ScriptedInvestigator(case_id)
+def scripted_backend(workspace: Workspace | None = None, case_id: str | None = None) -> FakeBackend:
+    """The scripted investigator: a deterministic ``FakeBackend`` that reads the real tool
+    results (no network), for any number of questions and conversations at once.
 
-
-class ScriptedInvestigator:
-    """The scripted investigator, for any number of questions and conversations at once.
-
-    It keeps no state: from the messages it picks the latest question and how
-    many answers already follow it. The investigation question (or any
-    question asking to investigate) plays the full investigation; any other
-    question picks its tools by what it asks (an address or a hash, flags,
-    where the funds went, bridges, how much was taken; else the overview) and
-    answers from what they return. It never runs out of script.
+    It keeps no state: ``FakeBackend(per_question=...)`` picks the latest question and
+    how many answers already follow it. The investigation question (or any question
+    asking to investigate) plays the full investigation; any other question picks its
+    tools by what it asks (an address or a hash, flags, where the funds went, bridges,
+    how much was taken; else the overview) and answers from what they return. It never
+    runs out of script (``_closing`` after the last turn). ``case_id=None`` reads the
+    case from the overview.
     """
+    del workspace  # the turns see everything through the tool results, as a model would
+    investigation, follow_up = investigation_turns(case_id), follow_up_turns()
 
-    name = "fake"
+    def turns_for(question: str, messages: Sequence[Message]) -> Sequence[Turn]:
+        return investigation if is_investigation(question, messages) else follow_up
 
-    def __init__(self, case_id: str | None = None) -> None:
-        self._investigation = investigation_turns(case_id)
-        self._follow_up = follow_up_turns()
-
-    def stream(
-        self,
-        *,
-        system: str | None,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        model: str,
-        inference: dict[str, Any] | None,
-    ) -> Iterator[Event]:
-        question = next((m.text for m in reversed(messages) if m.role == "user"), "") or ""
-        turns = self._investigation if is_investigation(question, messages) else self._follow_up
-        call = answers_since_question(messages)
-        turn = turns[call] if call < len(turns) else _closing
-        return FakeBackend([turn]).stream(
-            system=system, messages=messages, tools=tools, model=model, inference=inference
-        )
+    return FakeBackend(per_question=turns_for, then=_closing)
 
 
 def is_investigation(question: str, messages: Sequence[Message] = ()) -> bool:
@@ -285,7 +265,7 @@ def follow_up_turns() -> list[Turn]:
     """Two turns for any question: the tools it asks for, then an answer from their results."""
 
     def ask_tools(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[Event]:
-        question = next((m.text for m in reversed(messages) if m.role == "user"), "") or ""
+        question = latest_question(messages)
         calls = picked_tools(question, messages)
         names = ", ".join(dict.fromkeys(name for name, _ in calls))
         return [reasoning(f"To answer this I will call {names} and answer from what they return."),

@@ -1,5 +1,6 @@
 """The flow vocabulary: the one mapping from the loop's tuples and from stored
-messages to the chunks every surface draws (``chunks``), their rendering in a
+messages to the chunks every surface draws (``chunks``), the chunk log every
+surface keeps them in (``chunklog``: append, since, compact, fold, one merge rule), their rendering in a
 terminal (``terminal``), text safety for what is printed (``textsafe``), and
 where the front end's files are (``resources``). Imports only the engine.
 
@@ -12,12 +13,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tahrix_lab.flow.vocabulary import Chunk, chunks, compact, history_chunks, mergeable, to_chunk
+    from tahrix_lab.flow.chunklog import Chunk, ChunkLog, Fold, compact, merge, mergeable
+    from tahrix_lab.flow.vocabulary import chunks, history_chunks, to_chunk
 
-__all__ = ["Chunk", "chunks", "compact", "history_chunks", "mergeable", "to_chunk"]
+_CHUNKLOG = ("Chunk", "ChunkLog", "Fold", "compact", "merge", "mergeable")
+__all__ = [
+    "Chunk",
+    "ChunkLog",
+    "Fold",
+    "chunks",
+    "compact",
+    "history_chunks",
+    "merge",
+    "mergeable",
+    "to_chunk",
+]
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module 'tahrix_lab.flow' has no attribute {name!r}")
-    return getattr(importlib.import_module("tahrix_lab.flow.vocabulary"), name)
+    module = "chunklog" if name in _CHUNKLOG else "vocabulary"
+    return getattr(importlib.import_module(f"tahrix_lab.flow.{module}"), name)

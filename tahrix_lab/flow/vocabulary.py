@@ -31,8 +31,7 @@ from typing import Any
 from tahrix_lab.agent.loop import FOLLOW_UP_TEXT
 from tahrix_lab.agent.tools import AWAITING
 from tahrix_lab.agent.transcript import Message
-
-Chunk = dict[str, Any]
+from tahrix_lab.flow.chunklog import Chunk, compact
 
 
 def to_chunk(event: str, payload: dict[str, Any]) -> Chunk | None:
@@ -79,34 +78,6 @@ def to_chunk(event: str, payload: dict[str, Any]) -> Chunk | None:
     if event == "done":
         return {"type": "done", "stop_reason": payload.get("stop_reason")}
     return None
-
-
-_STREAMING = frozenset({"content", "reasoning"})
-
-
-def compact(chunks: Iterable[Chunk]) -> list[Chunk]:
-    """Merge runs of token chunks (content, or reasoning with the same flags) into one chunk each.
-
-    A compacted list draws exactly like the tokens it came from (the renderer
-    extends one block per run either way); it is what a snapshot and a stored
-    history hold.
-    """
-    out: list[Chunk] = []
-    for chunk in chunks:
-        if out and mergeable(out[-1], chunk):
-            out[-1] = {**out[-1], "text": (out[-1].get("text") or "") + (chunk.get("text") or "")}
-        else:
-            out.append(chunk)
-    return out
-
-
-def mergeable(prev: Chunk, chunk: Chunk) -> bool:
-    """Whether ``chunk`` extends ``prev`` (same streaming kind, same flags)."""
-    return (
-        chunk["type"] in _STREAMING
-        and prev["type"] == chunk["type"]
-        and {k: v for k, v in prev.items() if k != "text"} == {k: v for k, v in chunk.items() if k != "text"}
-    )
 
 
 def chunks(events: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[Chunk]:

@@ -1,5 +1,12 @@
 """The hybrid streaming job service: POST a job, long-poll its chunks.
 
+By concern: ``contract`` (what a job is, the store interface, the state a poll
+answers), ``runner`` + ``steps`` + ``leases`` (running jobs), ``stores``
+(``memory``; ``redis`` with its ``writer``, ``wake``-ups, Lua ``scripts`` and
+the API-to-worker ``broker``), ``http`` (the FastAPI ``api``, its ``models``
+and ``fastpaths``), ``server`` (``tahrix serve``: settings and wiring),
+``domain`` (how a domain plugs in) and ``scripted`` (the fake model's scripts).
+
 Names load on first use, so importing one part does not import FastAPI or
 redis. The chunk vocabulary lives below this package, in ``tahrix_lab.flow``.
 """
@@ -10,31 +17,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tahrix_lab.jobs.api import Service, create_app
-    from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
+    from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
     from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
-    from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
-    from tahrix_lab.jobs.scripted import ScriptedBackend
-    from tahrix_lab.jobs.settings import Settings
-    from tahrix_lab.jobs.sse import sse_events
-from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.redis_store import RedisJobStore
+    from tahrix_lab.jobs.http.api import Service, create_app
+    from tahrix_lab.jobs.http.models import sse_events
+    from tahrix_lab.jobs.runner import JobRunner
+    from tahrix_lab.jobs.server import Settings
+from tahrix_lab.jobs.stores.memory import MemoryJobStore
+from tahrix_lab.jobs.stores.redis import RedisJobStore
 
 _WHERE = {
-    "Service": "api",
-    "create_app": "api",
-    "ScriptedBackend": "scripted",
+    "Service": "http.api",
+    "create_app": "http.api",
     "ChatIntegration": "domain",
     "JobIntegration": "domain",
-    "JobRejected": "runner",
-    "JobRequest": "runner",
+    "JobRejected": "contract",
+    "JobRequest": "contract",
     "JobRunner": "runner",
-    "Settings": "settings",
-    "sse_events": "sse",
-    "JobStore": "chunklog",
-    "MemoryJobStore": "memory_store",
-    "RedisJobStore": "redis_store",
-    "StoreUnavailable": "chunklog",
+    "Settings": "server",
+    "sse_events": "http.models",
+    "JobStore": "contract",
+    "StoreUnavailable": "contract",
 }
 
 __all__ = [
@@ -46,7 +49,6 @@ __all__ = [
     "JobStore",
     "MemoryJobStore",
     "RedisJobStore",
-    "ScriptedBackend",
     "Service",
     "Settings",
     "StoreUnavailable",

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part
-from tahrix_lab.jobs.chunklog import JobStore, Lapsed, StoreUnavailable, in_flight
-from tahrix_lab.jobs.request import JobRequest
+from tahrix_lab.flow.chunklog import in_flight
+from tahrix_lab.jobs.contract import JobRequest, JobStore, Lapsed, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,8 @@ class Watcher:
 
     def _keep_interrupted(self, holder: Holder, item: Lapsed) -> None:
         """Store what a job ended by a reaper (here or in an API process) had streamed."""
-        text, thought = in_flight(item.chunks)
+        said = in_flight(item.chunks)
+        text, thought = said.content, said.reasoning
         if item.session_id is None or not (text or thought):
             return
         parts = ([Part.of_reasoning(thought)] if thought else []) + ([Part.of_text(text)] if text else [])

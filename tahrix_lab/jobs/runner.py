@@ -26,32 +26,32 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import BudgetExceeded, ConfigurationError, UserFacingError
 from tahrix_lab.agent.loop import LoopEvent, run_agent
 from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE
+from tahrix_lab.agent.storage.group_commit import GroupCommit
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part, Session, new_id
 from tahrix_lab.flow import Chunk, to_chunk
-from tahrix_lab.jobs.chunklog import (
+from tahrix_lab.jobs.contract import (
     DEFAULT_LEASE_S,
     CapReached,
     EndStatus,
+    JobRejected,
+    JobRequest,
     JobStore,
     StoreUnavailable,
 )
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, answer_events
-from tahrix_lab.jobs.first_event import CancelFlag, FirstEventBackend
 from tahrix_lab.jobs.leases import Holder, Watcher
-from tahrix_lab.jobs.request import JobRejected as JobRejected
-from tahrix_lab.jobs.request import JobRequest as JobRequest
-from tahrix_lab.jobs.starts import BurstGate, GroupStarts
-from tahrix_lab.jobs.stream_steps import StreamSteps
+from tahrix_lab.jobs.steps import StreamSteps
 
 # A start: session, the loop's context, messages before the question, the new session's messages.
 Prepared = tuple[Session, Any, int | None, list[Message] | None]
@@ -65,7 +65,7 @@ DEFAULT_MAX_RUNNING = 8
 class _Job:
     req: JobRequest
     resume_session: str | None = None  # taken over after its question was stored there
-    cancel: threading.Event = field(default_factory=CancelFlag)  # wakes a wait for a first event
+    cancel: threading.Event = field(default_factory=threading.Event)  # StreamSteps.poke() wakes its waits
     last_write: float = 0.0  # monotonic time of the last append (which reports cancels itself)
 
     @property
@@ -116,7 +116,7 @@ class JobRunner:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watcher: Watcher | None = None
-        self._streams = StreamSteps() if StreamSteps.supports(backend) else None
+        self._streams = StreamSteps()  # the one way a job is driven (steps.py)
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> JobRunner:
@@ -141,8 +141,7 @@ class JobRunner:
             for job in self._running.values():
                 job.cancel.set()
             self._cond.notify_all()
-        if self._streams is not None:
-            self._streams.poke()
+        self._streams.poke()
         for job in queued:
             self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
         deadline = time.monotonic() + timeout
@@ -151,8 +150,7 @@ class JobRunner:
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
         self._threads = []
-        if self._streams is not None:
-            self._streams.close(max(0.5, deadline - time.monotonic()))
+        self._streams.close(max(0.5, deadline - time.monotonic()))
 
     @property
     def active(self) -> int:
@@ -331,8 +329,7 @@ class JobRunner:
             for job_id in wanted:
                 if job_id in self._running:
                     self._running[job_id].cancel.set()
-            if self._streams is not None:
-                self._streams.poke()
+            self._streams.poke()
             dropped = [self._pending.pop(k) for k in list(self._pending) if k in wanted]
             positions = self._positions() if dropped else {}
         for job in dropped:
@@ -399,11 +396,7 @@ class JobRunner:
                              cancel=job.cancel))  # fmt: skip
 
         try:
-            if self._streams is not None:  # streamed steps on one event loop (stream_steps)
-                self._streams.drive(self.backend, events_for, take, job.cancel)
-            else:  # on this thread; each call's first event awaited where a cancel can stop it
-                for event, payload in events_for(FirstEventBackend(self.backend, job.cancel)):
-                    take(event, payload)
+            self._streams.drive(self.backend, events_for, take, job.cancel)
         except Exception:
             log.exception("job %s failed", job.job_id)
             status = "error"
@@ -419,3 +412,49 @@ class JobRunner:
             log.error(
                 "job %s: its end could not be written (%s); the transcript is complete", job.job_id, exc
             )
+
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+class GroupStarts(GroupCommit[J, R]):
+    """``start(job)`` runs ``run_one(job)`` inside ``transaction()``, grouped with the starts
+    queued beside it; a refused start (``JobRejected``) is refused alone."""
+
+    def __init__(
+        self,
+        run_one: Callable[[J], R],
+        transaction: Callable[[], AbstractContextManager[object]],
+        *,
+        max_batch: int = 32,
+    ) -> None:
+        super().__init__(run_one, transaction, max_batch=max_batch, alone=(JobRejected,))
+
+    def start(self, job: J) -> R:
+        return self.run(job)
+
+
+class BurstGate:
+    """See the module docstring. ``admitted()`` at each admission; ``wait()`` in a worker
+    before it takes a job; ``watching`` tells the runner not to wake more workers."""
+
+    def __init__(self, *, quiet_s: float = 0.005, max_s: float = 0.25) -> None:
+        self.quiet_s = quiet_s
+        self.max_s = max_s
+        self.watching = False  # read without a lock: a stale value costs one wake-up at most
+        self._last = 0.0  # monotonic time of the last admission
+        self._lock = threading.Lock()  # one watcher; the other workers wait here, not waking
+
+    def admitted(self) -> None:
+        self._last = time.monotonic()
+
+    def wait(self) -> None:
+        with self._lock:
+            self.watching = True
+            try:
+                until = time.monotonic() + self.max_s
+                while (now := time.monotonic()) < until and now - self._last < self.quiet_s:
+                    time.sleep(self.quiet_s)
+            finally:
+                self.watching = False

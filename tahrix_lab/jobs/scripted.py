@@ -1,9 +1,8 @@
-"""A scripted, endless fake model for running the service offline.
+"""The service's fake-model scripts: JSON for ``FakeBackend(per_question=...)``.
 
-``FakeBackend`` plays a fixed list of turns once (right for a unit test). A
-service answers question after question, so ``ScriptedBackend`` replays the
-same per-question script for every question: call k after the latest user
-message plays turn k. ``{message}`` in any text is replaced by that message.
+A service answers question after question, so a script is played for every
+question: call k after the latest user message plays turn k (see
+``agent.backends.fake``). ``{message}`` in any text is replaced by that message.
 
 Script file (``tahrix serve --backend fake --fake-script FILE``)::
 
@@ -12,25 +11,25 @@ Script file (``tahrix serve --backend fake --fake-script FILE``)::
                 {"kind": "tool_call", "name": "pause", "args": {"seconds": 1}}],
                [{"kind": "text", "text": "You asked: {message}"}]]}
 
-A ``text`` item is streamed word by word, one event every ``delay`` seconds.
-Built-in scripts by name: ``echo`` (answers "You asked: …" word by word),
-``slow`` (the same, 50 ms a word, after a 1 s ``pause`` tool call).
+A ``text`` item is streamed word by word, one event every ``delay`` seconds;
+``{"kind": "error", "message": ...}`` fails the call there. Built-in scripts by
+name: ``echo`` (answers "You asked: …" word by word), ``slow`` (the same, 50 ms
+a word, after a 1 s ``pause`` tool call).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tahrix_lab.agent.backends.base import Event, ToolSpec
-from tahrix_lab.agent.backends.fake import answers_since_question
+from tahrix_lab.agent.backends.base import ToolSpec
+from tahrix_lab.agent.backends.fake import FakeBackend, ScriptItem, Turn, latest_question, tool_call
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
 from tahrix_lab.agent.tools import ToolRegistry
-from tahrix_lab.agent.transcript import Message, StopReason, new_id
+from tahrix_lab.agent.transcript import Message
 
 BUILTIN: dict[str, dict[str, Any]] = {
     "echo": {
@@ -71,81 +70,31 @@ def load_script(name_or_path: str) -> dict[str, Any]:
     return script
 
 
-class ScriptedBackend:
-    """See the module docstring. Thread-safe: it keeps no per-call state."""
+def scripted_backend(script: dict[str, Any] | str = "echo", *, delay: float | None = None) -> FakeBackend:
+    """An endless ``FakeBackend`` playing ``script`` (a built-in name, a file, or the parsed JSON)."""
+    spec = load_script(script) if isinstance(script, str) else script
+    pace = float(spec.get("delay", 0.0) if delay is None else delay)
+    return FakeBackend(per_question=[_turn(items) for items in spec["turns"]], delay=pace)
 
-    name = "fake"
 
-    def __init__(self, script: dict[str, Any] | str = "echo", *, delay: float | None = None) -> None:
-        self.script = load_script(script) if isinstance(script, str) else script
-        self.delay = float(self.script.get("delay", 0.0) if delay is None else delay)
-
-    def stream(
-        self,
-        *,
-        system: str | None,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        model: str,
-        inference: dict[str, Any] | None,
-    ) -> Iterator[Event]:
-        return self._paced(self._turn(messages))
-
-    async def astream(
-        self,
-        *,
-        system: str | None,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        model: str,
-        inference: dict[str, Any] | None,
-    ) -> AsyncIterator[Event]:
-        """``stream`` for an event loop: the same events, paced with ``asyncio.sleep``."""
-        for paced, event in self._turn(messages):
-            if paced and self.delay:
-                await asyncio.sleep(self.delay)
-            yield event
-
-    def _paced(self, items: Iterator[tuple[bool, Event]]) -> Iterator[Event]:
-        for paced, event in items:
-            if paced and self.delay:
-                time.sleep(self.delay)
-            yield event
-
-    def _turn(self, messages: Sequence[Message]) -> Iterator[tuple[bool, Event]]:
-        question = next((m.text for m in reversed(messages) if m.role == "user"), "")
-        call = answers_since_question(messages)
-        turns: list[Any] = self.script["turns"]
-        if call >= len(turns):
-            raise BackendError(
-                f"The fake script has {len(turns)} turns per question; call {call + 1} has none."
-            )
-        return self._play(turns[call], question)
-
-    def _play(self, items: list[dict[str, Any]], question: str) -> Iterator[tuple[bool, Event]]:
-        """The turn's events, each with whether ``delay`` comes before it (each word)."""
-        saw_tool = False
-        out = 0
+def _turn(items: list[dict[str, Any]]) -> Turn:
+    def play(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Iterable[ScriptItem]:
+        question = latest_question(messages)
+        out: list[ScriptItem] = []
         for item in items:
             kind = item.get("kind")
             if kind in ("text", "reasoning"):
-                words = str(item.get("text", "")).replace("{message}", question).split(" ")
-                for i, word in enumerate(words):
-                    piece = word if i == 0 else " " + word
-                    out += 1
-                    if kind == "text":
-                        yield True, {"kind": "text", "text": piece}
-                    else:
-                        yield True, {"kind": "reasoning", "text": piece}
+                said = str(item.get("text", "")).replace("{message}", question)
+                out.append(
+                    {"kind": "text", "text": said} if kind == "text" else {"kind": "reasoning", "text": said}
+                )
             elif kind == "tool_call":
-                saw_tool = True
-                yield False, {"kind": "tool_use", "id": f"call_{new_id()[:8]}", "name": item["name"],
-                              "input": dict(item.get("args") or {})}  # fmt: skip
+                out.append(tool_call(str(item["name"]), item.get("args")))
             elif kind == "error":
-                raise BackendError(str(item.get("message", "scripted failure")), retryable=False)
-        stop: StopReason = "tool_use" if saw_tool else "end_turn"
-        yield False, {"kind": "done", "stop_reason": stop, "raw_stop_reason": stop,
-                      "usage": {"input_tokens": 10, "output_tokens": out}}  # fmt: skip
+                out.append(BackendError(str(item.get("message", "scripted failure")), retryable=False))
+        return out
+
+    return play
 
 
 def demo_registry(purposes: tuple[str, ...] = ("chat",), base: ToolRegistry | None = None) -> ToolRegistry:

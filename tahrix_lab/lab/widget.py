@@ -58,7 +58,7 @@ from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case.citations import with_citations
 from tahrix_lab.case.context import CaseContextProvider
-from tahrix_lab.flow import Chunk, compact, history_chunks, mergeable, to_chunk
+from tahrix_lab.flow import Chunk, ChunkLog, compact, history_chunks, to_chunk
 from tahrix_lab.flow.resources import widget_file
 from tahrix_lab.lab.kernel_wait import route_early, wait_for_thread
 
@@ -138,8 +138,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._lock = threading.RLock()
         self._snap: list[Chunk] = self._stored_history()
         self._seq = len(self._snap)
-        self._run_start = self._seq  # chunks from here on are kept raw for resyncs
-        self._run_raw: list[Chunk] = []
+        self._run_chunks = ChunkLog(base=self._seq)  # the current run's chunks, kept raw for resyncs
         self._snap_start = len(self._snap)  # where the current run starts in the snapshot
         self._nonce: str | None = None
         self._synced_at = 0.0
@@ -315,7 +314,7 @@ class ChatWidget(anywidget.AnyWidget):
                     self.chunks = list(self._snap)
                     self.live = []
                     self.seq = self._seq
-                self._run_start, self._run_raw = self._seq, []
+                self._run_chunks = ChunkLog(base=self._seq)
                 self._snap_start = len(self._snap)
                 self.busy = False
 
@@ -343,13 +342,9 @@ class ChatWidget(anywidget.AnyWidget):
     # -- transport ---------------------------------------------------------------
     def _emit(self, chunk: Chunk, *, nonce: str | None = None) -> None:
         with self._lock:
-            if self._snap and mergeable(self._snap[-1], chunk):
-                last = self._snap[-1]
-                self._snap[-1] = {**last, "text": (last.get("text") or "") + (chunk.get("text") or "")}
-            else:
-                self._snap.append(chunk)
+            compact([chunk], into=self._snap)
             self._seq += 1
-            self._run_raw.append(chunk)
+            self._run_chunks.append([chunk])
             self._pending.append({**chunk, "nonce": nonce} if nonce else chunk)
             wait = FLUSH_S - (time.monotonic() - self._flushed_at)
             if wait <= 0 or chunk["type"] in ("user", "done", "error"):
@@ -461,8 +456,8 @@ class ChatWidget(anywidget.AnyWidget):
             self._flush()  # what is pending goes first, so the reply ends where live messages go on
             if not isinstance(since, int) or since >= self._seq or since < 0:
                 return
-            if since >= self._run_start:
-                tail = compact(self._run_raw[since - self._run_start :])
+            if self._run_chunks.holds(since):
+                tail = compact(self._run_chunks.since(since))
                 self._post({"type": "chunks", "from": since, "to": self._seq, "chunks": tail})
             else:  # older than this run: the whole snapshot, once
                 self._post({"type": "snapshot", "seq": self._seq, "chunks": list(self._snap)})

@@ -10,11 +10,11 @@ from typing import Any
 
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
+from tahrix_lab.jobs.contract import JobRequest
 from tahrix_lab.jobs.domain import ChatIntegration
-from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.request import JobRequest
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.scripted import demo_registry
+from tahrix_lab.jobs.stores.memory import MemoryJobStore
 
 
 def _plain_chunk(chunk: dict[str, Any]) -> tuple[Any, ...]:
@@ -28,7 +28,7 @@ def _plain_message(msg: Message) -> tuple[Any, ...]:
 
 
 class ThreadOnly:
-    """The same backend without ``astream``: each run is read on its own thread."""
+    """The same backend without ``astream`` (only ``stream``): read through ``stream_in_thread``."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner

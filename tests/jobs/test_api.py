@@ -14,11 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tahrix_lab.jobs.api import create_app
 from tahrix_lab.jobs.domain import ChatIntegration
-from tahrix_lab.jobs.scripted import ScriptedBackend, demo_registry
-from tahrix_lab.jobs.serving import Built, build
-from tahrix_lab.jobs.settings import Settings
+from tahrix_lab.jobs.http.api import create_app
+from tahrix_lab.jobs.scripted import demo_registry, scripted_backend
+from tahrix_lab.jobs.server import Built, Settings, build
 
 from .conftest import AppServer
 
@@ -47,7 +46,7 @@ def service(
     tmp_path: Path, script: dict[str, Any], *, redis_url: str | None = None, **settings: Any
 ) -> Iterator[tuple[httpx.Client, Built]]:
     cfg = Settings(tokens=TOKENS, db=str(tmp_path / "t.duckdb"), redis_url=redis_url, **settings)
-    built = build(cfg, lambda _t: ChatIntegration(registry=demo_registry()), backend=ScriptedBackend(script))
+    built = build(cfg, lambda _t: ChatIntegration(registry=demo_registry()), backend=scripted_backend(script))
     assert built.service is not None
     try:
         with (

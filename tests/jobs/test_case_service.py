@@ -11,9 +11,8 @@ import pytest
 
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.app.case_service import case_integration
-from tahrix_lab.jobs.api import create_app
-from tahrix_lab.jobs.serving import build
-from tahrix_lab.jobs.settings import Settings
+from tahrix_lab.jobs.http.api import create_app
+from tahrix_lab.jobs.server import Settings, build
 
 from .conftest import AppServer
 

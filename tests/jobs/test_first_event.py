@@ -1,6 +1,6 @@
 """Stop pressed while a model thinks, before its first word. For a backend read on the event
-loop (``astream``) and one read on the job's own thread (Bedrock: ``jobs/first_event.py``),
-the job ends cancelled at once and the provider's stream is closed (a blocking read's once it
+loop (``astream``) and a blocking one (Bedrock: read through ``stream_in_thread``), the job
+ends cancelled at once and the provider's stream is closed (a blocking read's once it
 returns); a stream that answers is read as before."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import boto3
 import botocore.config
 import pytest
 
+from tahrix_lab.agent.backends.base import stream_in_thread
 from tahrix_lab.agent.backends.bedrock import BedrockBackend
 from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.errors import BackendError
-from tahrix_lab.jobs.first_event import CancelFlag, FirstEventBackend
-from tahrix_lab.jobs.scripted import ScriptedBackend
+from tahrix_lab.jobs.scripted import scripted_backend
 from tests.jobs.runs import Harness, ThreadOnly, asked
 from tests.wire import eventstream, sse
 from tests.wire.server import WireServer
@@ -83,13 +83,13 @@ def test_a_cancel_while_the_model_thinks_ends_the_job_at_once(tmp_path: Path, ma
 
 
 def test_a_threaded_backend_that_answers_streams_whole_with_tools(tmp_path: Path) -> None:
-    """The first event comes through the helper, the rest on the job's thread, in order."""
+    """A backend with only ``stream`` is read through a thread of its own, in order, tools and all."""
     words = " ".join(f"w{i}" for i in range(40))
     script = {"delay": 0.001, "turns": [
         [{"kind": "text", "text": "Looking."}, {"kind": "tool_call", "name": "echo", "args": {"value": 7}}],
         [{"kind": "text", "text": words}],
     ]}  # fmt: skip
-    h = Harness(tmp_path / "t.duckdb", ThreadOnly(ScriptedBackend(script)))
+    h = Harness(tmp_path / "t.duckdb", ThreadOnly(scripted_backend(script)))
     try:
         state = h.wait(h.ask())
         assert state["status"] == "done", state
@@ -106,7 +106,7 @@ def wire_backend(provider: str, url: str) -> Any:
     client = boto3.client("bedrock-runtime", endpoint_url=url, region_name="us-east-1",
                           aws_access_key_id="k", aws_secret_access_key="s",
                           config=botocore.config.Config(retries={"total_max_attempts": 1}))  # fmt: skip
-    return BedrockBackend(client=client)  # read on the job's thread through boto3
+    return BedrockBackend(client=client)  # boto3 read on a thread of its own (stream_in_thread)
 
 
 @pytest.mark.parametrize("provider", ["openai", "bedrock"])
@@ -137,34 +137,44 @@ def test_a_cancel_while_a_real_endpoint_thinks_ends_the_job_at_once(tmp_path: Pa
                 backend.client.close()
 
 
-def test_a_cancel_wakes_the_wait_for_a_first_event_without_polling() -> None:
-    """The job's thread sleeps on the call until its first event or its cancel: no timed
-    wake-ups (hundreds of jobs may be waiting at once)."""
-    backend = SilentSync()
-    cancel = CancelFlag()
-    stream = FirstEventBackend(backend, cancel, poll_s=60).stream()  # a poll would take a minute
-    raised: list[BaseException] = []
-
-    def read() -> None:
-        try:
-            next(stream)
-        except BaseException as exc:
-            raised.append(exc)
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    assert backend.opened.wait(5)
-    cancel.set()
-    reader.join(10)
-    assert not reader.is_alive(), "the wait was not woken by the cancel"
-    assert isinstance(raised[0], BackendError) and not raised[0].retryable
-    backend.release.set()
-    assert backend.closed.wait(5)  # the helper closed the stream once its read returned
-    assert cancel._wakes == []  # the call stopped watching the flag
-
-
-def test_an_answer_that_comes_is_read_whole_through_the_first_event_wait() -> None:
+def test_a_blocking_stream_read_through_a_thread_of_its_own() -> None:
+    """``stream_in_thread``: the events in order, a failure raised where it is read, and a
+    stream let go early is closed once its blocked read returns (one thread per call)."""
     backend = SilentSync()
     backend.release.set()
-    events = list(FirstEventBackend(backend, CancelFlag()).stream())
-    assert [e["kind"] for e in events] == ["text", "done"]
+
+    async def read_all() -> list[Any]:
+        return [e async for e in stream_in_thread(backend.stream)]
+
+    assert [e["kind"] for e in asyncio.run(read_all())] == ["text", "done"]
+    assert backend.closed.wait(5)
+
+    def failing() -> Iterator[Any]:
+        yield {"kind": "text", "text": "a"}
+        raise BackendError("the provider fell over", retryable=False)
+
+    got: list[Any] = []
+
+    async def read_failing() -> None:
+        async for e in stream_in_thread(failing):
+            got.append(e)
+
+    with pytest.raises(BackendError):
+        asyncio.run(read_failing())
+    assert [e["text"] for e in got] == ["a"]
+
+    quiet = SilentSync()
+
+    async def let_go() -> None:
+        gen = stream_in_thread(quiet.stream)
+        task = asyncio.ensure_future(gen.__anext__())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await gen.aclose()
+
+    asyncio.run(let_go())
+    assert quiet.opened.is_set() and not quiet.closed.is_set()  # still blocked in its read
+    quiet.release.set()
+    assert quiet.closed.wait(5), "the provider's stream was left open"

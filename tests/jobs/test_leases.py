@@ -6,7 +6,7 @@ import time
 
 import redis
 
-from tahrix_lab.jobs.redis_store import QUEUE_KEY, RedisJobStore
+from tahrix_lab.jobs.stores.redis import QUEUE_KEY, RedisJobStore
 
 LEASE_S = 0.3
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 
-from tahrix_lab.jobs.redis_store import _make_async_client, packing_with_hiredis
+from tahrix_lab.jobs.stores.redis import _make_async_client, packing_with_hiredis
 
 Fast = packing_with_hiredis(Connection)
 

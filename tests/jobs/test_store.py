@@ -9,9 +9,10 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable, merge_deltas
-from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.redis_store import RedisJobStore
+from tahrix_lab.flow import compact
+from tahrix_lab.jobs.contract import JobStore, StoreUnavailable
+from tahrix_lab.jobs.stores.memory import MemoryJobStore
+from tahrix_lab.jobs.stores.redis import RedisJobStore
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -60,7 +61,7 @@ def test_chunks_fold_into_state(store: JobStore) -> None:
     assert state["stop_reason"] == "end_turn"
     assert state["session_id"] is None  # set when a worker starts the session
     # consecutive deltas may arrive merged (the Redis writer batches); the text is the same
-    assert [c["type"] for c in merge_deltas(state["chunks"])] == [
+    assert [c["type"] for c in compact(state["chunks"])] == [
         "reasoning", "tool_call", "tool_result", "content", "usage", "done"]  # fmt: skip
     assert state["next"] == len(state["chunks"])
 

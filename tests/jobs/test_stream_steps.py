@@ -1,8 +1,8 @@
-"""Streamed steps on one event loop (``jobs/stream_steps.py``): a backend with ``astream``.
+"""Streamed steps on one event loop (``jobs/steps.py``), the one way a job is driven.
 
-The runner reads such a backend's streams on one event loop thread, which also takes the
-streamed steps of every run. What a job produces (chunks, status, transcript) must be exactly
-what the same script gives through the one-thread-per-run path, whatever the script does.
+The runner reads every model stream on one event loop thread, which also takes the streamed
+steps of every run. What a job produces (chunks, text, transcript) must be exactly what the
+same script gives through ``run_agent`` on one thread, whatever the script does.
 """
 
 from __future__ import annotations
@@ -18,12 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tahrix_lab.agent.backends.openai import OpenAIBackend
+from tahrix_lab.agent.loop import run_agent
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
-from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.scripted import ScriptedBackend
-from tahrix_lab.jobs.stream_steps import StreamSteps
-from tests.jobs.runs import Harness, ThreadOnly
+from tahrix_lab.flow import chunks
+from tahrix_lab.jobs.contract import JobRequest
+from tahrix_lab.jobs.scripted import scripted_backend
+from tahrix_lab.jobs.steps import StreamSteps
+from tahrix_lab.jobs.stores.memory import MemoryJobStore
+from tests.jobs.runs import Harness, _plain_chunk, _plain_message
 from tests.wire import sse
 from tests.wire.server import WireServer
 
@@ -57,40 +60,43 @@ turns = st.lists(st.lists(item, max_size=5), min_size=1, max_size=3).flatmap(
 
 
 @pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Harness]]:
-    base = tmp_path_factory.mktemp("steps")
-    # Each example gives both runners a backend of its own script.
-    stepped = ScriptedBackend(script_of([[{"kind": "text", "text": "x"}]]))
-    assert StreamSteps.supports(stepped) and not StreamSteps.supports(ThreadOnly(stepped))
-    pair = {
-        "stepped": Harness(base / "a.duckdb", stepped),
-        "threads": Harness(base / "b.duckdb", ThreadOnly(stepped)),
-    }
-    yield pair
-    for h in pair.values():
-        h.close()
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    h = Harness(tmp_path_factory.mktemp("steps") / "a.duckdb", scripted_backend(script_of([[]])))
+    yield h
+    h.close()
+
+
+def looped(h: Harness, question: str) -> tuple[Any, ...]:
+    """The same question through ``run_agent`` on this thread (the notebook's and the CLI's way)."""
+    req = JobRequest(user="u", message=question)
+    session, context, _before, history = h.runner.prepare(req)
+    events = list(run_agent(session, store=h.transcripts, backend=h.runner.backend, model="m", history=history,
+                            context=context, registry=h.runner.integration.registry()))  # fmt: skip
+    said = list(chunks(events))
+    ends = [c for c in said if c["type"] in ("done", "error")]  # a job's end chunks come last
+    said = [c for c in said if c["type"] not in ("done", "error")] + ends
+    messages = [_plain_message(m) for m in h.transcripts.load_messages(session.id)]
+    content = "".join(c["text"] for c in said if c["type"] == "content")
+    return content, [_plain_chunk(c) for c in said], messages
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns)
-def test_a_stepped_run_gives_what_a_threaded_run_gives(both: dict[str, Harness], drawn: Any) -> None:
+def test_a_job_gives_what_the_loop_gives(harness: Harness, drawn: Any) -> None:
     raw_turns, fails, where = drawn
     scripted = [list(t) for t in raw_turns]
     if fails:  # a provider failure somewhere in the last turn
         last = scripted[-1]
         last.insert(min(where, len(last)), {"kind": "error", "message": "the provider fell over"})
-    for name, h in both.items():
-        backend = ScriptedBackend(script_of(scripted))
-        h.runner.backend = backend if name == "stepped" else ThreadOnly(backend)
-    jobs = {name: h.ask("question") for name, h in both.items()}
-    got = {name: both[name].outcome(job) for name, job in jobs.items()}
-    assert got["stepped"] == got["threads"]
+    harness.runner.backend = scripted_backend(script_of(scripted))
+    _status, _stop, content, said, messages = harness.outcome(harness.ask("question"))
+    assert (content, said, messages) == looped(harness, "question")
 
 
 def test_streamed_steps_run_on_the_event_loop_not_the_jobs_thread(tmp_path: Path) -> None:
     words_ = " ".join(f"w{i}" for i in range(120))
     store = WhereStore()
-    h = Harness(tmp_path / "t.duckdb", ScriptedBackend({"delay": 0.01, "turns": [[{"kind": "text", "text": words_}]]}),
+    h = Harness(tmp_path / "t.duckdb", scripted_backend({"delay": 0.01, "turns": [[{"kind": "text", "text": words_}]]}),
                 store)  # fmt: skip
     try:
         state = h.wait(h.ask())
@@ -160,7 +166,7 @@ def test_stopping_the_runner_ends_a_quiet_stream_promptly(tmp_path: Path) -> Non
 
 def test_many_runs_at_once_keep_their_own_words(tmp_path: Path) -> None:
     script = {"delay": 0.003, "turns": [[{"kind": "text", "text": "{message} " + " ".join(["and"] * 60)}]]}
-    h = Harness(tmp_path / "t.duckdb", ScriptedBackend(script))
+    h = Harness(tmp_path / "t.duckdb", scripted_backend(script))
     try:
         jobs = {h.ask(f"q{i}"): f"q{i}" for i in range(60)}
         for job, question in jobs.items():

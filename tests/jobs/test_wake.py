@@ -12,8 +12,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tahrix_lab.jobs.redis_store import RedisJobStore
-from tahrix_lab.jobs.redis_wake import Tail, Waker
+from tahrix_lab.flow import ChunkLog, Fold
+from tahrix_lab.jobs.stores.redis import RedisJobStore
+from tahrix_lab.jobs.stores.wake import Tail, Waker
 
 FIELDS = [[], {}, None]  # tool_calls, usage, stop_reason as a message carries them
 
@@ -89,7 +90,7 @@ async def _overtaken(waker: Waker) -> None:
     waker.keep("j", read_state([text(0)], 0), 0, asked)  # the read saw only chunk 0
     assert "j" not in waker.tails
     waker.keep("j", read_state([text(0), text(1)], 0), 0, waker.messages)
-    assert waker.tails["j"].next == 2
+    assert waker.tails["j"].log.next == 2
 
 
 def test_no_tail_while_not_listening_and_none_for_an_ended_job() -> None:
@@ -122,16 +123,15 @@ def test_a_tail_is_always_an_exact_slice_of_the_log(
     messages = [(a, log[a:b]) for a, b in itertools.pairwise(bounds)]
     messages += [messages[order.randrange(len(messages))] for _ in range(3)]  # repeats
     order.shuffle(messages)
-    tail = Tail(read_state(log[:0], 0) | {}, 0, [], 0.0)
-    del tail.header["chunks"], tail.header["next"]
+    tail = Tail({"status": "streaming"}, ChunkLog(), Fold.of(read_state(log[:0], 0)), 0.0)
     alive = True
     for n, (first, chunks) in enumerate(messages):
         if n in lose or not alive:
             continue
         alive = tail.extend(first, chunks, "", FIELDS)
         if alive:
-            assert tail.chunks == log[tail.base : tail.next]
-            assert tail.header["content"] == "".join(c["text"] for c in log[: tail.next])
+            assert tail.log.chunks == log[tail.log.base : tail.log.next]
+            assert tail.fold.content == "".join(c["text"] for c in log[: tail.log.next])
 
 
 def test_long_polls_answered_from_the_feed_see_the_whole_log(redis_url: str) -> None:

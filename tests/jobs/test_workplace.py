@@ -1,4 +1,4 @@
-"""The service page's routes (jobs/workplace.py) on `tahrix serve`'s case integration, over real HTTP."""
+"""The service page's routes (jobs/http/workplace.py) on `tahrix serve`'s case integration, over real HTTP."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
+from tahrix_lab.jobs.settings import Settings
 
 from tahrix_lab.app.case_service import case_integration
 from tahrix_lab.case.workspace import Workspace, sample_case_dir
-from tahrix_lab.jobs.api import create_app
-from tahrix_lab.jobs.serving import build
-from tahrix_lab.jobs.settings import Settings
+from tahrix_lab.jobs.http.api import create_app
+from tahrix_lab.jobs.server import build
 
 from .conftest import AppServer
 from .test_case_service import ask

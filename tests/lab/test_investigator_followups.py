@@ -11,7 +11,7 @@ import pytest
 
 from tahrix_lab.agent import Session
 from tahrix_lab.agent.transcript import Message, Part
-from tahrix_lab.case.investigator import QUESTION, ScriptedInvestigator, scripted_backend
+from tahrix_lab.case.investigator import QUESTION, scripted_backend
 from tahrix_lab.case.workspace import Workspace
 
 
@@ -90,7 +90,7 @@ def test_a_question_about_an_unknown_address_says_so(ws: Workspace, session: Ses
 
 
 def test_the_service_model_never_runs_out_of_script() -> None:
-    inv = ScriptedInvestigator()
+    inv = scripted_backend()
     assert inv.name == "fake"
     # more calls than any script has: a closing turn, never an error
     messages = [Message(role="user", parts=[Part.of_text("hello")])]

@@ -7,8 +7,11 @@ live in the loop, never in a backend.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Literal, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from tahrix_lab.agent.transcript import Message, StopReason
@@ -95,11 +98,10 @@ class Backend(Protocol):
 
 @runtime_checkable
 class AsyncStreaming(Protocol):
-    """A backend that can also stream without a thread: ``astream`` takes ``stream``'s
-    arguments and returns an async iterator of the same events, raising the same errors.
-
-    Optional. A surface that runs many answers at once (the job service) reads such
-    streams on one event loop instead of waking a thread per event."""
+    """``astream``: ``stream``'s arguments, an async iterator of the same events, raising the
+    same errors. Every adapter has it (OpenAI's async client; Bedrock and any blocking stream
+    through ``stream_in_thread``): the job service reads every answer's stream on one event
+    loop instead of waking a thread per event."""
 
     def astream(
         self,
@@ -110,6 +112,49 @@ class AsyncStreaming(Protocol):
         model: str,
         inference: dict[str, Any] | None,
     ) -> AsyncIterator[Event]: ...
+
+
+_END = object()
+
+
+async def stream_in_thread(open_stream: Callable[[], Iterator[Event]]) -> AsyncIterator[Event]:
+    """A blocking stream (boto3's) as an async iterator: opened and read on a thread of its own
+    (one per model call, not per event), each event handed to the event loop. Closed early,
+    the thread lets the provider's stream go as soon as its blocked read returns."""
+    loop = asyncio.get_running_loop()
+    items: asyncio.Queue[Any] = asyncio.Queue()
+    stop = threading.Event()
+
+    def hand(item: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody reads any more
+            loop.call_soon_threadsafe(items.put_nowait, item)
+
+    def read() -> None:
+        events: Iterator[Event] | None = None
+        last: Any = _END
+        try:
+            events = open_stream()
+            for event in events:
+                if stop.is_set():
+                    break
+                hand(event)
+        except BaseException as exc:  # handed over and raised where the stream is read
+            last = exc
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    close()
+        hand(last)
+
+    threading.Thread(target=read, name="tahrix-stream-read", daemon=True).start()
+    try:
+        while (item := await items.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
 
 
 def parse_tool_arguments(raw: str) -> dict[str, Any] | None:

@@ -20,13 +20,14 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from tahrix_lab.agent.backends.base import (
     Event,
     ToolSpec,
+    stream_in_thread,
 )
 from tahrix_lab.agent.backends.bedrock_caching import add_cache_points, caching_for
 from tahrix_lab.agent.backends.bedrock_events import ERROR_CODES as ERROR_CODES  # re-exported
@@ -352,3 +353,19 @@ class BedrockBackend:
             close = getattr(events, "close", None)
             if close is not None:
                 close()
+
+    def astream(
+        self,
+        *,
+        system: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        model: str,
+        inference: dict[str, Any] | None,
+    ) -> AsyncIterator[Event]:
+        """``stream`` for an event loop: boto3 blocks, so each call is read on a thread of its own."""
+        return stream_in_thread(
+            lambda: self.stream(
+                system=system, messages=messages, tools=tools, model=model, inference=inference
+            )
+        )

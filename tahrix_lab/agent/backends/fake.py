@@ -3,20 +3,32 @@
 A script is a list of turns, one per model call. A turn is either a list of
 events (and ``BackendError`` instances, raised at that point of the stream)
 or a callable ``(messages, tools) -> events`` that decides from what it was
-sent. Every request is recorded so tests can assert what a real provider
-would have been sent.
+sent (tool-driven answers: it reads the tool results it is sent). Every
+request is recorded so tests can assert what a real provider would have been
+sent.
 
     backend = FakeBackend([
         [reasoning("Look the address up."), tool_call("lookup_address", {"address": "0xabc"})],
         [text("It is an exchange deposit address.")],
     ])
+
+A service answers question after question, in many conversations at once.
+``per_question`` makes the backend endless and stateless: call k after the
+latest user message plays turn k of ``per_question`` (a list of turns, or a
+function ``(question, messages) -> turns`` choosing them by the question);
+past its turns it plays ``then``, or fails when there is none. Such a
+backend records no requests (it would grow without end). With ``delay``,
+text and reasoning stream word by word, one word every ``delay`` seconds.
+``astream`` is ``stream`` for an event loop (paced with ``asyncio.sleep``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +46,7 @@ from tahrix_lab.agent.transcript import Message
 
 ScriptItem = Event | BackendError
 Turn = Sequence[ScriptItem] | Callable[[Sequence[Message], Sequence[ToolSpec]], Iterable[ScriptItem]]
+PerQuestion = Sequence[Turn] | Callable[[str, Sequence[Message]], Sequence[Turn]]
 
 _ids = itertools.count(1)
 
@@ -51,6 +64,10 @@ def reasoning(value: str, signature: str | None = None) -> ReasoningEvent:
 
 def tool_call(name: str, args: dict[str, Any] | None = None, *, id: str | None = None) -> ToolUseEvent:
     return {"kind": "tool_use", "id": id or f"call_{next(_ids)}", "name": name, "input": dict(args or {})}
+
+
+def latest_question(messages: Sequence[Message]) -> str:
+    return next((m.text for m in reversed(messages) if m.role == "user"), "") or ""
 
 
 def answers_since_question(messages: Sequence[Message]) -> int:
@@ -83,6 +100,9 @@ class FakeBackend:
     name: str = "fake"
     usage: bool = True
     requests: list[Request] = field(default_factory=list)
+    per_question: PerQuestion | None = None
+    then: Turn | None = None
+    delay: float | None = None
 
     def stream(
         self,
@@ -93,17 +113,65 @@ class FakeBackend:
         model: str,
         inference: dict[str, Any] | None,
     ) -> Iterator[Event]:
-        self.requests.append(Request(system, list(messages), list(tools), model, inference))
-        call = len(self.requests) - 1
-        if call >= len(self.script):
+        items = self._turn(system, messages, tools, model, inference)
+        return self._paced(self._play(items, system, messages, tools))
+
+    async def astream(
+        self,
+        *,
+        system: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        model: str,
+        inference: dict[str, Any] | None,
+    ) -> AsyncIterator[Event]:
+        items = self._turn(system, messages, tools, model, inference)
+        for event in self._play(items, system, messages, tools):
+            for piece in self._words(event):
+                if self.delay and piece["kind"] in ("text", "reasoning"):
+                    await asyncio.sleep(self.delay)
+                yield piece
+
+    def _turn(
+        self,
+        system: str | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        model: str,
+        inference: dict[str, Any] | None,
+    ) -> Iterable[ScriptItem]:
+        """The items of the turn this call plays (raises when the script has none)."""
+        if self.per_question is not None:
+            script = self.per_question
+            turns = script(latest_question(messages), messages) if callable(script) else script
+            call = answers_since_question(messages)
+            what = f"{len(turns)} turns per question"
+        else:
+            self.requests.append(Request(system, list(messages), list(tools), model, inference))
+            turns, call = self.script, len(self.requests) - 1
+            what = f"{len(turns)} turns"
+        turn = turns[call] if call < len(turns) else self.then
+        if turn is None:
             raise BackendError(
-                f"The fake backend's script has {len(self.script)} turns; call {call + 1} has none.",
+                f"The fake backend's script has {what}; call {call + 1} has none.",
                 status=None,
                 retryable=False,
             )
-        turn = self.script[call]
-        items: Iterable[ScriptItem] = turn(messages, tools) if callable(turn) else turn
-        return self._play(items, system, messages, tools)
+        return turn(messages, tools) if callable(turn) else turn
+
+    def _words(self, event: Event) -> list[Event]:
+        """With ``delay``, a text or reasoning event as one event per word (else as it is)."""
+        if self.delay is None or event["kind"] not in ("text", "reasoning") or len(event) > 2:
+            return [event]
+        words = event["text"].split(" ")
+        return [{"kind": event["kind"], "text": w if i == 0 else " " + w} for i, w in enumerate(words)]  # type: ignore[misc]
+
+    def _paced(self, events: Iterator[Event]) -> Iterator[Event]:
+        for event in events:
+            for piece in self._words(event):
+                if self.delay and piece["kind"] in ("text", "reasoning"):
+                    time.sleep(self.delay)
+                yield piece
 
     def _play(
         self,

@@ -75,7 +75,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _tokens(path: str | None, user: str) -> dict[str, str]:
     from tahrix_lab.agent.secrets import check_tokens_file
-    from tahrix_lab.jobs.settings import dev_token, load_tokens
+    from tahrix_lab.jobs.server import dev_token, load_tokens
 
     path = path or os.environ.get("TAHRIX_TOKENS_FILE")
     if path:

@@ -1,4 +1,4 @@
-"""``tahrix serve``: the job service's command line (the service itself: ``tahrix_lab.jobs.serving``)."""
+"""``tahrix serve``: the job service's command line (the service itself: ``tahrix_lab.jobs.server``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the service (fastapi, redis…) is imported when serve runs, not at --help
-    from tahrix_lab.jobs.serving import IntegrationFactory
-    from tahrix_lab.jobs.settings import Settings
+    from tahrix_lab.jobs.server import IntegrationFactory, Settings
 
 
 def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None) -> None:
@@ -21,8 +20,6 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
         "--workers", type=int, default=4, help="jobs run at once; more wait in a queue (default 4)"
     )
     p.add_argument("--role", choices=["all", "api", "worker"], default="all", help="see docs/service.md")
-    p.add_argument("--api-processes", type=int, default=1,
-                   help="with --role api: this many processes share the port (SO_REUSEPORT; default 1)")  # fmt: skip
     p.add_argument("--redis-url", default=os.environ.get("TAHRIX_REDIS_URL"), help="share jobs via Redis")
     p.add_argument("--tokens-file", default=os.environ.get("TAHRIX_TOKENS_FILE"),
                    help='JSON {"<token>": "<user>"}; without it a throw-away token is printed')  # fmt: skip
@@ -41,13 +38,13 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
 
 
 def _serve(args: argparse.Namespace, integration_factory: IntegrationFactory | None) -> int:
-    from tahrix_lab.jobs.serving import serve
+    from tahrix_lab.jobs.server import serve
 
     return serve(settings_from_args(args), integration_factory)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    from tahrix_lab.jobs.settings import Settings, load_tokens
+    from tahrix_lab.jobs.server import Settings, load_tokens
 
     tokens = load_tokens(args.tokens_file) if args.tokens_file else {}
     return Settings(
@@ -55,7 +52,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         port=args.port,
         workers=args.workers,
         role=args.role,
-        api_processes=max(1, args.api_processes),
         redis_url=args.redis_url,
         tokens=tokens,
         backend=args.backend,

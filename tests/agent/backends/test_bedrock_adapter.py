@@ -5,6 +5,7 @@ Recorded vectors (``tests/vectors/bedrock``) are replayed byte for byte
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import struct
@@ -46,6 +47,18 @@ def backend(server: WireServer) -> Iterator[BedrockBackend]:
     client.close()
 
 
+# Every test reads the backend both ways: ``stream`` (boto3) and ``astream`` (the same read on a
+# thread of its own, as the job service reads it on an event loop). Same events, same errors.
+READ = "stream"
+
+
+@pytest.fixture(params=["stream", "astream"], autouse=True)
+def reader(request: pytest.FixtureRequest) -> str:
+    global READ
+    READ = request.param
+    return READ
+
+
 def stream(backend: BedrockBackend, messages: list[Message] | None = None, **kw: Any) -> list[Event]:
     args: dict[str, Any] = {
         "system": None,
@@ -55,7 +68,13 @@ def stream(backend: BedrockBackend, messages: list[Message] | None = None, **kw:
         "inference": None,
     }
     args.update(kw)
-    return list(backend.stream(**args))
+    if READ == "stream":
+        return list(backend.stream(**args))
+
+    async def collect() -> list[Event]:
+        return [event async for event in backend.astream(**args)]
+
+    return asyncio.run(collect())
 
 
 def text_of(events: list[Event], kind: str = "text") -> str:

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl
 from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tahrix_lab.jobs.chunklog import StoreUnavailable
+from tahrix_lab.jobs.contract import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -21,17 +21,18 @@ Rules every store keeps:
 * ``usage`` carries the seed's ``prompt_tokens``/``completion_tokens`` beside
   the neutral ``input_tokens``/``output_tokens`` (unknown stays ``None``).
 * Consecutive text deltas of one kind (``content``, ``reasoning``) written in
-  one batch may arrive merged into one chunk: the text is the same, in order.
+  one batch may arrive merged into one chunk (``flow.chunklog.merge``, the one
+  rule): the text is the same, in order. The summary is ``flow.chunklog.Fold``.
 * Clients ignore chunk types they do not know.
 """
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tahrix_lab.agent.transcript import new_id
 from tahrix_lab.flow import Chunk
 
 JobStatus = Literal["streaming", "done", "error"]
@@ -64,118 +65,6 @@ class Lapsed:
     session_id: str | None
     taken_over: bool  # True: it had produced nothing, and the claimer runs it now
     chunks: list[Chunk] = field(default_factory=list)  # the log, to rebuild the in-flight answer
-
-
-def merge_deltas(chunks: list[Chunk]) -> list[Chunk]:
-    """Consecutive plain ``content`` (or ``reasoning``) chunks become one; order is kept."""
-    out: list[Chunk] = []
-    for chunk in chunks:
-        kind = chunk.get("type")
-        prev = out[-1] if out else None
-        if (
-            prev is not None
-            and kind in ("content", "reasoning")
-            and prev.get("type") == kind
-            and len(prev) == 2
-            and len(chunk) == 2
-        ):
-            out[-1] = {"type": kind, "text": (prev.get("text") or "") + (chunk.get("text") or "")}
-        else:
-            out.append(chunk)
-    return out
-
-
-def in_flight(chunks: list[Chunk]) -> tuple[str, str]:
-    """The text and reasoning streamed after the last stored model call (the last ``usage``
-    chunk): what the transcript does not hold yet when a worker dies."""
-    last = max((i for i, c in enumerate(chunks) if c.get("type") == "usage"), default=-1)
-    text = "".join(c.get("text") or "" for c in chunks[last + 1 :] if c.get("type") == "content")
-    thought = "".join(c.get("text") or "" for c in chunks[last + 1 :] if c.get("type") == "reasoning")
-    return text, thought
-
-
-@dataclass
-class Folder:
-    """Folds chunks into the job's summary fields (content, reasoning, tool calls, usage)."""
-
-    content: str = ""
-    reasoning: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, Any] = field(default_factory=dict)
-    stop_reason: str | None = None
-    # The JSON fields as last encoded: a writer sends them with every append, and encoding
-    # them again per append cost more than the append itself under load.
-    encoded: dict[str, str] = field(
-        default_factory=lambda: {"tool_calls": "[]", "usage": "{}", "stop_reason": "null"}
-    )
-
-    def apply(self, chunk: Chunk) -> tuple[str, str, dict[str, str]]:
-        """Update the summary; return (content delta, reasoning delta, changed JSON fields)."""
-        text, thought, changed = self._apply(chunk)
-        self.encoded.update(changed)
-        return text, thought, changed
-
-    def _apply(self, chunk: Chunk) -> tuple[str, str, dict[str, str]]:
-        kind = chunk.get("type")
-        changed: dict[str, str] = {}
-        if kind == "content":
-            text = chunk.get("text") or ""
-            self.content += text
-            return text, "", changed
-        if kind == "reasoning":
-            text = chunk.get("text") or ""
-            self.reasoning += text
-            return "", text, changed
-        if kind == "tool_call":
-            self.tool_calls.append({"id": chunk.get("id"), "name": chunk.get("name"), "status": "running"})
-            changed["tool_calls"] = json.dumps(self.tool_calls)
-        elif kind == "tool_result":
-            for call in self.tool_calls:
-                if call["id"] == chunk.get("id"):
-                    call["status"] = chunk.get("status", "ok")
-            changed["tool_calls"] = json.dumps(self.tool_calls)
-        elif kind == "usage":
-            self._add_usage(chunk)
-            changed["usage"] = json.dumps(self.usage)
-        elif kind == "done":
-            self.stop_reason = chunk.get("stop_reason")
-            changed["stop_reason"] = json.dumps(self.stop_reason)
-        elif kind == "error":
-            self.stop_reason = "error"
-            changed["stop_reason"] = json.dumps("error")
-        return "", "", changed
-
-    def end(self, status: EndStatus) -> dict[str, str]:
-        """Tool calls still running when the job ends take its status."""
-        if not any(c["status"] == "running" for c in self.tool_calls):
-            return {}
-        for call in self.tool_calls:
-            if call["status"] == "running":
-                call["status"] = "cancelled" if status == "cancelled" else "error"
-        changed = {"tool_calls": json.dumps(self.tool_calls)}
-        self.encoded.update(changed)
-        return changed
-
-    def fields(self) -> dict[str, str]:
-        """Every summary field, as the Redis hash holds them."""
-        return {"content": self.content, "reasoning": self.reasoning, **self.encoded}
-
-    def _add_usage(self, chunk: Chunk) -> None:
-        u = self.usage
-        for k, v in (chunk.get("usage") or {}).items():
-            if isinstance(v, int) and k not in ("prompt_tokens", "completion_tokens"):
-                u[k] = u.get(k, 0) + v
-        # The seed's names beside the neutral ones; an unknown count stays None, never 0.
-        u["prompt_tokens"] = u.get("input_tokens")
-        u["completion_tokens"] = u.get("output_tokens")
-        u["calls"] = u.get("calls", 0) + 1
-        cost = chunk.get("cost_usd")
-        if "cost_usd" not in u:
-            u["cost_usd"] = cost
-        elif u["cost_usd"] is not None:
-            u["cost_usd"] = None if cost is None else u["cost_usd"] + cost  # unknown stays unknown
-        u["model"] = chunk.get("model")
-        u["backend"] = chunk.get("backend")
 
 
 def end_status(status: EndStatus) -> JobStatus:
@@ -313,3 +202,43 @@ class JobStore(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what ``aread`` opened on the current event loop."""
+
+
+@dataclass
+class JobRequest:
+    """One question to answer; ``job_id`` is chosen by whoever accepts the request."""
+
+    user: str
+    message: str
+    case_id: str | None = None
+    session_id: str | None = None
+    history: list[dict[str, Any]] | None = None
+    job_id: str = field(default_factory=new_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"user": self.user, "message": self.message, "case_id": self.case_id,
+                "session_id": self.session_id, "history": self.history, "job_id": self.job_id}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobRequest:
+        return cls(
+            user=str(data["user"]),
+            message=str(data["message"]),
+            case_id=data.get("case_id"),
+            session_id=data.get("session_id"),
+            history=data.get("history"),
+            job_id=data.get("job_id") or new_id(),
+        )
+
+
+class JobRejected(Exception):
+    """A job that cannot start: ``status`` is the HTTP status, ``message`` is for the user."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "message": self.message, "field": self.field}

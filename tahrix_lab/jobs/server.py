@@ -13,29 +13,31 @@ Roles (see docs/service.md):
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
 
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.jobs.api import Service, create_app
-from tahrix_lab.jobs.api_processes import Children, end_with, listen_socket
-from tahrix_lab.jobs.broker import RedisIntake, RedisSubmitter
-from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
+from tahrix_lab.jobs.contract import JobStore, StoreUnavailable
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
+from tahrix_lab.jobs.http.api import Service, create_app
 from tahrix_lab.jobs.leases import Watcher
-from tahrix_lab.jobs.memory_store import MemoryJobStore
-from tahrix_lab.jobs.redis_store import RedisJobStore
 from tahrix_lab.jobs.runner import JobRunner
-from tahrix_lab.jobs.settings import Settings, dev_token
+from tahrix_lab.jobs.stores.broker import RedisIntake, RedisSubmitter
+from tahrix_lab.jobs.stores.memory import MemoryJobStore
+from tahrix_lab.jobs.stores.redis import RedisJobStore
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +47,9 @@ IntegrationFactory = Callable[[TranscriptStore], JobIntegration]
 def make_backend(settings: Settings) -> Backend:
     name = settings.backend_name
     if name == "fake":
-        from tahrix_lab.jobs.scripted import ScriptedBackend
+        from tahrix_lab.jobs.scripted import scripted_backend
 
-        return ScriptedBackend(settings.fake_script or "echo")
+        return scripted_backend(settings.fake_script or "echo")
     from tahrix_lab.agent.backends.registry import get_backend
 
     return get_backend(name)
@@ -183,8 +185,6 @@ def settle_heap() -> None:
 
 
 def serve(settings: Settings, integration_factory: IntegrationFactory | None = None) -> int:
-    if settings.api_processes > 1 and settings.role != "api":
-        raise ConfigurationError("--api-processes needs --role api (the workers run in their own process).")
     if not settings.tokens and settings.role != "worker":
         token = dev_token()
         settings.tokens = {token: "analyst"}
@@ -194,7 +194,6 @@ def serve(settings: Settings, integration_factory: IntegrationFactory | None = N
     where = f"jobs in Redis at {settings.redis_url}" if settings.redis_url else "jobs in memory"
     for note in built.notes:
         print(f"tahrix serve: {note}", flush=True)
-    children: Children | None = None
     try:
         if built.service is None or settings.role == "worker":
             print(f"tahrix serve: worker running ({where}, transcripts in {built.transcripts and built.transcripts.path})",
@@ -204,27 +203,24 @@ def serve(settings: Settings, integration_factory: IntegrationFactory | None = N
             signal.signal(signal.SIGINT, lambda *_: stop.set())
             stop.wait()
             return 0
-        many = settings.api_processes > 1
-        sock = listen_socket(settings.host, settings.port, reuse_port=many)
+        sock = listen_socket(settings.host, settings.port)
         port = sock.getsockname()[1]
-        if many:
-            # uvicorn re-raises the SIGTERM it caught once it has stopped: exit through the
-            # finally below then, so the children are stopped too.
-            signal.signal(signal.SIGTERM, _exit)
-            children = Children(settings, port, settings.api_processes - 1, api_child).start()
         print(f"tahrix serve: listening on http://{settings.host}:{port} (role {built.service.role}, {where})",
               flush=True)  # fmt: skip
         run_http(built.service, sock)
         return 0
     finally:
-        if children is not None:
-            children.stop()
         built.close()
         sys.stdout.flush()
 
 
-def _exit(*_: object) -> None:
-    raise SystemExit(0)
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket, accepting (queueing) from the moment it returns."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(4096)
+    return sock
 
 
 def run_http(service: Service, sock: socket.socket) -> None:
@@ -245,16 +241,77 @@ def run_http(service: Service, sock: socket.socket) -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
-def api_child(settings: Settings, port: int, parent: int) -> None:
-    """One more API process on ``port`` (a spawned interpreter)."""
-    logging.basicConfig(level=logging.WARNING)
-    threading.Thread(target=end_with, args=(parent,), name="tahrix-api-parent", daemon=True).start()
-    built = build(settings)
-    settle_heap()
+Role = Literal["all", "api", "worker"]
+
+
+@dataclass
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 4
+    role: Role = "all"
+    redis_url: str | None = None
+    tokens: dict[str, str] = field(default_factory=dict)
+    backend: str | None = None
+    model: str | None = None
+    fake_script: str | None = None
+    db: str | None = None
+    max_body_bytes: int = 64 * 1024
+    max_wait_s: float = 25.0
+    job_ttl_s: float = 180.0
+    max_running_per_user: int | None = 8  # answers running or queued per user; more get 429
+    lease_s: float = 6.0  # a job whose worker stops renewing for this long ends (or moves)
+    budget_minute_tokens: int | None = None
+    budget_hour_tokens: int | None = None
+    budget_monthly_usd: float | None = None
+    budget_global_monthly_usd: float | None = None
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend or os.environ.get("TAHRIX_BACKEND") or "fake"
+
+    @property
+    def model_name(self) -> str:
+        model = self.model or os.environ.get("TAHRIX_MODEL")
+        if model:
+            return model
+        if self.backend_name == "fake":
+            return "fake-model"
+        raise ConfigurationError("Set the model id with --model or TAHRIX_MODEL for this backend.")
+
+    def has_budget(self) -> bool:
+        return any(
+            v is not None
+            for v in (
+                self.budget_minute_tokens,
+                self.budget_hour_tokens,
+                self.budget_monthly_usd,
+                self.budget_global_monthly_usd,
+            )
+        )
+
+
+def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a tokens file (see the module docstring), naming what is wrong with it."""
     try:
-        assert built.service is not None
-        sock = listen_socket(settings.host, port, reuse_port=True)
-        print(f"tahrix serve: API process {os.getpid()} listening on the same port", flush=True)
-        run_http(built.service, sock)
-    finally:
-        built.close()
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigurationError(f"Could not read the tokens file {str(path)!r}: {exc.strerror}.") from None
+    except ValueError as exc:
+        raise ConfigurationError(f"The tokens file {str(path)!r} is not valid JSON: {exc}.") from None
+    if not isinstance(data, dict) or not data:
+        raise ConfigurationError(
+            f'The tokens file {str(path)!r} must be a JSON object like {{"<token>": "<user>"}}.'
+        )
+    for token, user in data.items():
+        if not isinstance(user, str) or not user or len(token) < 8:
+            raise ConfigurationError(
+                f"The tokens file {str(path)!r} maps each token (8 characters or more) to a user name; "
+                f"check the entry for user {user!r}."
+            )
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def dev_token() -> str:
+    """A throw-away token for a server started without a tokens file."""
+    return secrets.token_urlsafe(18)

@@ -13,7 +13,7 @@ Layout (``{p}`` is ``chatjob:``)::
     {p}queue            list: requests admitted by API processes, for the worker
     {p}unsaved          set: jobs a reaper ended whose interrupted answer no worker kept yet
     {p}epoch            when this Redis began holding jobs (ms): it restarted empty then
-    channel {p}wake     one message per written batch: its news (redis_wake), or job ids
+    channel {p}wake     one message per written batch: its news (wake.py), or job ids
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ return 0
 # it); -2: the log is not where the writer thinks (an earlier write's answer was lost); -3: it
 # already ended (a reaper ended it); else the cancel flag (0/1). The writer answers -1 and -2 by
 # writing the whole log again (RESTORE). Then publishes one wake-up with the news of the jobs
-# whose chunks landed (redis_wake): after the writes, so a woken poll finds them.
+# whose chunks landed (wake.py): after the writes, so a woken poll finds them.
 APPENDS = (
     _ENDED
     + f"""

@@ -1,4 +1,4 @@
-"""Streamed steps on one event loop: hundreds of runs without a thread wake-up per token.
+"""Streamed steps on one event loop: the one way the runner drives a job.
 
 A run of the loop is a plain synchronous generator, and the runner gives each
 job a thread to advance it. With hundreds of jobs streaming, a thread per job
@@ -6,9 +6,10 @@ woken for every token costs more than the tokens themselves: at 500 jobs x 20
 tokens a second, 10,000 wake-ups a second fighting for the interpreter lock,
 which starves the Redis writer that must publish them.
 
-A backend that can also stream asynchronously (``astream``, see
-``backends.base.AsyncStreaming``) lets the runner do better. Its streams are
-read on one event loop thread (``StreamSteps``), and that thread also takes
+So every model stream is read asynchronously (``astream``, see
+``backends.base.AsyncStreaming``: every adapter has it; a backend without it
+is read through ``stream_in_thread``) on one event loop thread
+(``StreamSteps``), and that thread also takes
 each *streamed step* of the run: resuming the generator when the event it
 will consume is already here and is text, reasoning or a tool call, after
 which the loop only yields it (no I/O, no waiting). Every other step (the
@@ -27,10 +28,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-from tahrix_lab.agent.backends.base import AsyncStreaming, Backend
+from tahrix_lab.agent.backends.base import Backend, stream_in_thread
 from tahrix_lab.agent.errors import BackendError
 from tahrix_lab.agent.loop import LoopEvent
-from tahrix_lab.jobs.first_event import CANCELLED
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ STREAMED = frozenset({"token", "reasoning", "tool_use"})
 _PLAIN = frozenset({"text", "reasoning", "tool_use"})
 _END = object()  # the stream is over
 STOPPING = "The answer was interrupted: the service is stopping."
+CANCELLED = "The answer was stopped before its first word."
 
 
 class _Run:
@@ -107,7 +108,13 @@ class _RunBackend:
         feed = _Feed(self.run, self.steps)
         with self.run.cond:
             self.run.feed = feed
-        self.steps.read(feed, self.backend.astream(**request))
+        astream = getattr(self.backend, "astream", None)
+        stream = (
+            astream(**request)
+            if astream is not None
+            else stream_in_thread(lambda: self.backend.stream(**request))
+        )
+        self.steps.read(feed, stream)
         return feed
 
     def __getattr__(self, name: str) -> Any:  # anything else the loop or a budget asks of it
@@ -124,10 +131,6 @@ class StreamSteps:
         self._lock = threading.Lock()
         self._runs: set[_Run] = set()
         self._backends: dict[int, Any] = {}  # read here: their async clients close with the loop
-
-    @staticmethod
-    def supports(backend: Any) -> bool:
-        return isinstance(backend, AsyncStreaming) and callable(backend.astream)
 
     def drive(self, backend: Any, events_for: Callable[[Backend], Iterator[LoopEvent]],
               handle: Callable[[str, dict[str, Any]], None], cancel: threading.Event) -> None:  # fmt: skip

@@ -37,8 +37,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tahrix_lab.flow import history_chunks
 from tahrix_lab.flow.resources import widgets_dir
-from tahrix_lab.jobs import workplace
-from tahrix_lab.jobs.api_models import (
+from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
+from tahrix_lab.jobs.http import workplace
+from tahrix_lab.jobs.http.fastpaths import FastPaths
+from tahrix_lab.jobs.http.models import (
     CONTENT_HELP,
     ERRORS,
     MAX_TEXT,
@@ -47,11 +49,9 @@ from tahrix_lab.jobs.api_models import (
     JobCreated,
     JobState,
     Problem,
+    sse_events,
 )
-from tahrix_lab.jobs.chunklog import JobStore, StoreUnavailable
-from tahrix_lab.jobs.fastpaths import FastPaths
-from tahrix_lab.jobs.runner import JobRejected, JobRequest, JobRunner
-from tahrix_lab.jobs.sse import sse_events
+from tahrix_lab.jobs.runner import JobRunner
 
 log = logging.getLogger(__name__)
 

@@ -9,13 +9,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tahrix_lab.flow import Chunk
-from tahrix_lab.jobs.chunklog import (
+from tahrix_lab.flow import Chunk, ChunkLog, Fold
+from tahrix_lab.jobs.contract import (
     DEFAULT_TTL_S,
     TERMINAL,
     CapReached,
     EndStatus,
-    Folder,
     JobStore,
     end_status,
     state,
@@ -27,8 +26,8 @@ class _MemJob:
     user: str
     request: dict[str, Any]
     session_id: str | None = None
-    folder: Folder = field(default_factory=Folder)
-    chunks: list[Chunk] = field(default_factory=list)
+    fold: Fold = field(default_factory=Fold)
+    log: ChunkLog = field(default_factory=ChunkLog)
     status: str = "streaming"
     queue_position: int = 0
     cancel: bool = False
@@ -113,9 +112,8 @@ class MemoryJobStore(JobStore):
             job = self._get(job_id)
             if job is None:
                 return True  # expired under us: nobody can read it, stop working on it
-            for chunk in chunks:
-                job.folder.apply(chunk)
-                job.chunks.append(chunk)
+            job.fold.extend(chunks)
+            job.log.append(chunks)
             job.queue_position = 0
             job.wake()
             return job.cancel
@@ -125,10 +123,9 @@ class MemoryJobStore(JobStore):
             job = self._get(job_id)
             if job is None:
                 return
-            for chunk in chunks:
-                job.folder.apply(chunk)
-                job.chunks.append(chunk)
-            job.folder.end(status)
+            job.fold.extend(chunks)
+            job.log.append(chunks)
+            job.fold.end(status == "cancelled")
             job.status = end_status(status)
             job.queue_position = 0
             job.expires = time.monotonic() + self.ttl
@@ -144,7 +141,7 @@ class MemoryJobStore(JobStore):
                 if job is None:
                     return None
                 remaining = deadline - time.monotonic()
-                if len(job.chunks) > since or job.status in TERMINAL or remaining <= 0:
+                if job.log.next > since or job.status in TERMINAL or remaining <= 0:
                     break
                 assert job.cond is not None
                 job.cond.wait(remaining)
@@ -165,7 +162,7 @@ class MemoryJobStore(JobStore):
                 if job is None or (user is not None and job.user != user):
                     return None
                 remaining = deadline - loop.time()
-                ready = len(job.chunks) > since or job.status in TERMINAL or remaining <= 0
+                ready = job.log.next > since or job.status in TERMINAL or remaining <= 0
                 lingering = ready and woken and linger > 0 and job.status not in TERMINAL and remaining > 0
                 if ready and not lingering:
                     return self._snapshot(job, since)
@@ -187,19 +184,9 @@ class MemoryJobStore(JobStore):
 
     def _snapshot(self, job: _MemJob, since: int) -> dict[str, Any]:
         with self._cond:
-            f = job.folder
-            header = {
-                "status": job.status,
-                "stop_reason": f.stop_reason,
-                "content": f.content,
-                "reasoning": f.reasoning,
-                "tool_calls": [dict(c) for c in f.tool_calls],
-                "usage": dict(f.usage),
-                "session_id": job.session_id,
-                "queue_position": job.queue_position,
-                "user": job.user,
-            }
-            return state(header, list(job.chunks[since:]), since, len(job.chunks))
+            header = {"status": job.status, **job.fold.summary(), "session_id": job.session_id,
+                      "queue_position": job.queue_position, "user": job.user}  # fmt: skip
+            return state(header, job.log.since(since), since, job.log.next)
 
     def owner(self, job_id: str) -> str | None:
         with self._cond:

@@ -19,9 +19,10 @@ import logging
 import threading
 from typing import Any
 
-from tahrix_lab.jobs.chunklog import CapReached
-from tahrix_lab.jobs.redis_store import QUEUE_KEY, RedisJobStore, redact_url
-from tahrix_lab.jobs.runner import DEFAULT_MAX_RUNNING, JobRejected, JobRequest, JobRunner
+from tahrix_lab.jobs.contract import CapReached, JobRejected, JobRequest
+from tahrix_lab.jobs.runner import DEFAULT_MAX_RUNNING, JobRunner
+from tahrix_lab.jobs.stores.redis import QUEUE_KEY, RedisJobStore
+from tahrix_lab.jobs.stores.writer import redact_url
 
 log = logging.getLogger(__name__)
 

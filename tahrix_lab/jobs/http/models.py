@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tahrix_lab.flow import chunks
 
 MAX_TEXT = 32_000
 
@@ -92,3 +96,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     413: {"model": Problem, "description": "The request body is too large."},
     503: {"model": Problem, "description": "The job store or worker is unreachable."},
 }
+
+
+def sse_events(events: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[str]:
+    """``text/event-stream`` frames, one per chunk: ``id`` is the chunk index, ``data`` its JSON."""
+    for i, chunk in enumerate(chunks(events)):
+        yield f"id: {i}\ndata: {json.dumps(chunk, ensure_ascii=False)}\n\n"

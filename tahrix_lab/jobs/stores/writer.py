@@ -3,7 +3,7 @@
 The runner's ``append`` only queues chunks. One writer thread sends, per
 batch, one ``APPENDS`` call holding every job that has news (its consecutive
 text deltas merged): each job's append is checked and applied on its own, and
-the script publishes one wake-up carrying what landed (``redis_wake``), so
+the script publishes one wake-up carrying what landed (``wake``), so
 the API answers woken polls without reading Redis again. Idle, a batch is one
 chunk and leaves at once; under load (many jobs streaming) the writer waits a
 short window after each batch so chunks gather: the writes and wake-ups per
@@ -23,12 +23,13 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tahrix_lab.flow import Chunk
-from tahrix_lab.jobs.chunklog import KEY_PREFIX, EndStatus, Folder, StoreUnavailable, end_status, merge_deltas
-from tahrix_lab.jobs.redis_wake import WAKE_CHANNEL
+from tahrix_lab.flow import Chunk, Fold, compact
+from tahrix_lab.jobs.contract import KEY_PREFIX, EndStatus, StoreUnavailable, end_status
+from tahrix_lab.jobs.stores.wake import WAKE_CHANNEL
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class Mirror:
     user: str
     request: dict[str, Any]
     header: dict[str, str] = field(default_factory=dict)  # session_id, message, history_len
-    folder: Folder = field(default_factory=Folder)
+    fold: Fold = field(default_factory=Fold)
     # Every chunk, in index order, as JSON only: strings, which the cyclic garbage collector
     # does not track. Kept as dicts, 500 jobs' logs made its full collections pause the
     # process for up to 600 ms, growing with every token.
@@ -85,28 +86,66 @@ class Mirror:
     written: threading.Event = field(default_factory=threading.Event)  # the end landed
 
 
-class BatchedWrites:
-    """The writing half of ``RedisJobStore`` (which provides the attributes used here)."""
+class Writer:
+    """See the module docstring: ``RedisJobStore``'s writes, with the thread that sends them."""
 
-    client: Any
-    url: str
-    grace_s: float
-    _redis: Any
-    _scripts: dict[str, Any]
-    _mirrors: dict[str, Mirror]
-    _dirty: dict[str, None]
-    _cond: threading.Condition
-    _inbox: deque[tuple[str, list[Chunk], EndStatus | None]]
-    _nudge: threading.Event
-    _writer_thread: threading.Thread | None
-    _closing: bool
-    _inflight: bool
-
-    def _ttl(self) -> int:
-        raise NotImplementedError
+    def __init__(self, client: Any, redis_module: Any, scripts: dict[str, Any], url: str, grace_s: float,
+                 ttl: Callable[[], int]) -> None:  # fmt: skip
+        self.client = client
+        self.url = url
+        self.grace_s = grace_s
+        self._ttl = ttl
+        self._redis = redis_module
+        self._scripts = scripts
+        self._mirrors: dict[str, Mirror] = {}
+        self._dirty: dict[str, None] = {}  # insertion-ordered set
+        self._cond = threading.Condition()
+        self._inbox: deque[tuple[str, list[Chunk], EndStatus | None]] = deque()
+        self._nudge = threading.Event()  # the writer has something to do
+        self._writer_thread: threading.Thread | None = None
+        self._closing = False
+        self._inflight = False
 
     def _where(self) -> str:
         return redact_url(self.url)
+
+    # -- what the store tells its writer ----------------------------------------
+    def take(self, job_id: str, user: str, request: dict[str, Any]) -> None:
+        """This process writes the job from now on (the writer keeps its log)."""
+        with self._cond:
+            self._mirrors.setdefault(job_id, Mirror(user=user, request=request))
+
+    def note_session(self, job_id: str, header: dict[str, str]) -> None:
+        """The job's session, written again with it if Redis loses the job."""
+        with self._cond:
+            mirror = self._mirrors.get(job_id)
+            if mirror is not None:
+                mirror.header = header
+
+    def cancelled(self, job_ids: set[str]) -> None:
+        with self._cond:
+            for job_id in job_ids:
+                if (m := self._mirrors.get(job_id)) is not None:
+                    m.cancel = True
+
+    def restore(self, job_ids: list[str]) -> None:
+        """Redis restarted empty: write these jobs anew now."""
+        with self._cond:
+            for job_id in job_ids:
+                if (m := self._mirrors.get(job_id)) is not None:
+                    m.restore = True
+                    self._dirty[job_id] = None
+            self._cond.notify_all()
+        self._kick()
+
+    def close(self, timeout: float) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._nudge.set()
+        if self._writer_thread is not None:
+            self._writer_thread.join(timeout)
+            self._writer_thread = None
 
     # -- writing ---------------------------------------------------------------
     # The run threads (hundreds under load) only put their chunks in the inbox, a deque whose
@@ -205,17 +244,17 @@ class BatchedWrites:
     def _op(self, job_id: str) -> Op:
         """The script call that brings Redis up to date with this job (under the lock)."""
         m = self._mirrors[job_id]
-        for chunk in merge_deltas(m.pending):
-            text, thought, _changed = m.folder.apply(chunk)
+        for chunk in compact(m.pending):
+            text, thought, _changed = m.fold.apply(chunk)
             m.text_delta += text
             m.thought_delta += thought
             m.log.append(_to_json(chunk))
         m.pending = []
         status = end_status(m.end) if m.end is not None else ""
         if m.end is not None:
-            m.folder.end(m.end)
+            m.fold.end(m.end == "cancelled")
         key = job_key(job_id)
-        folded = m.folder.fields()
+        folded = m.fold.fields()
         if m.restore:
             header = {"user": m.user, "request": json.dumps(m.request), **m.header, **folded}
             args: list[Any] = [self._ttl(), status or "streaming", len(m.log), *m.log]
@@ -225,7 +264,7 @@ class BatchedWrites:
         unsent = m.log[m.sent :]
         content, reasoning = m.text_delta, m.thought_delta
         tool_calls, usage, stop_reason = folded["tool_calls"], folded["usage"], folded["stop_reason"]
-        # The news for the API's tails (redis_wake), published by the script if the append lands.
+        # The news for the API's tails (wake.py), published by the script if the append lands.
         news = (f'[{_to_json(job_id)},{m.sent},"{status}",[{",".join(unsent)}],'
                 f"{tool_calls},{usage},{stop_reason}]")  # fmt: skip
         group = [job_id, status, m.sent, content, reasoning, len(unsent), *unsent, tool_calls, usage,

@@ -1,6 +1,6 @@
-"""Jobs in Redis, shared by several processes (layout in ``redis_scripts``).
+"""Jobs in Redis, shared by several processes (layout in ``scripts``).
 
-Writes (``redis_writer``): the runner's ``append`` only queues chunks. One
+Writes (``writer``): the runner's ``append`` only queues chunks. One
 writer thread sends, per batch, one script call for every job that has news
 (its consecutive text deltas merged), which also publishes one wake-up
 carrying the news. Idle, a batch is one chunk and leaves at once; under load a
@@ -15,9 +15,9 @@ writer retries; ``finish`` waits (at most ``grace_s``) for the end to land.
 Reads (the API, ``aread``): one script returns the state and the chunks from
 ``since``; a long-poll waits for the wake-up message of its job (one pubsub
 connection per process) and answers from the tail the messages keep
-(``redis_wake``), reading Redis again only when the tail cannot answer. The
+(``wake``), reading Redis again only when the tail cannot answer. The
 reads and admissions asked in one event-loop turn share one pipeline
-(``redis_batch``). Commands have short socket timeouts and a dead pooled
+(``ScriptBatcher`` below). Commands have short socket timeouts and a dead pooled
 connection is retried once; no command blocks in Redis, so no request outlives
 its ``wait`` by more than the socket timeout.
 """
@@ -28,14 +28,11 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import time
-from collections import deque
 from typing import Any
 
 from tahrix_lab.flow import Chunk
-from tahrix_lab.jobs import redis_scripts as lua
-from tahrix_lab.jobs.chunklog import (
+from tahrix_lab.jobs.contract import (
     DEFAULT_LEASE_S,
     DEFAULT_TTL_S,
     KEY_PREFIX,
@@ -44,13 +41,12 @@ from tahrix_lab.jobs.chunklog import (
     EndStatus,
     JobStore,
     Lapsed,
+    StoreUnavailable,
     state,
 )
-from tahrix_lab.jobs.chunklog import StoreUnavailable as StoreUnavailable
-from tahrix_lab.jobs.redis_batch import ScriptBatcher
-from tahrix_lab.jobs.redis_wake import Waker
-from tahrix_lab.jobs.redis_writer import BatchedWrites, Mirror, job_key
-from tahrix_lab.jobs.redis_writer import redact_url as redact_url
+from tahrix_lab.jobs.stores import scripts as lua
+from tahrix_lab.jobs.stores.wake import Waker
+from tahrix_lab.jobs.stores.writer import Writer, job_key, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +129,7 @@ def _parse(reply: list[Any], since: int) -> dict[str, Any] | None:
     return state(header, chunks, since, int(header.get("next", 0)))
 
 
-class RedisJobStore(BatchedWrites, JobStore):
+class RedisJobStore(JobStore):
     """See the module docstring. ``check()`` pings at start so a wrong URL fails at once."""
 
     def __init__(
@@ -150,14 +146,7 @@ class RedisJobStore(BatchedWrites, JobStore):
         self._scripts = {name: self.client.register_script(getattr(lua, name)) for name in
                          ("CREATE", "APPENDS", "RESTORE", "READ", "CANCEL", "CANCELS", "POSITIONS",
                           "SESSION", "RENEW", "WORKERS", "CLAIM", "UNSAVED", "EPOCH")}  # fmt: skip
-        self._mirrors: dict[str, Mirror] = {}
-        self._dirty: dict[str, None] = {}  # insertion-ordered set
-        self._cond = threading.Condition()
-        self._inbox: deque[tuple[str, list[Chunk], EndStatus | None]] = deque()
-        self._nudge = threading.Event()  # the writer has something to do
-        self._writer_thread: threading.Thread | None = None
-        self._closing = False
-        self._inflight = False
+        self._writer = Writer(self.client, redis, self._scripts, url, grace_s, self._ttl)
         self._async: Any = None  # (loop, client, read script, waker)
         self._epoch: str | None = None  # when Redis began holding jobs, as first seen here
 
@@ -239,19 +228,20 @@ class RedisJobStore(BatchedWrites, JobStore):
         return keys, args
 
     def take(self, job_id: str, *, user: str, request: dict[str, Any]) -> None:
-        """This process writes the job from now on (the writer keeps its log)."""
-        with self._cond:
-            self._mirrors.setdefault(job_id, Mirror(user=user, request=request))
+        self._writer.take(job_id, user, request)
+
+    def append(self, job_id: str, chunks: list[Chunk]) -> bool:
+        return self._writer.append(job_id, chunks)
+
+    def finish(self, job_id: str, status: EndStatus, chunks: list[Chunk]) -> None:
+        self._writer.finish(job_id, status, chunks)
+
+    def flush(self, timeout: float = 10.0) -> None:
+        self._writer.flush(timeout)
 
     def set_session(self, job_id: str, session_id: str, *, message: str, history_len: int) -> None:
-        with self._cond:
-            mirror = self._mirrors.get(job_id)
-            if mirror is not None:
-                mirror.header = {
-                    "session_id": session_id,
-                    "message": message,
-                    "history_len": str(history_len),
-                }
+        header = {"session_id": session_id, "message": message, "history_len": str(history_len)}
+        self._writer.note_session(job_id, header)
         keys = [job_key(job_id), f"{KEY_PREFIX}session:{session_id}"]
         with contextlib.suppress(StoreUnavailable):  # a restore writes it again
             self._call(
@@ -306,7 +296,7 @@ class RedisJobStore(BatchedWrites, JobStore):
         deadline = loop.time() + max(0.0, wait)
 
         async def once(news: bool) -> dict[str, Any] | None:
-            # A long-poll answers from the tail the wake-ups keep (redis_wake) when it can.
+            # A long-poll answers from the tail the wake-ups keep (wake.py) when it can.
             got = waker.answer(job_id, since, news=news) if fut is not None else None
             if got is not None:
                 return got
@@ -365,10 +355,7 @@ class RedisJobStore(BatchedWrites, JobStore):
         if not job_ids:
             return set()
         wanted = set(self._call(self._scripts["CANCELS"], args=[self._ttl(), *job_ids]))
-        with self._cond:
-            for job_id in wanted:
-                if (m := self._mirrors.get(job_id)) is not None:
-                    m.cancel = True
+        self._writer.cancelled(wanted)
         return wanted
 
     def set_queue_position(self, positions: dict[str, int]) -> None:
@@ -383,13 +370,7 @@ class RedisJobStore(BatchedWrites, JobStore):
     def renew(self, worker_id: str, job_ids: list[str], lease_s: float) -> None:
         missing = self._call(self._scripts["RENEW"], args=[worker_id, int(lease_s * 1000), *job_ids])
         if missing:
-            with self._cond:
-                for job_id in missing:
-                    if (m := self._mirrors.get(job_id)) is not None:
-                        m.restore = True  # Redis restarted empty: write the job anew now
-                        self._dirty[job_id] = None
-                self._cond.notify_all()
-            self._kick()
+            self._writer.restore(missing)
 
     def claim_lapsed(
         self, worker_id: str, lease_s: float, message: str, held: list[str] | None = None
@@ -415,13 +396,7 @@ class RedisJobStore(BatchedWrites, JobStore):
         return int(self._call(self._scripts["WORKERS"], args=[10_000]))
 
     def close(self) -> None:
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-        self._nudge.set()
-        if self._writer_thread is not None:
-            self._writer_thread.join(SOCKET_TIMEOUT_S * 2)
-            self._writer_thread = None
+        self._writer.close(SOCKET_TIMEOUT_S * 2)
         self.client.close()
 
     async def aclose(self) -> None:
@@ -430,3 +405,54 @@ class RedisJobStore(BatchedWrites, JobStore):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._async[1].aclose(), SOCKET_TIMEOUT_S)
         self._async = None
+
+
+_Call = tuple[Any, list[str], list[Any], "asyncio.Future[Any]"]
+
+
+class ScriptBatcher:
+    """``await call(script, keys, args)`` answers that registered script's reply."""
+
+    def __init__(self, client: Any, redis_module: Any) -> None:
+        self.client = client
+        self.redis = redis_module
+        self.pending: list[_Call] = []
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        if not self.pending:
+            loop.call_soon(self._kick)  # after the other requests of this turn asked too
+        self.pending.append((script, keys, args, fut))
+        return await fut
+
+    def _kick(self) -> None:
+        batch, self.pending = self.pending, []
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._flush(batch))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _send(self, batch: list[_Call]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for script, keys, args, _fut in batch:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        return list(await pipe.execute(raise_on_error=False))
+
+    async def _flush(self, batch: list[_Call]) -> None:
+        try:
+            results = await self._send(batch)
+            if any(isinstance(r, self.redis.exceptions.NoScriptError) for r in results):
+                for script in {id(c[0]): c[0] for c in batch}.values():  # a fresh or restarted Redis
+                    await self.client.script_load(script.script)
+                results = await self._send(batch)
+        except Exception as exc:  # unreachable, timed out: each call raises it
+            results = [exc] * len(batch)
+        for (_script, _keys, _args, fut), res in zip(batch, results, strict=True):
+            if fut.done():  # its request gave up (deadline)
+                continue
+            if isinstance(res, BaseException):
+                fut.set_exception(res)
+            else:
+                fut.set_result(res)

@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tahrix_lab.flow import Chunk
-from tahrix_lab.jobs.chunklog import KEY_PREFIX, TERMINAL
+from tahrix_lab.flow import Chunk, ChunkLog, Fold
+from tahrix_lab.jobs.contract import KEY_PREFIX, TERMINAL
 
 log = logging.getLogger(__name__)
 
@@ -39,40 +39,31 @@ TAIL_IDLE_S = 30.0  # a tail no poll asked for this long is dropped
 
 @dataclass
 class Tail:
-    """One job's state (``state()`` without chunks) and its chunks from ``base`` on."""
+    """One job's state as a poll answers it, and its chunks from the latest poll's ``since`` on."""
 
-    header: dict[str, Any]
-    base: int
-    chunks: list[Chunk]
+    header: dict[str, Any]  # status, session_id, queue_position, user
+    log: ChunkLog
+    fold: Fold
     used: float
-
-    @property
-    def next(self) -> int:
-        return self.base + len(self.chunks)
 
     def extend(self, first: int, chunks: list[Chunk], status: str, fields: list[Any]) -> bool:
         """Add what a message appended; False when it does not continue this tail (a gap)."""
-        if first > self.next:
+        if first > self.log.next:
             return False
-        if first + len(chunks) < self.next:  # older than the read that seeded the tail
+        if first + len(chunks) < self.log.next:  # older than the read that seeded the tail
             return True
-        fresh = chunks[self.next - first :]
-        h = self.header
-        for chunk in fresh:
-            kind = chunk.get("type")
-            if kind == "content":
-                h["content"] += chunk.get("text") or ""
-            elif kind == "reasoning":
-                h["reasoning"] += chunk.get("text") or ""
-        self.chunks.extend(fresh)
-        h["tool_calls"], h["usage"], h["stop_reason"] = fields
-        h["queue_position"] = 0
+        fresh = chunks[self.log.next - first :]
+        self.fold.extend(fresh)
+        self.log.append(fresh)
+        f = self.fold  # the writer's fold of the whole log says the rest (a tool call ended with it)
+        f.tool_calls, f.usage, f.stop_reason = fields
+        self.header["queue_position"] = 0
         if status:
-            h["status"] = status
+            self.header["status"] = status
         return True
 
     def state(self, since: int) -> dict[str, Any]:
-        return {**self.header, "chunks": self.chunks[since - self.base :], "next": self.next}
+        return {**self.header, **self.fold.summary(), "chunks": self.log.since(since), "next": self.log.next}
 
 
 class Waker:
@@ -123,23 +114,22 @@ class Waker:
                 or got["next"] != since + len(chunks)):  # fmt: skip
             self.tails.pop(job_id, None)
             return
-        header = {k: v for k, v in got.items() if k not in ("chunks", "next")}
-        self.tails[job_id] = Tail(header, since, list(chunks), time.monotonic())
+        header = {k: got.get(k) for k in ("status", "session_id", "queue_position", "user")}
+        self.tails[job_id] = Tail(header, ChunkLog(list(chunks), since), Fold.of(got), time.monotonic())
 
     def answer(self, job_id: str, since: int, *, news: bool) -> dict[str, Any] | None:
         """The state from the tail, if it holds ``since`` (with ``news``: and chunks after it)."""
         tail = self.tails.get(job_id)
-        if tail is None or not tail.base <= since <= tail.next:
+        if tail is None or not tail.log.holds(since):
             return None
-        if news and since == tail.next and tail.header["status"] not in TERMINAL:
+        if news and since == tail.log.next and tail.header["status"] not in TERMINAL:
             return None
         tail.used = time.monotonic()
         got = tail.state(since)
         if got["status"] in TERMINAL:
             del self.tails[job_id]  # answered its end: later reads go to Redis
-        elif since > tail.base:  # the client has what came before: let it go
-            del tail.chunks[: since - tail.base]
-            tail.base = since
+        else:  # the client has what came before: let it go
+            tail.log.trim(since)
         return got
 
     def _news(self, data: str) -> list[str] | None:

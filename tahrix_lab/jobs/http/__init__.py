@@ -1,0 +1,1 @@
+"""The HTTP API: routes (``api``), request and answer models (``models``), the fast paths."""
