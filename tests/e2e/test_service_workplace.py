@@ -214,10 +214,8 @@ def test_a_row_click_focuses_the_graph_and_an_unknown_case_is_refused(page: Any,
 
 
 def test_a_plain_chat_service_shows_the_chat_without_case_panels(page: Any, tmp_path: Path) -> None:
-    from tahrix_lab.jobs.settings import Settings
-
     from tahrix_lab.jobs.http.api import create_app
-    from tahrix_lab.jobs.server import build
+    from tahrix_lab.jobs.server import Settings, build
     from tests.jobs.conftest import AppServer
 
     built = build(

@@ -10,12 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from tahrix_lab.jobs.settings import Settings
 
 from tahrix_lab.app.case_service import case_integration
 from tahrix_lab.case.workspace import Workspace, sample_case_dir
 from tahrix_lab.jobs.http.api import create_app
-from tahrix_lab.jobs.server import build
+from tahrix_lab.jobs.server import Settings, build
 
 from .conftest import AppServer
 from .test_case_service import ask
