@@ -63,6 +63,7 @@ def refusal(result: dict[str, Any]) -> dict[str, Any]:
 
 def test_bob_meets_alices_case_as_a_missing_one(served: tuple[Serve, Path]) -> None:
     srv, db = served
+    assert any("open to all: none ($TAHRIX_OPEN_CASES)" in line for line in srv.stdout)  # said at start
     with httpx.Client(base_url=srv.url, timeout=60) as client:
         alice_cases = client.get(f"{API}/cases", headers=ALICE).json()["cases"]
         assert [(c["case_id"], c["role"]) for c in alice_cases] == [("CASE-001", "investigator")]
