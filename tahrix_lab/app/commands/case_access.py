@@ -49,8 +49,7 @@ def _grant(args: argparse.Namespace) -> int:
 def _revoke(args: argparse.Namespace) -> int:
     from tahrix_lab.case.workspace import Workspace
 
-    with Workspace() as ws:
-        ws.require_case(args.case_id)
+    with Workspace() as ws:  # no need for the case to be loaded here: a revoke only takes away
         gone = ws.store.revoke_case(args.case_id, args.user)
     print(f"{args.user} may no longer open {args.case_id}." if gone else
           f"{args.user} had no access to {args.case_id}; nothing changed.")  # fmt: skip
