@@ -19,6 +19,7 @@ from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
+from tahrix_lab.case import access
 from tahrix_lab.case.citations import verify_citations, with_citations
 from tahrix_lab.case.context import CaseContextProvider, Grant
 from tahrix_lab.case.investigator import QUESTION, scripted_backend
@@ -43,11 +44,18 @@ class CaseIntegration:
         ws = self.workspace
         if case_id is None:
             case_id = ws.load_sample_case()
-        elif self.case_for(user, case_id) is None:  # a case the user may not open reads as unknown
-            raise UserFacingError(f"No case named {case_id!r}.")
+        # a case the user may not open answers as an unknown one (access.no_case)
+        access.require_role(ws, user, case_id, run=True)
         return ws.start_investigation(case_id, user=user, grant=self.grant, store=store)
 
     def context_for(self, store: TranscriptStore, session: Session) -> CaseContextProvider:
+        """Every run in a session asks here first: a conversation on a case its user may no longer
+        open (or run) is refused as the service refuses someone else's conversation."""
+        case_id = self.workspace.case_of(session.id)
+        if case_id is not None and access.role_of(self.workspace, session.user, case_id) not in access.RUNS:
+            from tahrix_lab.jobs import JobRejected  # the service's refusal (a 404, as for no conversation)
+
+            raise JobRejected(404, "There is no conversation with this session_id.", "session_id")
         return self.workspace.context_provider()
 
     def registry(self) -> ToolRegistry:
@@ -64,10 +72,10 @@ class CaseIntegration:
 
     # -- the service page (jobs/http/workplace.py) -----------------------------------------------------
     def cases_for(self, user: str) -> list[dict[str, Any]]:
-        """The cases ``user`` may open: every case of the workspace for now. The one place a
-        per-case grant will filter (the picker, the page's case routes and new jobs all ask here)."""
-        keep = ("case_id", "title", "incident_type", "incident_time", "status", "summary")
-        return [{k: c.get(k) for k in keep} for c in self.workspace.list_cases()]
+        """The cases ``user`` may open (granted, or open: case/access.py), with their role. The one
+        place the page's picker, its case routes and new jobs ask."""
+        keep = ("case_id", "title", "incident_type", "incident_time", "status", "summary", "role")
+        return [{k: c.get(k) for k in keep} for c in access.cases_for(self.workspace, user)]
 
     def case_for(self, user: str, case_id: str) -> dict[str, Any] | None:
         return next((c for c in self.cases_for(user) if c["case_id"] == case_id), None)
@@ -110,8 +118,13 @@ class CaseIntegration:
 
     def turn_citations(self, session_id: str, chunks: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
         """The citations line of each turn of a stored conversation (``history_chunks``), as its live run
-        sent it: the transcript does not keep the line, so a conversation read again checks it anew."""
+        sent it: the transcript does not keep the line, so a conversation read again checks it anew.
+        (The caller owns the session; a case they may no longer open gets no lines.)"""
         case_id = self.workspace.case_of(session_id)
+        if case_id is not None:
+            user = self.workspace.store.get_session(session_id).user
+            if access.role_of(self.workspace, user, case_id) is None:
+                return [None for c in chunks if c.get("type") == "user"]
         turns: list[tuple[list[str], list[tuple[str, Any]]]] = []
         for c in chunks:
             if c.get("type") == "user":
@@ -129,12 +142,15 @@ class CaseIntegration:
         ]
 
     def session_cases(self, session_ids: list[str]) -> dict[str, str]:
-        """The case of each of these sessions that has one."""
+        """The case of each of these sessions that has one its user may still open (the page's
+        conversations list shows no case it could not open)."""
         found = {}
         for sid in session_ids:
             case_id = self.workspace.case_of(sid)
             if case_id is not None:
-                found[sid] = case_id
+                user = self.workspace.store.get_session(sid).user
+                if access.role_of(self.workspace, user, case_id) is not None:
+                    found[sid] = case_id
         return found
 
 

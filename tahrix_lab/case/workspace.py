@@ -208,6 +208,13 @@ class Workspace:
     def list_cases(self) -> list[dict[str, Any]]:
         return self.cases.list_cases()
 
+    def grant_case(
+        self, case_id: str, user: str, role: str = "investigator", *, by: str | None = None
+    ) -> None:
+        """Let ``user`` open the case on the service page, in its jobs and over MCP (docs/security.md)."""
+        self.require_case(case_id)
+        self.store.grant_case(case_id, user, role, granted_by=by)
+
     # -- sessions -----------------------------------------------------------
     def require_case(self, case_id: str) -> None:
         if not self.cases.case_exists(case_id):

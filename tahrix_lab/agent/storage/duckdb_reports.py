@@ -8,7 +8,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tahrix_lab.agent.storage.interface import LINK_COLUMNS, USAGE_COLUMNS, USAGE_SQL, CaseLink, link_from_row
+from tahrix_lab.agent.storage.interface import (
+    ACCESS_COLUMNS,
+    LINK_COLUMNS,
+    USAGE_COLUMNS,
+    USAGE_SQL,
+    CaseLink,
+    check_role,
+    link_from_row,
+)
 from tahrix_lab.agent.storage.usage_sql import DUCKDB, usage_sums_sql
 from tahrix_lab.agent.transcript import utcnow
 
@@ -18,6 +26,7 @@ if TYPE_CHECKING:
     from tahrix_lab.agent.storage.duck import Database
 
 LINK_SQL = [f'"{c}"' if c == "grant" else c for c in LINK_COLUMNS]
+ACCESS_SQL = ", ".join(f'"{c}"' for c in ACCESS_COLUMNS)
 
 
 class DuckDBReports:
@@ -107,6 +116,37 @@ class DuckDBReports:
             params,
         )
         return [link_from_row(r) for r in rows.fetchall()]
+
+    # -- case access ---------------------------------------------------------
+    def grant_case(
+        self, case_id: str, user: str, role: str = "investigator", granted_by: str | None = None
+    ) -> None:
+        with self._db.write() as cur:
+            cur.execute(
+                f"INSERT INTO case_access ({ACCESS_SQL}) VALUES (?, ?, ?, ?, ?) "
+                'ON CONFLICT (case_id, "user") DO UPDATE SET role = excluded.role, '
+                "granted_by = excluded.granted_by, granted_at = excluded.granted_at",
+                [case_id, user, check_role(role), granted_by, utcnow()],
+            )
+
+    def revoke_case(self, case_id: str, user: str) -> bool:
+        with self._db.write() as cur:
+            gone = cur.execute(
+                'DELETE FROM case_access WHERE case_id = ? AND "user" = ? RETURNING case_id', [case_id, user]
+            ).fetchall()
+        return bool(gone)
+
+    def case_access(self, *, case_id: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
+        where, params = ["TRUE"], []
+        for column, value in (("case_id", case_id), ('"user"', user)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        rows = self.cursor().execute(
+            f'SELECT {ACCESS_SQL} FROM case_access WHERE {" AND ".join(where)} ORDER BY case_id, "user"',
+            params,
+        )
+        return [dict(zip(ACCESS_COLUMNS, r, strict=True)) for r in rows.fetchall()]
 
     def existing_session_ids(self, session_ids: Sequence[str]) -> set[str]:
         rows = self.cursor().execute(

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 # updated_at.
 CaseLink = dict[str, Any]
 LINK_COLUMNS = ("session_id", "case_id", "grant", "created_by", "created_at", "updated_at")
+# Who may open a case (issue 31 item 3): one row per case and user, with the role and who
+# granted it when. Not the assistant's per-session grant above (what the model may do).
+ACCESS_COLUMNS = ("case_id", "user", "role", "granted_by", "granted_at")
+ROLES = ("viewer", "investigator", "owner")
 USAGE_COLUMNS = (
     "user", "team", "session_id", "purpose", "case_id", "position", "created_at", "backend", "model_id",
     "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
@@ -230,6 +234,25 @@ class TranscriptStore:
         """Links of one case or of the given sessions (all when neither is given), oldest first."""
         raise NotImplementedError
 
+    # -- case access (who may open which case) ----------------------------
+    def grant_case(
+        self, case_id: str, user: str, role: str = "investigator", granted_by: str | None = None
+    ) -> None:
+        """Let ``user`` open ``case_id`` as ``role`` (one of ``ROLES``); granting again changes the role."""
+        raise NotImplementedError
+
+    def revoke_case(self, case_id: str, user: str) -> bool:
+        """Take ``user``'s access to ``case_id`` away; whether there was any."""
+        raise NotImplementedError
+
+    def case_access(self, *, case_id: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
+        """Access rows (``ACCESS_COLUMNS``) of one case and/or one user, by case then user."""
+        raise NotImplementedError
+
+    def cases_granted(self, user: str) -> dict[str, str]:
+        """The cases ``user`` may open, with the role of each."""
+        return {r["case_id"]: r["role"] for r in self.case_access(user=user)}
+
     # -- reports -----------------------------------------------------------
     def usage_sums(
         self,
@@ -274,6 +297,12 @@ class TranscriptStore:
     def session_users(self, session_ids: Sequence[str]) -> dict[str, str]:
         """Each given session's user."""
         raise NotImplementedError
+
+
+def check_role(role: str) -> str:
+    if role not in ROLES:
+        raise ConfigurationError(f"Unknown role {role!r}; one of {', '.join(ROLES)}.")
+    return role
 
 
 def link_from_row(r: Sequence[Any]) -> CaseLink:

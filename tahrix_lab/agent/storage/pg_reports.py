@@ -9,7 +9,15 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tahrix_lab.agent.storage.interface import LINK_COLUMNS, USAGE_COLUMNS, USAGE_SQL, CaseLink, link_from_row
+from tahrix_lab.agent.storage.interface import (
+    ACCESS_COLUMNS,
+    LINK_COLUMNS,
+    USAGE_COLUMNS,
+    USAGE_SQL,
+    CaseLink,
+    check_role,
+    link_from_row,
+)
 from tahrix_lab.agent.storage.usage_sql import POSTGRES, usage_sums_sql
 from tahrix_lab.agent.transcript import utcnow
 
@@ -18,6 +26,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 LINK_SQL = ", ".join(f'"{c}"' if c == "grant" else c for c in LINK_COLUMNS)
+ACCESS_SQL = ", ".join(f'"{c}"' for c in ACCESS_COLUMNS)
 
 
 class PostgresReports:
@@ -73,6 +82,36 @@ class PostgresReports:
             params,
         )
         return [link_from_row(r) for r in rows]
+
+    # -- case access ---------------------------------------------------------
+    def grant_case(
+        self, case_id: str, user: str, role: str = "investigator", granted_by: str | None = None
+    ) -> None:
+        self._rows_written(  # an upsert: a retry after a dropped connection writes the same row
+            f"INSERT INTO case_access ({ACCESS_SQL}) VALUES (%s, %s, %s, %s, %s) "
+            'ON CONFLICT (case_id, "user") DO UPDATE SET role = EXCLUDED.role, '
+            "granted_by = EXCLUDED.granted_by, granted_at = EXCLUDED.granted_at",
+            [case_id, user, check_role(role), granted_by, utcnow()],
+        )
+
+    def revoke_case(self, case_id: str, user: str) -> bool:
+        gone = self._rows(
+            'DELETE FROM case_access WHERE case_id = %s AND "user" = %s RETURNING case_id', [case_id, user]
+        )
+        return bool(gone)
+
+    def case_access(self, *, case_id: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
+        where, params = ["TRUE"], []
+        for column, value in (("case_id", case_id), ('"user"', user)):
+            if value is not None:
+                where.append(f"{column} = %s")
+                params.append(value)
+        rows = self._rows(
+            f"SELECT {ACCESS_SQL} FROM case_access WHERE {' AND '.join(where)} "
+            'ORDER BY case_id COLLATE "C", "user" COLLATE "C"',
+            params,
+        )
+        return [dict(zip(ACCESS_COLUMNS, r, strict=True)) for r in rows]
 
     # -- the ledger --------------------------------------------------------
     def usage_rows(

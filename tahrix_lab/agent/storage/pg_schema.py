@@ -154,6 +154,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         SELECT usage_daily_rebuild();
         """,
     ),
+    Migration(
+        "0004_case_access",
+        # as DuckDB's 0005: who may open which case, as what, granted by whom and when
+        """
+        CREATE TABLE case_access (
+            case_id TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            role TEXT NOT NULL,
+            granted_by TEXT,
+            granted_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (case_id, "user")
+        );
+        CREATE INDEX case_access_user ON case_access ("user");
+        """,
+    ),
 )
 
 MESSAGE_COLUMNS = (

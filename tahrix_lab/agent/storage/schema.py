@@ -116,6 +116,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
         then=_copy_case_sessions,
     ),
+    Migration(
+        "0005_case_access",
+        # Who may open which case (the service page, its jobs, MCP), as what, granted by whom
+        # and when. The role is checked by the store (DuckDB's CHECK cannot be altered later).
+        """
+        CREATE TABLE case_access (
+            case_id VARCHAR NOT NULL,
+            "user" VARCHAR NOT NULL,
+            role VARCHAR NOT NULL,
+            granted_by VARCHAR,
+            granted_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (case_id, "user")
+        );
+        """,
+    ),
 )
 
 MESSAGE_COLUMNS = (

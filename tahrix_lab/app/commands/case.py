@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tahrix_lab.app.commands.case_access import add_access_commands, operator
 from tahrix_lab.app.commands.report import add_report_command
 
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ def add_commands(sub: Any) -> None:
     load.add_argument(
         "--force", action="store_true", help="merge files again even when their content was loaded before"
     )
+    load.add_argument("--owner", default=os.environ.get("TAHRIX_USER"),
+                      help="grant this user the case as owner (docs/security.md; default: $TAHRIX_USER)")  # fmt: skip
     load.set_defaults(func=_load)
     export = cs.add_parser("export", help="write a case back as a case folder: export [CASE] DIR")
     export.add_argument("where", nargs="+", metavar="[CASE] DIR")
@@ -75,6 +79,7 @@ def add_commands(sub: Any) -> None:
     trace.add_argument("--json", action="store_true", help="print the trace as JSON, endpoints with amounts")
     trace.set_defaults(func=_trace)
     add_report_command(cs)
+    add_access_commands(cs)
     case.set_defaults(func=lambda a: (case.print_help(), 2)[1])
 
 
@@ -101,6 +106,8 @@ def _load(args: argparse.Namespace) -> int:
             if not args.case_id:
                 raise UserFacingError("Loading exports needs --case-id (the case they belong to).")
             report = ws.load_files(args.case_id, paths, chain=args.chain, token=args.token, force=args.force)
+        if args.owner:  # its loader may open it on the service page and over MCP
+            ws.grant_case(report.case_id, args.owner, "owner", by=operator())
         print(json.dumps(report.to_dict(), indent=2) if args.json else report.table())
     return 0
 

@@ -40,7 +40,21 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
 def _serve(args: argparse.Namespace, integration_factory: IntegrationFactory | None) -> int:
     from tahrix_lab.jobs.server import serve
 
+    if integration_factory is not None and args.role != "api":  # the processes that open cases
+        print(f"tahrix serve: {case_access_note()}", flush=True)
     return serve(settings_from_args(args), integration_factory)
+
+
+def case_access_note() -> str:
+    """Who opens which case, said at start: after an update to grants, an empty case list has a reason."""
+    from tahrix_lab.case.access import OPEN_CASES_ENV, open_cases
+
+    opened = open_cases()
+    if opened is None:
+        return f"every signed-in user opens every case (${OPEN_CASES_ENV}=*)"
+    listed = ", ".join(sorted(opened)) or "none"
+    return (f"users open the cases granted to them (tahrix case grant CASE USER); "
+            f"open to all: {listed} (${OPEN_CASES_ENV})")  # fmt: skip
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:

@@ -19,6 +19,11 @@ analyst can still decide it from a notebook.
 
 The case overview and the flags are also resources
 (``tahrix://case/<id>/overview``, ``tahrix://case/<id>/flags``).
+
+Over HTTP the token's user must be allowed to open the case (``case.access``: granted, or an
+open case); one who is not gets, for every call and resource, what a case that is not loaded
+would give (no hint that it exists), and a viewer's writing calls are refused. Over stdio the
+server is the analyst's own process, as the notebook is, and is not gated.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from tahrix_lab.agent.decisions import decide
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.tools import Tool, ToolOutcome, ToolRegistry, error_result, model_facing, run_tool
 from tahrix_lab.agent.transcript import Message, Part, Session, Usage
+from tahrix_lab.case import access
 from tahrix_lab.case.context import Grant
 from tahrix_lab.case.tools.common import PURPOSES
 from tahrix_lab.case.workspace import Workspace
@@ -131,6 +137,13 @@ class CaseMcpServer:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         user, client = _caller(ctx, self.default_user)
+        refused = await anyio.to_thread.run_sync(self.refusal, ctx, user, params.name)
+        if refused is not None:  # not recorded: the user has no session on a case they may not open
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(refused, ensure_ascii=False))],
+                structured_content=refused,
+                is_error=True,
+            )
         answer = (params.input_responses or {}).get(APPROVAL_KEY)
         if params.request_state and isinstance(answer, types.ElicitResult):
             # The second leg of a modern round trip: the user's answer. The call that runs is the one
@@ -152,6 +165,23 @@ class CaseMcpServer:
             structured_content=shown,
             is_error=outcome.status == "error",
         )
+
+    def refusal(
+        self, ctx: ServerRequestContext[Any], user: str, tool: str | None = None
+    ) -> dict[str, Any] | None:
+        """Over HTTP: the error a user who may not open the case gets (the one a case that is not
+        loaded gives), or a viewer's for a writing ``tool``; ``None``: go ahead."""
+        if not _over_http(ctx):
+            return None
+        role = access.role_of(self.ws, user, self.case_id)
+        if role is None:
+            return error_result("not_found", access.no_case(self.case_id).message)
+        writes = next((t.writes for t in self.tools if t.name == tool), False)
+        if writes and role not in access.RUNS:
+            return error_result(
+                "denied", f"You may view case {self.case_id!r} but not change it (role {role})."
+            )
+        return None
 
     def call(self, tool_use: Part, user: str, client: str | None = None) -> ToolOutcome:
         """Run one call for ``user`` and record it in their ``mcp`` session (sync; any thread)."""
@@ -253,6 +283,9 @@ class CaseMcpServer:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
+        user, _ = _caller(ctx, self.default_user)
+        if await anyio.to_thread.run_sync(self.refusal, ctx, user):
+            return types.ListResourcesResult(resources=[])
         resources = [
             types.Resource(
                 uri=self.resource_uri(key),
@@ -268,9 +301,11 @@ class CaseMcpServer:
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        key = next((k for k in RESOURCES if self.resource_uri(k) == uri), None)
+        user, _ = _caller(ctx, self.default_user)
+        shown = not await anyio.to_thread.run_sync(self.refusal, ctx, user)  # else: as if it had none
+        key = next((k for k in RESOURCES if self.resource_uri(k) == uri), None) if shown else None
         if key is None:
-            known = ", ".join(self.resource_uri(k) for k in RESOURCES)
+            known = ", ".join(self.resource_uri(k) for k in RESOURCES) if shown else "none"
             raise ValueError(f"No resource {uri!r}; this server has {known}.")
         outcome = await anyio.to_thread.run_sync(self.read, key)
         # A resource is read whole (the flags list is row-capped by its tool, with ``truncated``).
@@ -307,6 +342,12 @@ def _refusal(pending: ToolOutcome, summary: str) -> ToolOutcome:
     return ToolOutcome(
         pending.tool_use_id, pending.name, "error", result, [], pending.duration_ms, pending.source
     )
+
+
+def _over_http(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether the call came through the bearer-token middleware (HTTP), not stdio."""
+    scope = getattr(ctx.request, "scope", None)
+    return isinstance(scope, dict) and isinstance(scope.get(USER_KEY), str)
 
 
 def _caller(ctx: ServerRequestContext[Any], default_user: str) -> tuple[str, str | None]:

@@ -1,0 +1,107 @@
+"""Per-case access on `tahrix serve` (issue 31 item 3): one real service process on loopback,
+two users over HTTP. The sample case is closed (``TAHRIX_OPEN_CASES=``) and granted to alice only:
+for bob it answers, on every route, exactly as a case that is not loaded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tahrix_lab.case.workspace import Workspace
+from tests.e2e.test_service_processes import Serve
+
+pytestmark = pytest.mark.e2e
+
+API = "/api/v1/agent"
+JOB = f"{API}/chat-stream-job"
+ALICE = {"Authorization": "Bearer token-of-alice-0123456789abcdefghij"}
+BOB = {"Authorization": "Bearer token-of-bob-0123456789abcdefghijkl"}
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Serve, Path]]:
+    db = tmp_path / "tahrix.duckdb"
+    with Workspace(db) as ws:
+        ws.load_sample_case()
+        ws.grant_case("CASE-001", "alice", "investigator", by="admin")
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({h["Authorization"][7:]: u for h, u in ((ALICE, "alice"), (BOB, "bob"))}))
+    tokens.chmod(0o600)
+    monkeypatch.setenv("TAHRIX_OPEN_CASES", "")  # inherited by the service: no case is open to all
+    monkeypatch.delenv("TAHRIX_DB", raising=False)
+    srv = Serve("--tokens-file", str(tokens), db=db, cwd=tmp_path).wait_listening()  # fake backend
+    try:
+        yield srv, db
+    finally:
+        srv.stop()
+
+
+def run_job(client: httpx.Client, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    created = client.post(JOB, json=body, headers=headers)
+    assert created.status_code == 200, created.text
+    job_id, since, chunks = created.json()["job_id"], 0, []
+    for _ in range(300):  # bounded: each poll waits at most 10 s
+        state = client.get(f"{JOB}/{job_id}", params={"since": since, "wait": 10}, headers=headers).json()
+        chunks += state["chunks"]
+        since = state["next"]
+        if state["status"] != "streaming":
+            return {"status": state["status"], "chunks": chunks, "session_id": state.get("session_id")}
+    raise AssertionError("the job never ended")
+
+
+def refusal(result: dict[str, Any]) -> dict[str, Any]:
+    assert result["status"] == "error", result
+    return dict(result["chunks"][-1])
+
+
+def test_bob_meets_alices_case_as_a_missing_one(served: tuple[Serve, Path]) -> None:
+    srv, db = served
+    assert any("open to all: none ($TAHRIX_OPEN_CASES)" in line for line in srv.stdout)  # said at start
+    with httpx.Client(base_url=srv.url, timeout=60) as client:
+        alice_cases = client.get(f"{API}/cases", headers=ALICE).json()["cases"]
+        assert [(c["case_id"], c["role"]) for c in alice_cases] == [("CASE-001", "investigator")]
+        assert client.get(f"{API}/cases", headers=BOB).json()["cases"] == []
+
+        # the case's routes: bob's GET of a granted-to-alice case and of no case at all answer alike
+        for part in ("", "/flags", "/graph"):
+            assert client.get(f"{API}/cases/CASE-001{part}", headers=ALICE).status_code == 200
+            forbidden = client.get(f"{API}/cases/CASE-001{part}", headers=BOB)
+            missing = client.get(f"{API}/cases/CASE-NOPE{part}", headers=BOB)
+            assert forbidden.status_code == missing.status_code == 404
+            assert forbidden.json() == missing.json()
+        onward = {"node": {"id": "ethereum:0x0"}, "edges_in": []}
+        forbidden = client.post(f"{API}/cases/CASE-001/graph/onward", json=onward, headers=BOB)
+        missing = client.post(f"{API}/cases/CASE-NOPE/graph/onward", json=onward, headers=BOB)
+        assert forbidden.status_code == missing.status_code == 404 and forbidden.json() == missing.json()
+
+        # a job: bob's for alice's case is refused word for word as his for a case that is not there
+        theirs = refusal(run_job(client, BOB, {"message": "hi", "case_id": "CASE-001"}))
+        nope = refusal(run_job(client, BOB, {"message": "hi", "case_id": "CASE-NOPE"}))
+        assert theirs["message"] == "No case named 'CASE-001'."
+        assert {**theirs, "message": theirs["message"].replace("CASE-001", "CASE-NOPE")} == nope
+
+        # alice works on it; after her grant is revoked, her conversation is closed to her
+        mine = run_job(client, ALICE, {"message": "hi", "case_id": "CASE-001"})
+        assert mine["status"] == "done", mine
+        session_id = mine["session_id"]
+        listed = client.get(f"{API}/conversations", headers=ALICE).json()["conversations"]
+        assert [(c["session_id"], c["case_id"]) for c in listed] == [(session_id, "CASE-001")]
+        revoked = subprocess.run(
+            [sys.executable, "-m", "tahrix_lab.cli", "--db", str(db), "case", "revoke", "CASE-001", "alice"],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert revoked.returncode == 0, revoked.stderr
+        assert client.get(f"{API}/cases", headers=ALICE).json()["cases"] == []
+        again = refusal(run_job(client, ALICE, {"message": "more", "session_id": session_id}))
+        stranger = refusal(run_job(client, BOB, {"message": "more", "session_id": session_id}))
+        assert again == stranger  # as someone else's conversation: no hint it is on a case
+        assert (again["status"], again["field"]) == (404, "session_id")
+        listed = client.get(f"{API}/conversations", headers=ALICE).json()["conversations"]
+        assert [c["case_id"] for c in listed] == [None]  # the list no longer names the case
