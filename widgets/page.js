@@ -118,6 +118,7 @@ function newChat() {
     showInput: true,
     onSend: send,
     onStop: () => mine.stop(),
+    onDecide: (decision) => mine.decide(decision).catch(failed),
   });
   const mine = createPollingChat({
     baseUrl: "",

@@ -6,6 +6,7 @@
 //   await chat.send("Where did it go?", { caseId }); // a new conversation on a case
 //   chat.stop();                                   // DELETE: cancels the running job
 //   await chat.attach(jobId, question);            // after a reload: follow a running job
+//   await chat.decide({ id, approve, reason });     // Approve / Deny a call that waits
 //
 // Every request is short (at most `wait` seconds), so reverse proxies that cut
 // long-lived responses never see one. A failed poll is retried with backoff;
@@ -152,6 +153,26 @@ export function createPollingChat({ baseUrl = "", token, flow, wait = 20, status
       learnSession(created.meta.session_id);
       if (onMeta) onMeta(created.meta);
       return follow(created.job_id);
+    },
+    // The signed-in user's Approve / Deny on a call that waits (flow.js's card): runs as a job of
+    // this conversation, followed like an answer; refused (decided already…): the card's buttons come back.
+    async decide({ id, approve, reason = null }) {
+      stopped = false;
+      flow.setBusy(true);
+      let created;
+      try {
+        created = await call("POST", `${API}/conversations/${encodeURIComponent(sessionId)}/decisions`,
+          { call_id: String(id), approve: Boolean(approve), reason: reason || null });
+      } catch (err) {
+        flow.setBusy(false);
+        flow.refuseDecision(id, err.message || "The decision was not taken.");
+        throw err;
+      }
+      if (onMeta) onMeta(created.meta);
+      const state = await follow(created.job_id);
+      const refused = state && state.status === "error" && (state.chunks || []).some((c) => c.kind === "refused");
+      if (refused) flow.refuseDecision(id, "The decision was not taken.");
+      return state;
     },
     async attach(id, question) {
       stopped = false;

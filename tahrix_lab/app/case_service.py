@@ -11,11 +11,12 @@ service page shows (``cases_for``, ``case_view``, ``session_cases``; routes in j
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 from tahrix_lab.agent.backends.fake import FakeBackend
-from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.agent.errors import ConfigurationError, UserFacingError
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
@@ -184,12 +185,26 @@ def workspace_for(transcripts: TranscriptStore) -> Workspace:
     return Workspace(transcripts.path, connection=transcripts.connection)
 
 
+WRITES_ENV = "TAHRIX_ASSISTANT_WRITES"
+
+
+def service_grant() -> dict[str, Any]:
+    """What the assistant may do in the service's sessions: read-only unless the operator sets
+    ``$TAHRIX_ASSISTANT_WRITES=approve``, where it may propose writes (annotate, run_detectors) and
+    each waits for the signed-in analyst's Approve on the page. There is no setting that lets it
+    write unasked."""
+    mode = os.environ.get(WRITES_ENV, "off").strip().lower()
+    if mode not in ("off", "approve"):
+        raise ConfigurationError(f"{WRITES_ENV} must be 'off' or 'approve', not {mode!r}.")
+    return {"may_write": True, "approve_writes": True} if mode == "approve" else {}
+
+
 def case_integration(transcripts: TranscriptStore) -> Any:
     """The job service's sessions are case investigations on the workspace beside the record
     (``workspace_for``)."""
     from tahrix_lab.mcp.client.config import config_path
 
-    integration = CaseIntegration(workspace_for(transcripts))
+    integration = CaseIntegration(workspace_for(transcripts), grant=service_grant())
     # Loaded now (once per database; a count when already there), not at the first job: the
     # runner starts jobs inside one transcript transaction, and a case load is a transaction of
     # its own, which DuckDB cannot begin inside another on the same connection.

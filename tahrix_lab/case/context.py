@@ -158,9 +158,8 @@ class CaseContextProvider:
         if asked is not None and asked != case_id:
             raise ToolDenied(f"This session is linked to case {case_id!r}; it cannot work on case {asked!r}.")
         if approval is None and grant.needs_approval(tool, args):
-            shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
             raise NeedsApproval(
-                f"{tool.name}({shown})", "This session's grant makes such writes wait for the analyst."
+                write_summary(tool.name, args), "This session's grant makes such writes wait for the analyst."
             )
         ctx = ToolContext(db=self.db, case_id=case_id, session_id=session_id, user=user, grant=grant,
                           approval=approval)  # fmt: skip
@@ -172,3 +171,24 @@ class CaseContextProvider:
             ctx.bridge_events = set(self.db.seen(session_id, "bridge_event"))
             ctx.anomaly_flags = set(self.db.seen(session_id, "flag"))
         return ctx
+
+
+_VERBS = {"confirm_flag": "Confirm flag", "dismiss_flag": "Dismiss flag", "add_label": "Label address",
+          "set_role": "Set the role of", "note": "Add a note to"}  # fmt: skip
+
+
+def write_summary(tool: str, args: dict[str, Any]) -> str:
+    """What the analyst reads beside Approve / Deny: a sentence made from the call's own arguments
+    (the arguments follow in full on the card), never from case text."""
+    given = args.get("payload")
+    payload: dict[str, Any] = given if isinstance(given, dict) else {}
+    if tool == "annotate" and args.get("action") in _VERBS:
+        what = f"{_VERBS[args['action']]} {args.get('target')!s}"
+        extra = payload.get("label") or payload.get("role") or payload.get("note") or payload.get("text")
+        return f"{what}: {extra!r}." if extra else f"{what}."
+    if tool == "run_detectors":
+        names = args.get("detectors")
+        return f"Run the detectors {', '.join(map(str, names))} and store their flags." if names else (
+            "Run every detector and store the flags they find.")  # fmt: skip
+    shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return f"{tool}({shown})"

@@ -206,7 +206,9 @@ class JobStore(ABC):
 
 @dataclass
 class JobRequest:
-    """One question to answer; ``job_id`` is chosen by whoever accepts the request."""
+    """One question to answer, or with ``decision`` ({call_id, approve, reason}) the user's decision on
+    a call of ``session_id`` that waits for approval, and the run that follows it (``message`` is
+    then empty); ``job_id`` is chosen by whoever accepts the request."""
 
     user: str
     message: str
@@ -214,10 +216,12 @@ class JobRequest:
     session_id: str | None = None
     history: list[dict[str, Any]] | None = None
     job_id: str = field(default_factory=new_id)
+    decision: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"user": self.user, "message": self.message, "case_id": self.case_id,
-                "session_id": self.session_id, "history": self.history, "job_id": self.job_id}  # fmt: skip
+                "session_id": self.session_id, "history": self.history, "job_id": self.job_id,
+                "decision": self.decision}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobRequest:
@@ -228,6 +232,7 @@ class JobRequest:
             session_id=data.get("session_id"),
             history=data.get("history"),
             job_id=data.get("job_id") or new_id(),
+            decision=data.get("decision"),
         )
 
 

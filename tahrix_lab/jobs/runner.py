@@ -31,8 +31,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from tahrix_lab.agent.approvals import pending_calls
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
+from tahrix_lab.agent.decisions import decide
 from tahrix_lab.agent.errors import BudgetExceeded, ConfigurationError, UserFacingError
 from tahrix_lab.agent.loop import LoopEvent, run_agent
 from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE
@@ -228,9 +230,19 @@ class JobRunner:
             except BudgetExceeded as exc:
                 raise JobRejected(429, exc.message) from None
         before = len(written) if written is not None else len(self.transcripts.load_messages(session.id))
+        if req.decision is not None:  # no question: the decision goes on from the call that waits
+            self._check_waiting(session, str(req.decision.get("call_id")))
+            return session, self.integration.context_for(self.transcripts, session), before, None
         question = self.transcripts.append_message(session.id, Message.user(req.message))
         history = [*written, question] if written is not None else None
         return session, self.integration.context_for(self.transcripts, session), before, history
+
+    def _check_waiting(self, session: Session, call_id: str) -> None:
+        if not any(c.id == call_id for c in pending_calls(self.transcripts.load_messages(session.id))):
+            raise JobRejected(
+                409, "No call with this id waits for approval in this conversation: it was decided already, "
+                "or a new question was asked since.", "call_id",
+            )  # fmt: skip
 
     def stream(self, req: JobRequest) -> Iterator[LoopEvent]:
         """Run one question outside the pool and the job store (the SSE endpoint)."""
@@ -391,9 +403,18 @@ class JobRunner:
             job.last_write = time.monotonic()
 
         def events_for(backend: Backend) -> Iterator[LoopEvent]:
-            return answer_events(self.integration, session, run_agent(session, store=self.transcripts, backend=backend, model=self.model, history=history,
-                             context=context, budget=self.budget, registry=self.integration.registry(),
-                             cancel=job.cancel))  # fmt: skip
+            common = {"backend": backend, "model": self.model, "context": context, "budget": self.budget,
+                      "registry": self.integration.registry(), "cancel": job.cancel}  # fmt: skip
+            if job.req.decision is not None:  # the signed-in user decides, never the model
+                d = job.req.decision
+                try:
+                    events = decide(self.transcripts, session, str(d["call_id"]), approve=bool(d["approve"]),
+                                    by=job.req.user, reason=d.get("reason"), **common)  # fmt: skip
+                except UserFacingError as exc:  # decided meanwhile (a job taken over after a crash)
+                    events = iter([("error", {"message": exc.message, "kind": "refused"})])
+            else:
+                events = run_agent(session, store=self.transcripts, history=history, **common)
+            return answer_events(self.integration, session, events)
 
         try:
             self._streams.drive(self.backend, events_for, take, job.cancel)

@@ -7,6 +7,7 @@
     POST /api/v1/agent/cases/{case_id}/graph/onward  {node, edges_in}: "Trace onward" from a node
     GET /api/v1/agent/conversations               the user's conversations, newest first
     GET /api/v1/agent/conversations/{id}/citations  each stored turn's citations line (not in the transcript)
+    POST /api/v1/agent/conversations/{id}/decisions  {call_id, approve, reason}: Approve / Deny, as a job
 
 Same bearer token as every ``/api`` route. A case the user may not open answers
 exactly like an unknown one (404). The data comes from the domain through the
@@ -16,15 +17,17 @@ see ``tahrix_lab.app.case_service``): this package never imports the case domain
 
 # No `from __future__ import annotations`: FastAPI must see the local `User` dependency type itself.
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.flow import history_chunks
+from tahrix_lab.jobs.contract import JobRequest, StoreUnavailable
 from tahrix_lab.jobs.domain import offered
 
 MAX_CONVERSATIONS = 100
@@ -42,6 +45,13 @@ def _refuse(status: int, detail: str, field: str | None = None) -> JSONResponse:
 async def _thread(fn: Any, *args: Any) -> Any:
     """DuckDB reads block: off the event loop, like the job routes' starts and cancels."""
     return await anyio.to_thread.run_sync(fn, *args)
+
+
+class DecisionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    call_id: str = Field(min_length=1, max_length=200, description="The waiting call's id (its tool card).")
+    approve: bool
+    reason: str | None = Field(default=None, max_length=2000, description="Why, kept in the transcript.")
 
 
 class OnwardBody(BaseModel):
@@ -126,6 +136,18 @@ def router(user_dependency: Any) -> APIRouter:
         if runner is None:
             return _refuse(503, NO_RUNNER)
         return JSONResponse({"turns": await _thread(_citations, runner, session_id, user)})
+
+    @api.post("/conversations/{session_id}/decisions")
+    async def decision(request: Request, user: User, session_id: str, body: DecisionBody) -> JSONResponse:
+        """The signed-in user's Approve or Deny on a call that waits, as a job (admitted, capped and run
+        like a question): poll it like one; it goes on with the call's result or the denial."""
+        req = JobRequest(user=user, message="", session_id=session_id, decision=body.model_dump())
+        try:
+            async with asyncio.timeout(1.0):  # admission is one script: a frozen Redis answers 503
+                created = await request.app.state.service.submit(req)
+        except TimeoutError:
+            raise StoreUnavailable("the job store did not admit the job in time") from None
+        return JSONResponse(created)
 
     return api
 
