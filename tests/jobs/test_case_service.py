@@ -22,7 +22,11 @@ TOKENS = {"alice-token-123": "alice", "bob-token-4567": "bob"}
 
 def ask(client: httpx.Client, token: str, body: dict[str, Any], out: dict[str, Any]) -> None:
     headers = {"Authorization": f"Bearer {token}"}
-    created = client.post(JOB, json=body, headers=headers)
+    out.update(follow(client, client.post(JOB, json=body, headers=headers), headers))
+
+
+def follow(client: httpx.Client, created: httpx.Response, headers: dict[str, str]) -> dict[str, Any]:
+    """A created job polled to its end: ``{state, chunks, meta}``."""
     assert created.status_code == 200, created.text
     job_id, since, chunks = created.json()["job_id"], 0, []
     for _ in range(500):
@@ -30,8 +34,7 @@ def ask(client: httpx.Client, token: str, body: dict[str, Any], out: dict[str, A
         chunks += state["chunks"]
         since = state["next"]
         if state["status"] != "streaming":
-            out.update(state=state, chunks=chunks, meta=created.json()["meta"])
-            return
+            return {"state": state, "chunks": chunks, "meta": created.json()["meta"]}
     raise AssertionError("the job never ended")
 
 

@@ -19,23 +19,15 @@ from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.server import Settings, build
 
 from .conftest import AppServer
-from .test_case_service import JOB, ask
+from .test_case_service import ask, follow
 
 API = "/api/v1/agent"
 TOKENS = {"alice-token-123": "alice", "bob-token-4567": "bob"}
 ALICE = {"Authorization": "Bearer alice-token-123"}
 
 
-def follow(client: httpx.Client, created: httpx.Response, headers: dict[str, str] = ALICE) -> dict[str, Any]:
-    assert created.status_code == 200, created.text
-    job_id, since, chunks = created.json()["job_id"], 0, []
-    for _ in range(500):
-        state = client.get(f"{JOB}/{job_id}", params={"since": since, "wait": 10}, headers=headers).json()
-        chunks += state["chunks"]
-        since = state["next"]
-        if state["status"] != "streaming":
-            return {"state": state, "chunks": chunks}
-    raise AssertionError("the job never ended")
+def follow_alice(client: httpx.Client, created: httpx.Response) -> dict[str, Any]:
+    return follow(client, created, ALICE)
 
 
 @pytest.fixture
@@ -91,7 +83,7 @@ def test_a_write_waits_and_the_signed_in_user_approves_it(served: tuple[httpx.Cl
     assert theirs["chunks"][-1]["message"] == "There is no conversation with this session_id."
     assert len(pending_calls(store.load_messages(session_id))) == 1  # still waits for alice
 
-    done = follow(client, client.post(f"{API}/conversations/{session_id}/decisions",
+    done = follow_alice(client, client.post(f"{API}/conversations/{session_id}/decisions",
                                       json={"call_id": call.id, "approve": True, "reason": "I read the memo"},
                                       headers=ALICE))  # fmt: skip
     types = [c["type"] for c in done["chunks"]]
@@ -108,7 +100,7 @@ def test_a_write_waits_and_the_signed_in_user_approves_it(served: tuple[httpx.Cl
     assert pending_calls(store.load_messages(session_id)) == []
 
     # a second click: nothing waits any more, calmly refused, nothing changed
-    again = follow(client, client.post(f"{API}/conversations/{session_id}/decisions",
+    again = follow_alice(client, client.post(f"{API}/conversations/{session_id}/decisions",
                                        json={"call_id": call.id, "approve": False}, headers=ALICE))  # fmt: skip
     assert again["state"]["status"] == "error"
     assert "No call with this id waits" in again["chunks"][-1]["message"]
@@ -122,7 +114,7 @@ def test_a_denial_reaches_the_model_and_changes_nothing(served: tuple[httpx.Clie
     (call,) = pending_calls(built.transcripts.load_messages(session_id))
     bad = client.post(f"{API}/conversations/{session_id}/decisions", json={"call_id": call.id}, headers=ALICE)
     assert bad.status_code == 422  # approve is required: no default decision
-    done = follow(client, client.post(f"{API}/conversations/{session_id}/decisions",
+    done = follow_alice(client, client.post(f"{API}/conversations/{session_id}/decisions",
                                       json={"call_id": call.id, "approve": False, "reason": "not yet"},
                                       headers=ALICE))  # fmt: skip
     assert done["chunks"][0]["state"] == "denied" and done["state"]["status"] == "done"
