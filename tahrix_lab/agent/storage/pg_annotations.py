@@ -64,7 +64,8 @@ class PostgresAnnotations:
                     )  # fmt: skip
                 if reverts is not None:
                     conn.execute(
-                        "UPDATE case_audit SET reverted_by = %s WHERE audit_id = %s", [entry["audit_id"], reverts]
+                        "UPDATE case_audit SET reverted_by = %s WHERE audit_id = %s",
+                        [entry["audit_id"], reverts],
                     )
 
         self._run(write)
