@@ -10,6 +10,7 @@ in the same file (one analyst), both are no-ops.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC
 from typing import Any
 
@@ -21,6 +22,10 @@ LABEL_COLUMNS = ("label_id", "chain", "address", "label", "entity", "category", 
 AUDIT_IN = ("audit_id", "at_time", "actor", "session_id", "case_id", "action", "target_kind", "target_id",
             "before", "after")  # fmt: skip
 _MISSING = object()
+# Kinds whose local table another module creates when first used (report reviews: the report
+# package, which imports this module, registers its ``ensure_tables`` here). Until then those
+# annotations wait in the record.
+TABLES: dict[str, Callable[[CaseDB], None]] = {}
 
 
 def push(db: CaseDB, cur: Any, audit_id: str, kind: str | None, key: str | None, value: Any,
@@ -53,12 +58,17 @@ def sync_annotations(db: CaseDB, case_id: str) -> None:
         return
     seen = db.synced.setdefault(case_id, {})
     changed = [
-        a for a in db.record.annotations(case_id) if seen.get((a["kind"], a["key"]), _MISSING) != a["value"]
+        a
+        for a in db.record.annotations(case_id)
+        if seen.get((a["kind"], a["key"]), _MISSING) != a["value"]
+        and (a["kind"] != "review" or "review" in TABLES)
     ]
     audits = [e for e in db.record.audit_entries(case_id)
               if seen.get(("audit", e["audit_id"]), _MISSING) != e["reverted_by"]]  # fmt: skip
     if not changed and not audits:
         return
+    for kind in {a["kind"] for a in changed} & set(TABLES):
+        TABLES[kind](db)
     with db.write() as cur:
         for a in changed:
             _apply(cur, case_id, a["kind"], a["key"], a["value"])
@@ -102,6 +112,14 @@ def _apply(cur: Any, cid: str, kind: str, key: str, value: dict[str, Any] | None
                 f"INSERT INTO labels (case_id, {', '.join(cols)}, lastmod) VALUES (?, {', '.join('?' for _ in cols)}, ?)",
                 [cid, *(value[c] for c in cols), utcnow_naive()],
             )
+    elif kind == "review" and value:  # reviews are history: the latest decision wins
+        row = [cid, key, value["action"], value["text"], value["decided_by"], value["decided_at"]]
+        cur.execute(
+            "DELETE FROM report_reviews WHERE case_id = ? AND finding_id = ? AND action = ? "
+            "AND text IS NOT DISTINCT FROM ? AND decided_by = ? AND decided_at = ?",
+            row,
+        )
+        cur.execute("INSERT INTO report_reviews VALUES (?, ?, ?, ?, ?, ?)", row)
     elif kind == "note":
         cur.execute("DELETE FROM notes WHERE case_id = ? AND note_id = ?", [cid, key])
         if value:

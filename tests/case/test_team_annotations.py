@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tahrix_lab.agent import Part, Session, TranscriptStore, run_tool
+from tahrix_lab.agent import Message, Part, Session, TranscriptStore, run_tool
 from tahrix_lab.case.tools import CASE_TOOLS
 from tahrix_lab.case.workspace import SAMPLE_CASE_ID as CASE
 from tahrix_lab.case.workspace import Workspace
@@ -85,3 +85,28 @@ def test_what_a_writes_b_sees_and_b_reverts(hosts: tuple[Workspace, Workspace]) 
         undo = log[log[confirm["audit_id"]]["reverted_by"]]
         assert (undo["actor"], undo["action"]) == ("bob", "revert:confirm_flag")
         assert undo["after"]["status"] == "new" and undo["before"]["analyst_note"] == "same cash-out desk"
+
+
+def test_a_review_on_a_is_the_finding_status_on_b(hosts: tuple[Workspace, Workspace]) -> None:
+    a, b = hosts
+    s = a.start_investigation(CASE, user="ana")
+    a.store.append_message(s.id, Message(role="user", parts=[Part.of_text("Where did it go?")]))
+    a.store.append_message(
+        s.id, Message(role="assistant", parts=[Part.of_text("- to the bridge\n- then a mixer")])
+    )
+    first, second = a.report_findings(CASE, sessions=[s.id])
+    a.review_finding(CASE, first["finding_id"], "edit", by="ana", text="To the bridge, 12 ETH.")
+    a.review_finding(CASE, second["finding_id"], "drop", by="ana")
+    seen = {f["finding_id"]: f for f in b.report_findings(CASE, sessions=[s.id])}
+    assert (seen[first["finding_id"]]["status"], seen[first["finding_id"]]["text"]) == (
+        "edited",
+        "To the bridge, 12 ETH.",
+    )
+    assert (
+        seen[second["finding_id"]]["status"] == "dropped"
+        and seen[second["finding_id"]]["review"]["by"] == "ana"
+    )
+    b.review_finding(CASE, second["finding_id"], "accept", by="bob")  # the latest decision wins on both
+    assert {f["finding_id"]: f["status"] for f in a.report_findings(CASE, sessions=[s.id])}[
+        second["finding_id"]
+    ] == "accepted"

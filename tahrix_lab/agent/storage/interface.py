@@ -54,9 +54,9 @@ USAGE_SQL = (
 )
 
 # What analysts write on a case (issue 26 item 1): the current state of each annotation
-# (a flag decision, an address role, an analyst's label, a note) keyed by kind and key, its
-# value ``None`` once reverted or removed; and the audit entries with before/after.
-ANNOTATION_KINDS = ("flag", "role", "label", "note")
+# (a flag decision, an address role, an analyst's label, a note, a report finding's review)
+# keyed by kind and key, its value ``None`` once reverted or removed; and the audit entries.
+ANNOTATION_KINDS = ("flag", "role", "label", "note", "review")
 ANNOTATION_COLUMNS = ("case_id", "kind", "key", "value", "updated_by", "updated_at")
 AUDIT_COLUMNS = (
     "audit_id", "at_time", "actor", "session_id", "case_id", "action", "target_kind", "target_id",
