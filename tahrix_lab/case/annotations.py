@@ -14,6 +14,8 @@ from typing import Any
 from tahrix_lab.agent.errors import NeedsApproval, ToolRetry, UserFacingError
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.db import CaseDB, jsonable, norm_address, utcnow_naive
+from tahrix_lab.case.record_sync import push as _push
+from tahrix_lab.case.record_sync import sync_annotations
 
 FLAG_COLUMNS = "flag_id, status, analyst_note, updated_by"
 
@@ -49,6 +51,7 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any], *, analyst: str | N
         raise ToolRetry(f"{action} needs target_kind 'flag' and a flag id as target.")
     if action in ("add_label", "set_role") and kind != "address":
         raise ToolRetry(f"{action} needs target_kind 'address'.")
+    sync_annotations(db, cid)  # decide on the record's state, not a stale copy
     with db.write() as cur:
         if action in ("confirm_flag", "dismiss_flag"):
             row = cur.execute(
@@ -71,6 +74,7 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any], *, analyst: str | N
             after = {**before, "status": status, "analyst_note": note, "updated_by": actor}
             audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
                                 target_kind="flag", target_id=args["target"], before=before, after=after)  # fmt: skip
+            _push(db, cur, audit_id, "flag", args["target"], after)
             effect = {
                 "type": "flags_changed",
                 "case_id": cid,
@@ -93,6 +97,7 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any], *, analyst: str | N
             )
             audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
                                 target_kind="label", target_id=label_id, before=None, after=after)  # fmt: skip
+            _push(db, cur, audit_id, "label", label_id, after)
             effect = {"type": "labels_changed", "case_id": cid, "label_ids": [label_id], "audit_id": audit_id}
         elif action == "set_role":
             if not payload.get("role"):
@@ -121,6 +126,7 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any], *, analyst: str | N
             audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
                                 target_kind="case_address", target_id=f"{chain}:{address}",
                                 before={"chain": chain, "address": address, **before_role} if before_role else None, after=after)  # fmt: skip
+            _push(db, cur, audit_id, "role", f"{chain}:{address}", after)
             effect = {
                 "type": "roles_changed",
                 "case_id": cid,
@@ -145,6 +151,7 @@ def apply_annotation(ctx: ToolContext, args: dict[str, Any], *, analyst: str | N
             )
             audit_id = db.audit(cur, actor=actor, session_id=ctx.session_id, case_id=cid, action=action,
                                 target_kind="note", target_id=note_id, before=None, after=after)  # fmt: skip
+            _push(db, cur, audit_id, "note", note_id, after)
             effect = {"type": "notes_changed", "case_id": cid, "note_ids": [note_id], "audit_id": audit_id}
     return {
         "ok": True,
@@ -165,6 +172,9 @@ def overturn_summary(args: dict[str, Any], before: dict[str, Any]) -> str:
 
 def revert(db: CaseDB, audit_id: str, *, actor: str) -> dict[str, Any]:
     """Undo one audited write (itself audited); returns the effect to refresh views."""
+    if db.record_elsewhere:  # the entry may have been written on another host
+        for case in db.list_cases():
+            sync_annotations(db, case["case_id"])
     entry = db.one("SELECT * FROM audit_log WHERE audit_id = ?", [audit_id])
     if entry is None:
         raise UserFacingError(f"No audit entry {audit_id!r}.")
@@ -209,4 +219,6 @@ def revert(db: CaseDB, audit_id: str, *, actor: str) -> dict[str, Any]:
         new_id = db.audit(cur, actor=actor, session_id=None, case_id=cid, action=f"revert:{entry['action']}",
                           target_kind=kind, target_id=target, before=after, after=before)  # fmt: skip
         cur.execute("UPDATE audit_log SET reverted_by = ? WHERE audit_id = ?", [new_id, audit_id])
+        state = {"flag": before, "case_address": before}.get(kind)  # labels and notes: gone
+        _push(db, cur, new_id, "role" if kind == "case_address" else kind, target, state, reverts=audit_id)
     return {"reverted": audit_id, "audit_id": new_id, "effect": effect}

@@ -18,6 +18,7 @@ from tahrix_lab.agent.errors import NeedsApproval, ToolDenied
 from tahrix_lab.agent.tools import Approval, Tool
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case.db import CaseDB
+from tahrix_lab.case.record_sync import sync_annotations
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ class CaseContextProvider:
             case_id, grant_data = link
             grant, session_id, user = Grant.from_dict(grant_data), session.id, session.user
         grant.check(tool)
+        sync_annotations(self.db, case_id)  # what analysts wrote on any host, before the tool reads
         asked = args.get("case_id")
         if asked is not None and asked != case_id:
             raise ToolDenied(f"This session is linked to case {case_id!r}; it cannot work on case {asked!r}.")

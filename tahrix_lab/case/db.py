@@ -19,6 +19,7 @@ from typing import Any, cast
 import duckdb
 
 from tahrix_lab.agent.duck import Database
+from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.migrations import apply_migrations
 from tahrix_lab.agent.storage.leased_cursor import Cursor
 from tahrix_lab.agent.store import TranscriptStore
@@ -100,6 +101,11 @@ class CaseDB:
         # The record (sessions and their case links) may be elsewhere, e.g. in PostgreSQL;
         # without one given, the transcript store on this same database.
         self._record = record
+        # A record elsewhere (PostgreSQL, another file) holds what analysts write; this file's
+        # flag status, roles, analysts' labels, notes and audit rows are then its cache,
+        # refreshed per tool call (case/annotations.py ``sync_annotations``).
+        self.record_elsewhere = record is not None and not _on(record, self._conn)
+        self.synced: dict[str, dict[Any, Any]] = {}  # case → what the cache last took from the record
         with self._conn.lease():
             apply_migrations(self._conn, "case", MIGRATIONS)
 
@@ -148,6 +154,7 @@ class CaseDB:
         Failed transactions move nothing (``status`` FALSE is left out; unknown
         status counts); USD totals are NULL when none of the movements is priced
         (unknown, not $0)."""
+        self.synced.pop(case_id, None)  # evidence (re)loaded: the record's annotations apply anew
         cur.execute("DELETE FROM addresses WHERE case_id = ?", [case_id])
         cur.execute(
             """
@@ -277,6 +284,7 @@ class CaseDB:
         """Store one detector's output. Flag ids are stable per subject, so a re-run
         updates in place and keeps the analyst's status and note; untouched flags of
         this type still ``new`` are removed (they no longer hold with these params)."""
+        self.synced.pop(case_id, None)  # new flags: the record's decisions apply anew
         ids: dict[str, None] = {}  # ordered and O(1) to test: a large run has tens of thousands
         rows: list[dict[str, Any]] = []
         now = utcnow_naive()
@@ -385,6 +393,14 @@ class CaseDB:
             r["before"] = json.loads(r["before"]) if r["before"] else None
             r["after"] = json.loads(r["after"]) if r["after"] else None
         return [jsonable(r) for r in rows]
+
+
+def _on(record: TranscriptStore, conn: Database) -> bool:
+    """Whether the record lives in this very database (one file: nothing to sync)."""
+    try:
+        return record.connection is conn
+    except ConfigurationError:
+        return False
 
 
 def label_view(r: dict[str, Any]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from tahrix_lab.case.labels import LabelLoadReport, load_labels
 from tahrix_lab.case.labels import find as find_labels
 from tahrix_lab.case.labels import sources as label_sources
 from tahrix_lab.case.prompts import INVESTIGATION_PROMPT
+from tahrix_lab.case.record_sync import sync_annotations
 from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
 from tahrix_lab.case.tracing import TraceParams, role_starts, trace_funds
 
@@ -285,6 +286,7 @@ class Workspace:
         address: str | None = None,
         limit: int = 1000,
     ) -> list[dict[str, Any]]:
+        sync_annotations(self.cases, case_id)
         rows, _ = self.cases.list_flags(
             case_id,
             flag_type=flag_type,
@@ -301,6 +303,7 @@ class Workspace:
         """The flags rolled up per entity, address or cohort, most important first (``rows``), with
         each row's underlying flags as evidence; see docs/case.md "Detectors and triage"."""
         self.require_case(case_id)
+        sync_annotations(self.cases, case_id)
         return _triage(self.cases, case_id, min_severity=min_severity, include_dismissed=include_dismissed)
 
     def trace(
@@ -340,6 +343,7 @@ class Workspace:
                         f"{starts[0]!r} is neither a case nor an address or transaction in any case."
                     )
                 case_id = row["case_id"]
+        sync_annotations(self.cases, case_id)  # roles and analysts' labels from the record
         result = trace_funds(
             self.cases, case_id, starts, chain=chain, params=p, start_kind=kind, roles=used_roles
         )
@@ -363,6 +367,7 @@ class Workspace:
         return _run_detectors(self.cases, case_id, detectors, overrides)
 
     def audit_log(self, case_id: str) -> list[dict[str, Any]]:
+        sync_annotations(self.cases, case_id)
         return self.cases.audit_log(case_id)
 
     def annotate(
@@ -470,4 +475,5 @@ class Workspace:
         from tahrix_lab.case.flagrows import flag_rows
 
         self.require_case(case_id)
+        sync_annotations(self.cases, case_id)
         return flag_rows(self.cases, case_id)

@@ -53,6 +53,16 @@ USAGE_SQL = (
     "LEFT JOIN session_cases c ON c.session_id = m.session_id"
 )
 
+# What analysts write on a case (issue 26 item 1): the current state of each annotation
+# (a flag decision, an address role, an analyst's label, a note, a report finding's review)
+# keyed by kind and key, its value ``None`` once reverted or removed; and the audit entries.
+ANNOTATION_KINDS = ("flag", "role", "label", "note", "review")
+ANNOTATION_COLUMNS = ("case_id", "kind", "key", "value", "updated_by", "updated_at")
+AUDIT_COLUMNS = (
+    "audit_id", "at_time", "actor", "session_id", "case_id", "action", "target_kind", "target_id",
+    "before", "after", "reverted_by",
+)  # fmt: skip
+
 LedgerRow = tuple[
     str, int, datetime, str | None, str | None, int | None, int | None, int | None, int | None, int
 ]
@@ -253,6 +263,30 @@ class TranscriptStore:
         """The cases ``user`` may open, with the role of each."""
         return {r["case_id"]: r["role"] for r in self.case_access(user=user)}
 
+    # -- what analysts write on a case -------------------------------------
+    def record_annotation(
+        self,
+        entry: dict[str, Any],
+        kind: str | None = None,
+        key: str | None = None,
+        value: dict[str, Any] | None = None,
+        *,
+        reverts: str | None = None,
+    ) -> None:
+        """One audited write in one transaction: the audit ``entry`` (``AUDIT_COLUMNS`` but
+        ``reverted_by``; before/after as dicts), the annotation ``kind``/``key``'s new state
+        (``value``; ``None``: gone) when ``kind`` is given, and for a revert the reverted entry
+        marked. Idempotent by audit id (a retried write is stored once)."""
+        raise NotImplementedError
+
+    def annotations(self, case_id: str) -> list[dict[str, Any]]:
+        """The case's annotations (``ANNOTATION_COLUMNS``; ``value`` parsed), by kind and key."""
+        raise NotImplementedError
+
+    def audit_entries(self, case_id: str) -> list[dict[str, Any]]:
+        """The case's audit entries (``AUDIT_COLUMNS``; before/after parsed), oldest first."""
+        raise NotImplementedError
+
     # -- reports -----------------------------------------------------------
     def usage_sums(
         self,
@@ -334,3 +368,13 @@ def message_from_row(r: Sequence[Any]) -> Message:
         latency_ms=r[14],
         ttft_ms=r[15],
     )
+
+
+def check_annotation(kind: str | None) -> None:
+    if kind is not None and kind not in ANNOTATION_KINDS:
+        raise ConfigurationError(f"Unknown annotation kind {kind!r}; one of {', '.join(ANNOTATION_KINDS)}.")
+
+
+def parsed(value: Any) -> Any:
+    """A JSON column's value: text from DuckDB, already parsed from PostgreSQL."""
+    return json.loads(value) if isinstance(value, str) else value

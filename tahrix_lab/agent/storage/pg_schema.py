@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tahrix_lab.agent.storage.migrations import Migration
+from tahrix_lab.agent.storage.schema import ANNOTATION_TABLES
 from tahrix_lab.agent.storage.usage_sql import SIZE_LADDER
 
 
@@ -168,6 +169,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         CREATE INDEX case_access_user ON case_access ("user");
         """,
+    ),
+    Migration(
+        "0005_case_annotations",
+        # as DuckDB's 0006: what analysts write on a case, and the audit entries
+        ANNOTATION_TABLES.replace("JSONTYPE", "JSONB"),
     ),
 )
 

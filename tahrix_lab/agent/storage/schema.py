@@ -23,6 +23,32 @@ def _copy_case_sessions(cur: Any) -> None:
         )
 
 
+ANNOTATION_TABLES = """
+CREATE TABLE case_annotations (
+    case_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value JSONTYPE,
+    updated_by TEXT,
+    updated_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (case_id, kind, key)
+);
+CREATE TABLE case_audit (
+    audit_id TEXT PRIMARY KEY,
+    at_time TIMESTAMPTZ NOT NULL,
+    actor TEXT NOT NULL,
+    session_id TEXT,
+    case_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target_kind TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    before JSONTYPE,
+    after JSONTYPE,
+    reverted_by TEXT
+);
+CREATE INDEX case_audit_case ON case_audit (case_id);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         "0001_transcript",
@@ -130,6 +156,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (case_id, "user")
         );
         """,
+    ),
+    Migration(
+        "0006_case_annotations",
+        # What analysts write on a case (flag decisions, roles, their labels, notes) and the
+        # audit entries: the record's copy, read by hosts whose evidence is in another file.
+        ANNOTATION_TABLES.replace("JSONTYPE", "JSON").replace("TEXT", "VARCHAR"),
     ),
 )
 

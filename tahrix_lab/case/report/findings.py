@@ -19,6 +19,7 @@ from tahrix_lab.agent.migrations import Migration, apply_migrations
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.case.db import CaseDB, jdict, jsonable, utcnow_naive
+from tahrix_lab.case.record_sync import TABLES, push, sync_annotations
 
 MIGRATIONS = (
     Migration(
@@ -37,6 +38,9 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 def ensure_tables(db: CaseDB) -> None:
     with db.connection.lease():
         apply_migrations(db.connection, "case_report", MIGRATIONS)
+
+
+TABLES["review"] = ensure_tables  # reviews from a team's record land in this table
 
 
 def final_answers(messages: list[Message]) -> list[Message]:
@@ -104,6 +108,7 @@ def findings(
 ) -> list[dict[str, Any]]:
     """Every finding of the sessions with its latest review (``status``: accepted, edited, dropped, not reviewed)."""
     ensure_tables(db)
+    sync_annotations(db, case_id)
     found = [f for s in sessions for f in session_findings(store, s)]
     reviews = {
         r["finding_id"]: r
@@ -139,9 +144,13 @@ def review(
         raise UserFacingError("Say who reviews the finding (by=...).")
     ensure_tables(db)
     at = utcnow_naive()
+    row = {"action": action, "text": text if action == "edit" else None, "decided_by": by, "decided_at": at}
     with db.write() as cur:
         cur.execute(
-            "INSERT INTO report_reviews VALUES (?, ?, ?, ?, ?, ?)",
-            [case_id, finding_id, action, text if action == "edit" else None, by, at],
+            "INSERT INTO report_reviews VALUES (?, ?, ?, ?, ?, ?)", [case_id, finding_id, *row.values()]
         )
+        if db.record_elsewhere:  # a team's record: the review, audited, for every host
+            audit_id = db.audit(cur, actor=by, session_id=None, case_id=case_id, action=f"review:{action}",
+                                target_kind="finding", target_id=finding_id, before=None, after=row)  # fmt: skip
+            push(db, cur, audit_id, "review", finding_id, {**row, "decided_at": at.isoformat()})
     return jdict({"finding_id": finding_id, "action": action, "by": by, "at": at})

@@ -7,6 +7,7 @@ from typing import Any
 from tahrix_lab.agent.errors import ToolRetry
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.detectors import DEFAULTS, DETECTORS, run_detectors, triage
+from tahrix_lab.case.record_sync import push
 from tahrix_lab.case.schema import FLAG_TYPES, SEVERITIES
 from tahrix_lab.case.tools import headlines
 from tahrix_lab.case.tools.common import register
@@ -46,6 +47,7 @@ def run_detectors_tool(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]
             target_kind="case", target_id=ctx.case_id, before={"flags_by_type": before},
             after={"flags_by_type": after, "params": {k: v["params"] for k, v in result["by_detector"].items()}},
         )  # fmt: skip
+        push(ctx.db, cur, result["audit_id"], None, None, None)  # the audit entry into the record
     result["flags_written"] = len(ids)
     result["triage"] = {
         k: v for k, v in triage(ctx.db, ctx.case_id).items() if k in ("rows_total", "by_severity")
