@@ -232,12 +232,6 @@ class JobRunner:
         history = [*written, question] if written is not None else None
         return session, self.integration.context_for(self.transcripts, session), before, history
 
-    def stream(self, req: JobRequest) -> Iterator[LoopEvent]:
-        """Run one question outside the pool and the job store (the SSE endpoint)."""
-        session, context, _before, history = self.prepare(req)
-        return answer_events(self.integration, session, run_agent(session, store=self.transcripts, backend=self.backend, model=self.model, history=history,
-                         context=context, budget=self.budget, registry=self.integration.registry()))  # fmt: skip
-
     def _session_for(self, req: JobRequest) -> tuple[Session, list[Message] | None]:
         """The job's session and, for a new one, the messages written to it (else None)."""
         if req.session_id is None:

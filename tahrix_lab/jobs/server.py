@@ -104,6 +104,7 @@ def build(
         store = MemoryJobStore(ttl=settings.job_ttl_s)
 
     notes: list[str] = []
+    api_only = False
     transcripts: TranscriptStore | None = None
     runner: JobRunner | None = None
     intake: RedisIntake | None = None
@@ -113,6 +114,7 @@ def build(
         except StoreLockedError:
             if role != "all" or not settings.redis_url:
                 raise
+            api_only = True
             notes.append("another process writes the transcripts: serving the API only")
     if transcripts is not None:
         integration: JobIntegration = (
@@ -126,6 +128,11 @@ def build(
 
             integration = WithDemoTools(integration)  # scripts may call pause/echo
         budget = None
+        if not settings.has_budget() and settings.backend_name != "fake":
+            # A real model without a budget is an open bill: never unlimited by silence.
+            settings.budget_monthly_usd = settings.default_monthly_usd
+            notes.append(unbudgeted_warning(settings.default_monthly_usd))
+            log.warning("%s", notes[-1])
         if settings.has_budget():
             budget = Budget(
                 per_minute_tokens=settings.budget_minute_tokens,
@@ -168,11 +175,20 @@ def build(
             runner=runner,
             max_body_bytes=settings.max_body_bytes,
             max_wait_s=settings.max_wait_s,
-            role=role if not notes else "api",
+            role="api" if api_only else role,
         )
     # Without a runner (an API process) this process still ends the jobs of dead workers.
     reaper = Watcher(store, settings.lease_s, 1.0).start() if runner is None else None
     return Built(service, runner, store, transcripts, intake, notes, reaper)
+
+
+DEFAULT_MONTHLY_USD = 20.0  # per user, for a real backend started without any budget
+MONTHLY_USD_ENV = "TAHRIX_BUDGET_MONTHLY_USD"
+
+
+def unbudgeted_warning(cap: float) -> str:
+    return (f"WARNING: no budget was set for a real model; each user is capped at {cap:g} USD a month. "
+            f"Raise it with --budget-monthly-usd or ${MONTHLY_USD_ENV}.")  # fmt: skip
 
 
 def settle_heap() -> None:
@@ -265,6 +281,7 @@ class Settings:
     budget_hour_tokens: int | None = None
     budget_monthly_usd: float | None = None
     budget_global_monthly_usd: float | None = None
+    default_monthly_usd: float = DEFAULT_MONTHLY_USD  # used when a real backend has no budget
 
     @property
     def backend_name(self) -> str:

@@ -350,7 +350,9 @@ def test_many_jobs_cancelled_at_random_points(tmp_path: Path, redis_url: str) ->
 
 def test_sse_endpoint_reuses_the_chunks(tmp_path: Path) -> None:
     with service(tmp_path, ECHO) as (client, _built):
-        with client.stream("GET", "/api/v1/agent/chat-stream", params={"message": "hey"}, headers=ALICE) as r:
+        moved = client.get("/api/v1/agent/chat-stream", params={"message": "hey"}, headers=ALICE)
+        assert moved.status_code == 405 and "POST" in moved.json()["detail"]  # no question in URLs
+        with client.stream("POST", "/api/v1/agent/chat-stream", json={"message": "hey"}, headers=ALICE) as r:
             assert r.status_code == 200
             assert r.headers["content-type"].startswith("text/event-stream")
             frames = [line for line in r.iter_lines() if line.startswith("data: ")]

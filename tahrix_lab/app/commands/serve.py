@@ -32,9 +32,16 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
                    help="answers one user may have running or queued at once; more get 429 (0: no cap)")  # fmt: skip
     p.add_argument("--budget-minute-tokens", type=int, default=None)
     p.add_argument("--budget-hour-tokens", type=int, default=None)
-    p.add_argument("--budget-monthly-usd", type=float, default=None)
+    p.add_argument("--budget-monthly-usd", type=float, default=_env_float("TAHRIX_BUDGET_MONTHLY_USD"),
+                   help="USD one user may spend a month ($TAHRIX_BUDGET_MONTHLY_USD); a real model "
+                   "started without any budget gets a default cap, with a warning")  # fmt: skip
     p.add_argument("--budget-global-monthly-usd", type=float, default=None)
     p.set_defaults(func=lambda args: _serve(args, integration_factory))
+
+
+def _env_float(name: str) -> float | None:
+    value = os.environ.get(name)
+    return float(value) if value else None
 
 
 def _serve(args: argparse.Namespace, integration_factory: IntegrationFactory | None) -> int:
