@@ -175,6 +175,7 @@ def build(
             runner=runner,
             max_body_bytes=settings.max_body_bytes,
             max_wait_s=settings.max_wait_s,
+            failed_sign_ins_per_minute=settings.failed_sign_ins_per_minute,
             role="api" if api_only else role,
         )
     # Without a runner (an API process) this process still ends the jobs of dead workers.
@@ -223,7 +224,7 @@ def serve(settings: Settings, integration_factory: IntegrationFactory | None = N
         port = sock.getsockname()[1]
         print(f"tahrix serve: listening on http://{settings.host}:{port} (role {built.service.role}, {where})",
               flush=True)  # fmt: skip
-        run_http(built.service, sock)
+        run_http(built.service, sock, settings)
         return 0
     finally:
         built.close()
@@ -239,15 +240,22 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_http(service: Service, sock: socket.socket) -> None:
-    """Serve the API on ``sock`` until SIGTERM or SIGINT."""
+def run_http(service: Service, sock: socket.socket, settings: Settings | None = None) -> None:
+    """Serve the API on ``sock`` until SIGTERM or SIGINT, with ``settings``' timeouts and limits."""
     import uvicorn
 
+    from tahrix_lab.jobs.http.limits import read_timeouts
+
+    limits = settings or Settings()
     config = uvicorn.Config(
         create_app(service),
         log_level="warning",
         timeout_graceful_shutdown=2,
-        limit_concurrency=None,
+        # Slow or idle clients are closed (docs/security.md): keep-alive by uvicorn, header and
+        # body reads by our protocol class; past limit_concurrency connections answer 503.
+        http=read_timeouts(limits.header_timeout_s, limits.body_timeout_s),
+        timeout_keep_alive=int(limits.keep_alive_s) or 1,
+        limit_concurrency=limits.limit_concurrency or None,
         backlog=4096,
         # At the warning level no access line is written, but uvicorn would still build each
         # one's fields; and no client address is used, so X-Forwarded-For is not parsed.
@@ -282,6 +290,11 @@ class Settings:
     budget_monthly_usd: float | None = None
     budget_global_monthly_usd: float | None = None
     default_monthly_usd: float = DEFAULT_MONTHLY_USD  # used when a real backend has no budget
+    keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
+    header_timeout_s: float = 10.0  # a request's headers must arrive within this
+    body_timeout_s: float = 30.0  # then its body within this
+    limit_concurrency: int | None = 1000  # connections and requests at once; more answer 503
+    failed_sign_ins_per_minute: int = 30  # per client address; more answer 429
 
     @property
     def backend_name(self) -> str:

@@ -4,7 +4,9 @@ default budget for a real model, server timeouts, the concurrency limit, throttl
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -85,3 +87,120 @@ def test_a_real_model_without_a_budget_gets_a_capped_default(tmp_path: Path) -> 
         assert "no budget was set" not in "".join(raised.stdout)
     finally:
         raised.stop()
+
+
+def open_sockets(url: str, n: int) -> list[socket.socket]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection((host, int(port)), timeout=10)
+        socks.append(s)
+    return socks
+
+
+def closed_by_server(s: socket.socket, trickle: bytes = b"", rounds: int = 40) -> bool:
+    """Trickle ``trickle`` (a byte at a time, 0.25 s apart) until the server closes, at most
+    ``rounds`` times; True when it closed."""
+    s.settimeout(0.25)
+    for i in range(rounds):
+        try:
+            if trickle:
+                s.sendall(trickle[i % len(trickle) : i % len(trickle) + 1])
+            if s.recv(4096) == b"":
+                return True
+        except TimeoutError:
+            continue
+        except OSError:  # reset or broken pipe: closed
+            return True
+    return False
+
+
+@pytest.fixture
+def strict_serve(tmp_path: Path) -> Iterator[Serve]:
+    srv = Serve("--tokens-file", tokens_file(tmp_path), "--header-timeout", "2", "--body-timeout", "2",
+                "--keep-alive-timeout", "1", "--limit-concurrency", "250",
+                db=tmp_path / "t.duckdb", cwd=tmp_path).wait_listening()  # fmt: skip
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_slow_and_idle_clients_are_closed(strict_serve: Serve) -> None:
+    url = strict_serve.url
+    # 200 slowloris connections: a header that never ends, a byte at a time.
+    slow = open_sockets(url, 200)
+    try:
+        # Past the concurrency limit a new request answers 503 (calm), not a hang.
+        extra = open_sockets(url, 60)
+        with httpx.Client(timeout=10) as client:
+            assert client.get(f"{url}/healthz").status_code == 503
+        for s in extra:
+            s.close()
+        with ThreadPoolExecutor(50) as pool:
+            results = list(pool.map(lambda s: closed_by_server(s, b"GET / HTTP/1.1\r\nX-a: "), slow))
+        assert all(results), f"{results.count(False)} slow-header connections still open"
+    finally:
+        for s in slow:
+            s.close()
+    # 50 slow bodies: headers at once, then a body byte now and then.
+    bodies = open_sockets(url, 50)
+    head = b"POST /api/v1/agent/chat-stream-job HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    for s in bodies:
+        s.sendall(head + b"Content-Length: 1000\r\n" + ALICE_HEADER + b"\r\n")
+    with ThreadPoolExecutor(50) as pool:
+        closed = list(pool.map(lambda s: closed_by_server(s, b'{"message": "aaaa'), bodies))
+    for s in bodies:
+        s.close()
+    assert all(closed), f"{closed.count(False)} slow-body connections still open"
+    # 50 idle keep-alive connections after one answered request each.
+    idle = open_sockets(url, 50)
+    for s in idle:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    with ThreadPoolExecutor(50) as pool:
+        answers = list(pool.map(read_until_closed, idle))
+    for s in idle:
+        s.close()
+    assert all(a.startswith(b"HTTP/1.1 200") for a in answers)
+    # The server still answers.
+    with httpx.Client(timeout=10) as client:
+        assert client.get(f"{url}/healthz").status_code == 200
+
+
+ALICE_HEADER = b"Authorization: " + ALICE["Authorization"].encode() + b"\r\n"
+
+
+def read_until_closed(s: socket.socket) -> bytes:
+    """Everything the server sends until it closes (bounded: 40 reads of at most 0.25 s)."""
+    s.settimeout(0.25)
+    got = b""
+    for _ in range(40):
+        try:
+            data = s.recv(4096)
+        except TimeoutError:
+            continue
+        if data == b"":
+            return got
+        got += data
+    raise AssertionError(f"the idle connection was not closed: {got[:80]!r}")
+
+
+def test_failed_sign_ins_are_throttled_per_client(strict_serve: Serve) -> None:
+    me = f"{strict_serve.url}{API}/me"
+    with httpx.Client(timeout=10) as client:
+        for _ in range(100):  # successful requests cost nothing
+            assert client.get(me, headers=ALICE).status_code == 200
+        statuses = [
+            client.get(me, headers={"Authorization": f"Bearer guess-{i:06d}"}).status_code
+            for i in range(1800)
+        ]
+        assert statuses[:30] == [401] * 30
+        assert statuses.count(429) >= 1700
+        throttled = client.get(me, headers=ALICE)  # while throttled, no token is checked here
+        assert throttled.status_code == 429 and "sign-ins" in throttled.json()["detail"]
+        assert "retry-after" in throttled.headers
+        assert client.get(f"{strict_serve.url}/healthz").status_code == 200  # outside /api
+    # Another client address is not affected.
+    other = httpx.HTTPTransport(local_address="127.0.0.2")
+    with httpx.Client(timeout=10, transport=other) as client:
+        assert client.get(me, headers=ALICE).json() == {"user": "alice"}

@@ -41,6 +41,7 @@ from tahrix_lab.flow.resources import widgets_dir
 from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
 from tahrix_lab.jobs.http import workplace
 from tahrix_lab.jobs.http.fastpaths import FastPaths
+from tahrix_lab.jobs.http.limits import SignInThrottle
 from tahrix_lab.jobs.http.models import (
     CONTENT_HELP,
     ERRORS,
@@ -69,6 +70,7 @@ class Service:
     runner: JobRunner | None = None  # set when this process runs jobs itself (SSE needs it)
     max_body_bytes: int = 64 * 1024
     max_wait_s: float = 25.0
+    failed_sign_ins_per_minute: int = 30  # per client address; more get 429 (limits.SignInThrottle)
     role: str = "all"
     # Under load a woken long-poll waits up to linger_s for more chunks, so one answer carries
     # several; below busy_polls waiting polls it answers at once (milliseconds when idle).
@@ -379,8 +381,9 @@ def create_app(service: Service) -> ASGIApp:
     app.add_middleware(BodyLimit, limit=service.max_body_bytes)
     # An outer ASGI app, around FastAPI and all its layers: a well-formed poll or start skips
     # them all (the routes above stay the contract and answer everything else).
-    return FastPaths(app, prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
+    fast = FastPaths(app, prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
                      body_model=ChatJobBody, max_body=service.max_body_bytes, refused=(_Refused, JobRejected))  # fmt: skip
+    return SignInThrottle(fast, service.failed_sign_ins_per_minute)
 
 
 def _history(runner: JobRunner, session_id: str, user: str) -> dict[str, Any]:
