@@ -38,7 +38,7 @@ from tahrix_lab.agent.loop import LoopEvent, run_agent
 from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE
 from tahrix_lab.agent.storage.group_commit import GroupCommit
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.agent.transcript import Message, Part, Session, new_id
+from tahrix_lab.agent.transcript import Message, Session, new_id
 from tahrix_lab.flow import Chunk, to_chunk
 from tahrix_lab.jobs.contract import (
     DEFAULT_LEASE_S,
@@ -240,15 +240,8 @@ class JobRunner:
             except UserFacingError as exc:
                 raise JobRejected(422, exc.message, "case_id") from None
             written: list[Message] = []
-            for item in req.history or []:
-                role = item.get("role")
-                # The seed's chat messages say `content`; ours say `text`.
-                text = str(item.get("text") or item.get("content") or "")
-                if role == "user":
-                    msg = Message.user(text)
-                else:
-                    msg = Message(role="assistant", parts=[Part.of_text(text)], stop_reason="end_turn")
-                written.append(self.transcripts.append_message(session.id, msg))
+            if req.history:
+                written.append(self.transcripts.append_message(session.id, client_history(req.history)))
             return session, written
         if req.history:
             raise JobRejected(422, "history is only accepted when starting a new session.", "history")
@@ -406,6 +399,20 @@ class JobRunner:
             log.error(
                 "job %s: its end could not be written (%s); the transcript is complete", job.job_id, exc
             )
+
+
+CLIENT_HISTORY = "Earlier conversation, as supplied by the client (not checked; not this assistant's words):"
+
+
+def client_history(items: list[dict[str, Any]]) -> Message:
+    """A client's ``history`` as ONE user message that says where it came from: a client cannot
+    write an ``assistant`` turn, so nothing it sends is stored or shown as the model's output."""
+    lines = [CLIENT_HISTORY]
+    for item in items:
+        # The seed's chat messages say `content`; ours say `text`.
+        text = str(item.get("text") or item.get("content") or "")
+        lines.append(f"[{item.get('role')}] {text}")
+    return Message.user("\n".join(lines))
 
 
 J = TypeVar("J")

@@ -29,6 +29,7 @@ from typing import Literal
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
+from tahrix_lab.agent.secrets import check_tokens_file, redact_url
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.jobs.contract import JobStore, StoreUnavailable
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
@@ -176,6 +177,7 @@ def build(
             max_body_bytes=settings.max_body_bytes,
             max_wait_s=settings.max_wait_s,
             failed_sign_ins_per_minute=settings.failed_sign_ins_per_minute,
+            api_docs=settings.api_docs,
             role="api" if api_only else role,
         )
     # Without a runner (an API process) this process still ends the jobs of dead workers.
@@ -208,7 +210,7 @@ def serve(settings: Settings, integration_factory: IntegrationFactory | None = N
         print(f"tahrix serve: no tokens file given; use this token (user 'analyst'): {token}", flush=True)
     built = build(settings, integration_factory)
     settle_heap()
-    where = f"jobs in Redis at {settings.redis_url}" if settings.redis_url else "jobs in memory"
+    where = f"jobs in Redis at {redact_url(settings.redis_url)}" if settings.redis_url else "jobs in memory"
     for note in built.notes:
         print(f"tahrix serve: {note}", flush=True)
     try:
@@ -295,6 +297,7 @@ class Settings:
     body_timeout_s: float = 30.0  # then its body within this
     limit_concurrency: int | None = 1000  # connections and requests at once; more answer 503
     failed_sign_ins_per_minute: int = 30  # per client address; more answer 429
+    api_docs: bool = False  # serve /docs and /openapi.json
 
     @property
     def backend_name(self) -> str:
@@ -322,7 +325,9 @@ class Settings:
 
 
 def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read a tokens file (see the module docstring), naming what is wrong with it."""
+    """Read a tokens file, naming what is wrong with it: mode 0600 and strong tokens first
+    (``agent.secrets.check_tokens_file``, the same check as ``tahrix mcp serve``)."""
+    check_tokens_file(path)
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -333,15 +338,14 @@ def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
         raise ConfigurationError(
             f'The tokens file {str(path)!r} must be a JSON object like {{"<token>": "<user>"}}.'
         )
-    for token, user in data.items():
-        if not isinstance(user, str) or not user or len(token) < 8:
+    for user in data.values():
+        if not isinstance(user, str) or not user:
             raise ConfigurationError(
-                f"The tokens file {str(path)!r} maps each token (8 characters or more) to a user name; "
-                f"check the entry for user {user!r}."
+                f"The tokens file {str(path)!r} maps each token to a user name; check the entry for user {user!r}."
             )
     return {str(k): str(v) for k, v in data.items()}
 
 
 def dev_token() -> str:
     """A throw-away token for a server started without a tokens file."""
-    return secrets.token_urlsafe(18)
+    return secrets.token_urlsafe(32)  # as strong as the tokens file must hold

@@ -18,7 +18,7 @@ from tests.e2e.test_service_processes import Serve
 pytestmark = pytest.mark.e2e
 
 API = "/api/v1/agent"
-ALICE = {"Authorization": "Bearer alice-token-0123456789abcdef"}
+ALICE = {"Authorization": "Bearer alice-token-0123456789abcdefghijklm"}
 
 
 def tokens_file(tmp_path: Path) -> str:

@@ -33,8 +33,8 @@ RedisServer = _helpers.RedisServer
 free_port = _helpers.free_port
 
 JOB = "/api/v1/agent/chat-stream-job"
-ALICE = {"Authorization": "Bearer alice-token-123"}
-BOB = {"Authorization": "Bearer bob-token-4567"}
+ALICE = {"Authorization": "Bearer alice-token-0123456789abcdefghijklm"}
+BOB = {"Authorization": "Bearer bob-token-0123456789abcdefghijklmno"}
 WORDS = 60
 
 
@@ -106,7 +106,12 @@ def redis_srv(tmp_path: Path) -> Iterator[Any]:
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, str]:
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"alice-token-123": "alice", "bob-token-4567": "bob"}))
+    tokens.write_text(
+        json.dumps(
+            {"alice-token-0123456789abcdefghijklm": "alice", "bob-token-0123456789abcdefghijklmno": "bob"}
+        )
+    )
+    tokens.chmod(0o600)  # the service refuses a tokens file others can read
     script = tmp_path / "script.json"
     words = " ".join(f"w{i}" for i in range(WORDS))
     script.write_text(json.dumps({"delay": 0.05, "turns": [[{"kind": "text", "text": words}]]}))

@@ -37,6 +37,8 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
                    help="connections and requests at once; more answer 503 (0: no limit)")  # fmt: skip
     p.add_argument("--failed-sign-ins-per-minute", type=int, default=30,
                    help="failed token checks one client address may make a minute; more answer 429 (0: off)")  # fmt: skip
+    p.add_argument("--api-docs", action="store_true",
+                   help="serve /docs and /openapi.json (off by default: /docs loads swagger-ui from a CDN)")  # fmt: skip
     p.add_argument("--max-running-per-user", type=int, default=8,
                    help="answers one user may have running or queued at once; more get 429 (0: no cap)")  # fmt: skip
     p.add_argument("--budget-minute-tokens", type=int, default=None)
@@ -95,6 +97,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         body_timeout_s=args.body_timeout,
         limit_concurrency=args.limit_concurrency or None,
         failed_sign_ins_per_minute=args.failed_sign_ins_per_minute,
+        api_docs=args.api_docs,
         budget_minute_tokens=args.budget_minute_tokens,
         budget_hour_tokens=args.budget_hour_tokens,
         budget_monthly_usd=args.budget_monthly_usd,

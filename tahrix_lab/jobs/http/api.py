@@ -41,7 +41,7 @@ from tahrix_lab.flow.resources import widgets_dir
 from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
 from tahrix_lab.jobs.http import workplace
 from tahrix_lab.jobs.http.fastpaths import FastPaths
-from tahrix_lab.jobs.http.limits import SignInThrottle
+from tahrix_lab.jobs.http.limits import SecurityHeaders, SignInThrottle
 from tahrix_lab.jobs.http.models import (
     CONTENT_HELP,
     ERRORS,
@@ -70,6 +70,7 @@ class Service:
     runner: JobRunner | None = None  # set when this process runs jobs itself (SSE needs it)
     max_body_bytes: int = 64 * 1024
     max_wait_s: float = 25.0
+    api_docs: bool = False  # serve /docs and /openapi.json (tahrix serve --api-docs)
     failed_sign_ins_per_minute: int = 30  # per client address; more get 429 (limits.SignInThrottle)
     role: str = "all"
     # Under load a woken long-poll waits up to linger_s for more chunks, so one answer carries
@@ -175,8 +176,12 @@ def create_app(service: Service) -> ASGIApp:
         yield
         await service.store.aclose()
 
+    docs = service.api_docs  # off by default: swagger-ui would load from a CDN beside the page's token
     app = FastAPI(
         lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if docs else None,
         title="Tahrix Lab job service",
         version="1",
         description="Start an agent job, then poll (or long-poll) its chunks. Proxy-safe: no request "
@@ -383,7 +388,7 @@ def create_app(service: Service) -> ASGIApp:
     # them all (the routes above stay the contract and answer everything else).
     fast = FastPaths(app, prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
                      body_model=ChatJobBody, max_body=service.max_body_bytes, refused=(_Refused, JobRejected))  # fmt: skip
-    return SignInThrottle(fast, service.failed_sign_ins_per_minute)
+    return SecurityHeaders(SignInThrottle(fast, service.failed_sign_ins_per_minute), docs=docs)
 
 
 def _history(runner: JobRunner, session_id: str, user: str) -> dict[str, Any]:

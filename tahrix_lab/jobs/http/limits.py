@@ -13,6 +13,8 @@
   bucket answers 429 to every ``/api`` request from that address until it
   refills (a valid token included, else the throttle would not slow guessing).
   Requests that pass the check cost nothing.
+* ``SecurityHeaders``: every response (page, API, static files, errors) says
+  where its content may come from and that no other site may frame it.
 """
 
 from __future__ import annotations
@@ -134,3 +136,39 @@ async def _too_many(send: Send, retry_after: int) -> None:
                           (b"retry-after", str(retry_after).encode())]  # fmt: skip
     await send({"type": "http.response.start", "status": 429, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+# The page loads its scripts and styles from /static; its own <style> block (page.html) is the one
+# inline part, so styles allow 'unsafe-inline' and scripts do not.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")  # fmt: skip
+# /docs (only with --api-docs) is FastAPI's swagger-ui from its CDN, with an inline starter script.
+DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+            "style-src 'self' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
+            "frame-ancestors 'none'")  # fmt: skip
+HEADERS = [(b"x-frame-options", b"DENY"), (b"x-content-type-options", b"nosniff"),
+           (b"referrer-policy", b"no-referrer")]  # fmt: skip
+
+
+class SecurityHeaders:
+    """See the module docstring."""
+
+    def __init__(self, app: ASGIApp, *, docs: bool = False) -> None:
+        self.app = app
+        self.docs = docs
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        csp = (DOCS_CSP if self.docs and scope["path"] == "/docs" else CSP).encode()
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (b"content-security-policy", csp), *HEADERS],
+                }
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
