@@ -49,7 +49,7 @@ from tahrix_lab.jobs.contract import (
     JobStore,
     StoreUnavailable,
 )
-from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, answer_events
+from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, answer_events, offered
 from tahrix_lab.jobs.leases import Holder, Watcher
 from tahrix_lab.jobs.steps import StreamSteps
 
@@ -228,9 +228,11 @@ class JobRunner:
             except BudgetExceeded as exc:
                 raise JobRejected(429, exc.message) from None
         before = len(written) if written is not None else len(self.transcripts.load_messages(session.id))
+        # The integration may refuse the session (a revoked case): ask before storing the question.
+        context = self.integration.context_for(self.transcripts, session)
         question = self.transcripts.append_message(session.id, Message.user(req.message))
         history = [*written, question] if written is not None else None
-        return session, self.integration.context_for(self.transcripts, session), before, history
+        return session, context, before, history
 
     def _session_for(self, req: JobRequest) -> tuple[Session, list[Message] | None]:
         """The job's session and, for a new one, the messages written to it (else None)."""
@@ -253,9 +255,14 @@ class JobRunner:
             found = self.transcripts.get_session(session_id)
         except ConfigurationError:
             found = None
-        if found is None or found.user != user:
+        if found is None or found.user != user or not self.may_open(user, found):
             raise JobRejected(404, "There is no conversation with this session_id.", "session_id")
         return found
+
+    def may_open(self, user: str, session: Session) -> bool:
+        """The integration's ``may_open_session`` (a case the user may no longer open: no), else yes."""
+        may = offered(self.integration, "may_open_session")
+        return may is None or bool(may(user, session))
 
     # -- running ------------------------------------------------------------
     def _work(self) -> None:

@@ -493,4 +493,7 @@ def test_a_client_written_to_the_seed_contract(tmp_path: Path, redis_srv: Any, f
         a.stop()
     with TranscriptStore(files["db"]) as store:
         msgs = store.load_messages(out["state"]["session_id"])
-        assert [m.text for m in msgs][:2] == ["earlier", "a reply"]
+        # the client's history is one user turn saying where it came from (docs/security.md)
+        assert [m.role for m in msgs] == ["user", "user", "assistant"]
+        assert msgs[0].text.endswith("\n[user] earlier\n[assistant] a reply")
+        assert msgs[1].text == "q"
