@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.test_service_processes import Serve
+from tests.e2e.test_service_processes import Serve, poll_to_end
 
 pytestmark = pytest.mark.e2e
 
@@ -46,6 +46,8 @@ def test_sse_streams_go_through_admission(slow_serve: Serve) -> None:
     url = f"{slow_serve.url}{API}/chat-stream"
     statuses: list[int] = []
     refusals: list[str] = []
+    jobs: list[str] = []
+    held: list[Iterator[str]] = []
     with ExitStack() as open_streams, httpx.Client(timeout=30) as client:
         for i in range(45):  # one user, 45 streams, a cap of 2
             r = open_streams.enter_context(
@@ -54,7 +56,10 @@ def test_sse_streams_go_through_admission(slow_serve: Serve) -> None:
             statuses.append(r.status_code)
             if r.status_code == 200:
                 assert r.headers["content-type"].startswith("text/event-stream")
-                first = next(line for line in r.iter_lines() if line.startswith("data: "))
+                jobs.append(r.headers["x-job-id"])
+                lines = r.iter_lines()
+                held.append(lines)  # dropping the iterator would close the connection (httpcore)
+                first = next(line for line in lines if line.startswith("data: "))
                 assert json.loads(first[6:])["type"]  # it streams
             else:
                 r.read()
@@ -69,6 +74,11 @@ def test_sse_streams_go_through_admission(slow_serve: Serve) -> None:
         # A question in a URL is refused with a pointer, not run.
         moved = client.get(url, params={"message": "secret question"}, headers=ALICE)
         assert moved.status_code == 405 and "POST" in moved.json()["detail"]
+    # The two streams were closed mid-answer: their jobs were stopped, the partial answer kept.
+    with httpx.Client(timeout=30) as client:
+        for job in jobs:
+            state = poll_to_end(client, slow_serve.url, ALICE, job)
+            assert (state["status"], state["stop_reason"]) == ("done", "cancelled")
 
 
 def test_a_real_model_without_a_budget_gets_a_capped_default(tmp_path: Path) -> None:

@@ -316,12 +316,13 @@ def create_app(service: Service) -> ASGIApp:
                     since, ended = state["next"], state["status"] != "streaming"
             finally:
                 if not ended:  # the client went away: stop the run; the loop keeps the partial answer
-                    with contextlib.suppress(Exception):
+                    # Shielded: a disconnect arrives as a cancel, which would cancel this await too.
+                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                         await in_thread(service.store.request_cancel, job_id)
 
-        return StreamingResponse(
-            frames(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
+        # X-Job-Id: the job behind the stream, to read again or cancel through the job API.
+        return StreamingResponse(frames(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Job-Id": job_id})  # fmt: skip
 
     @app.get(f"{PREFIX}/chat-stream", include_in_schema=False)
     async def chat_stream_moved() -> JSONResponse:
