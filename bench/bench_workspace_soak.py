@@ -192,9 +192,10 @@ def run(seconds: float, workdir: Path) -> dict[str, Any]:
     with Workspace(db) as ws:  # the case, loaded once before anyone starts
         ws.load_sample_case()
     env = {**os.environ, "TAHRIX_DB": db, "PYTHONPATH": str(ROOT)}
-    token = "soak-token"
+    token = "soak-token-0123456789abcdefghijklmnop"  # tahrix serve wants 32+ characters, mode 0600
     tokens = workdir / "tokens.json"
     tokens.write_text(json.dumps({token: "service-user"}))
+    tokens.chmod(0o600)
     port = _free_port()
     serve = subprocess.Popen(
         [sys.executable, "-m", "tahrix_lab.cli", "serve", "--port", str(port), "--tokens-file", str(tokens),

@@ -59,6 +59,12 @@ class CaseIntegration:
             raise JobRejected(404, "There is no conversation with this session_id.", "session_id")
         return self.workspace.context_provider()
 
+    def may_open_session(self, user: str, session: Session) -> bool:
+        """A conversation on a case ``user`` may no longer open (case/access.py) is closed to them:
+        the service answers it as someone else's (404) and leaves it out of their list."""
+        case_id = self.workspace.case_of(session.id)
+        return case_id is None or access.role_of(self.workspace, user, case_id) is not None
+
     def registry(self) -> ToolRegistry:
         return CASE_TOOLS
 

@@ -24,7 +24,9 @@ class JobIntegration(Protocol):
     ``answer_events(session, events) -> events``: the loop's events of a run as
     the service should publish them (a case adds its citations line); and the
     service page's data (``cases_for``, ``case_view``, ``session_cases``: see
-    ``tahrix_lab.jobs.http.workplace``). Find them with ``offered``.
+    ``tahrix_lab.jobs.http.workplace``); ``may_open_session(user, session) -> bool``:
+    False answers the session as someone else's (404) on every route and leaves it out
+    of the conversations list (a case the user may no longer open). Find them with ``offered``.
     """
 
     purpose: str

@@ -40,7 +40,7 @@ from tahrix_lab.agent.loop import LoopEvent, run_agent
 from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE
 from tahrix_lab.agent.storage.group_commit import GroupCommit
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.agent.transcript import Message, Part, Session, new_id
+from tahrix_lab.agent.transcript import Message, Session, new_id
 from tahrix_lab.flow import Chunk, to_chunk
 from tahrix_lab.jobs.contract import (
     DEFAULT_LEASE_S,
@@ -51,7 +51,7 @@ from tahrix_lab.jobs.contract import (
     JobStore,
     StoreUnavailable,
 )
-from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, answer_events
+from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, answer_events, offered
 from tahrix_lab.jobs.leases import Holder, Watcher
 from tahrix_lab.jobs.steps import StreamSteps
 
@@ -230,12 +230,14 @@ class JobRunner:
             except BudgetExceeded as exc:
                 raise JobRejected(429, exc.message) from None
         before = len(written) if written is not None else len(self.transcripts.load_messages(session.id))
+        # The integration may refuse the session (a revoked case): ask before storing the question.
+        context = self.integration.context_for(self.transcripts, session)
         if req.decision is not None:  # no question: the decision goes on from the call that waits
             self._check_waiting(session, str(req.decision.get("call_id")))
-            return session, self.integration.context_for(self.transcripts, session), before, None
+            return session, context, before, None
         question = self.transcripts.append_message(session.id, Message.user(req.message))
         history = [*written, question] if written is not None else None
-        return session, self.integration.context_for(self.transcripts, session), before, history
+        return session, context, before, history
 
     def _check_waiting(self, session: Session, call_id: str) -> None:
         if not any(c.id == call_id for c in pending_calls(self.transcripts.load_messages(session.id))):
@@ -243,12 +245,6 @@ class JobRunner:
                 409, "No call with this id waits for approval in this conversation: it was decided already, "
                 "or a new question was asked since.", "call_id",
             )  # fmt: skip
-
-    def stream(self, req: JobRequest) -> Iterator[LoopEvent]:
-        """Run one question outside the pool and the job store (the SSE endpoint)."""
-        session, context, _before, history = self.prepare(req)
-        return answer_events(self.integration, session, run_agent(session, store=self.transcripts, backend=self.backend, model=self.model, history=history,
-                         context=context, budget=self.budget, registry=self.integration.registry()))  # fmt: skip
 
     def _session_for(self, req: JobRequest) -> tuple[Session, list[Message] | None]:
         """The job's session and, for a new one, the messages written to it (else None)."""
@@ -258,15 +254,8 @@ class JobRunner:
             except UserFacingError as exc:
                 raise JobRejected(422, exc.message, "case_id") from None
             written: list[Message] = []
-            for item in req.history or []:
-                role = item.get("role")
-                # The seed's chat messages say `content`; ours say `text`.
-                text = str(item.get("text") or item.get("content") or "")
-                if role == "user":
-                    msg = Message.user(text)
-                else:
-                    msg = Message(role="assistant", parts=[Part.of_text(text)], stop_reason="end_turn")
-                written.append(self.transcripts.append_message(session.id, msg))
+            if req.history:
+                written.append(self.transcripts.append_message(session.id, client_history(req.history)))
             return session, written
         if req.history:
             raise JobRejected(422, "history is only accepted when starting a new session.", "history")
@@ -278,9 +267,14 @@ class JobRunner:
             found = self.transcripts.get_session(session_id)
         except ConfigurationError:
             found = None
-        if found is None or found.user != user:
+        if found is None or found.user != user or not self.may_open(user, found):
             raise JobRejected(404, "There is no conversation with this session_id.", "session_id")
         return found
+
+    def may_open(self, user: str, session: Session) -> bool:
+        """The integration's ``may_open_session`` (a case the user may no longer open: no), else yes."""
+        may = offered(self.integration, "may_open_session")
+        return may is None or bool(may(user, session))
 
     # -- running ------------------------------------------------------------
     def _work(self) -> None:
@@ -433,6 +427,20 @@ class JobRunner:
             log.error(
                 "job %s: its end could not be written (%s); the transcript is complete", job.job_id, exc
             )
+
+
+CLIENT_HISTORY = "Earlier conversation, as supplied by the client (not checked; not this assistant's words):"
+
+
+def client_history(items: list[dict[str, Any]]) -> Message:
+    """A client's ``history`` as ONE user message that says where it came from: a client cannot
+    write an ``assistant`` turn, so nothing it sends is stored or shown as the model's output."""
+    lines = [CLIENT_HISTORY]
+    for item in items:
+        # The seed's chat messages say `content`; ours say `text`.
+        text = str(item.get("text") or item.get("content") or "")
+        lines.append(f"[{item.get('role')}] {text}")
+    return Message.user("\n".join(lines))
 
 
 J = TypeVar("J")

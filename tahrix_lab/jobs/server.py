@@ -29,6 +29,7 @@ from typing import Literal
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
+from tahrix_lab.agent.secrets import check_tokens_file, redact_url
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.jobs.contract import JobStore, StoreUnavailable
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
@@ -104,6 +105,7 @@ def build(
         store = MemoryJobStore(ttl=settings.job_ttl_s)
 
     notes: list[str] = []
+    api_only = False
     transcripts: TranscriptStore | None = None
     runner: JobRunner | None = None
     intake: RedisIntake | None = None
@@ -113,6 +115,7 @@ def build(
         except StoreLockedError:
             if role != "all" or not settings.redis_url:
                 raise
+            api_only = True
             notes.append("another process writes the transcripts: serving the API only")
     if transcripts is not None:
         integration: JobIntegration = (
@@ -126,6 +129,11 @@ def build(
 
             integration = WithDemoTools(integration)  # scripts may call pause/echo
         budget = None
+        if not settings.has_budget() and settings.backend_name != "fake":
+            # A real model without a budget is an open bill: never unlimited by silence.
+            settings.budget_monthly_usd = settings.default_monthly_usd
+            notes.append(unbudgeted_warning(settings.default_monthly_usd))
+            log.warning("%s", notes[-1])
         if settings.has_budget():
             budget = Budget(
                 per_minute_tokens=settings.budget_minute_tokens,
@@ -168,11 +176,22 @@ def build(
             runner=runner,
             max_body_bytes=settings.max_body_bytes,
             max_wait_s=settings.max_wait_s,
-            role=role if not notes else "api",
+            failed_sign_ins_per_minute=settings.failed_sign_ins_per_minute,
+            api_docs=settings.api_docs,
+            role="api" if api_only else role,
         )
     # Without a runner (an API process) this process still ends the jobs of dead workers.
     reaper = Watcher(store, settings.lease_s, 1.0).start() if runner is None else None
     return Built(service, runner, store, transcripts, intake, notes, reaper)
+
+
+DEFAULT_MONTHLY_USD = 20.0  # per user, for a real backend started without any budget
+MONTHLY_USD_ENV = "TAHRIX_BUDGET_MONTHLY_USD"
+
+
+def unbudgeted_warning(cap: float) -> str:
+    return (f"WARNING: no budget was set for a real model; each user is capped at {cap:g} USD a month. "
+            f"Raise it with --budget-monthly-usd or ${MONTHLY_USD_ENV}.")  # fmt: skip
 
 
 def settle_heap() -> None:
@@ -191,7 +210,7 @@ def serve(settings: Settings, integration_factory: IntegrationFactory | None = N
         print(f"tahrix serve: no tokens file given; use this token (user 'analyst'): {token}", flush=True)
     built = build(settings, integration_factory)
     settle_heap()
-    where = f"jobs in Redis at {settings.redis_url}" if settings.redis_url else "jobs in memory"
+    where = f"jobs in Redis at {redact_url(settings.redis_url)}" if settings.redis_url else "jobs in memory"
     for note in built.notes:
         print(f"tahrix serve: {note}", flush=True)
     try:
@@ -207,7 +226,7 @@ def serve(settings: Settings, integration_factory: IntegrationFactory | None = N
         port = sock.getsockname()[1]
         print(f"tahrix serve: listening on http://{settings.host}:{port} (role {built.service.role}, {where})",
               flush=True)  # fmt: skip
-        run_http(built.service, sock)
+        run_http(built.service, sock, settings)
         return 0
     finally:
         built.close()
@@ -223,15 +242,22 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_http(service: Service, sock: socket.socket) -> None:
-    """Serve the API on ``sock`` until SIGTERM or SIGINT."""
+def run_http(service: Service, sock: socket.socket, settings: Settings | None = None) -> None:
+    """Serve the API on ``sock`` until SIGTERM or SIGINT, with ``settings``' timeouts and limits."""
     import uvicorn
 
+    from tahrix_lab.jobs.http.limits import read_timeouts
+
+    limits = settings or Settings()
     config = uvicorn.Config(
         create_app(service),
         log_level="warning",
         timeout_graceful_shutdown=2,
-        limit_concurrency=None,
+        # Slow or idle clients are closed (docs/security.md): keep-alive by uvicorn, header and
+        # body reads by our protocol class; past limit_concurrency connections answer 503.
+        http=read_timeouts(limits.header_timeout_s, limits.body_timeout_s),
+        timeout_keep_alive=int(limits.keep_alive_s) or 1,
+        limit_concurrency=limits.limit_concurrency or None,
         backlog=4096,
         # At the warning level no access line is written, but uvicorn would still build each
         # one's fields; and no client address is used, so X-Forwarded-For is not parsed.
@@ -265,6 +291,13 @@ class Settings:
     budget_hour_tokens: int | None = None
     budget_monthly_usd: float | None = None
     budget_global_monthly_usd: float | None = None
+    default_monthly_usd: float = DEFAULT_MONTHLY_USD  # used when a real backend has no budget
+    keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
+    header_timeout_s: float = 10.0  # a request's headers must arrive within this
+    body_timeout_s: float = 30.0  # then its body within this
+    limit_concurrency: int | None = 1000  # connections and requests at once; more answer 503
+    failed_sign_ins_per_minute: int = 30  # per client address; more answer 429
+    api_docs: bool = False  # serve /docs and /openapi.json
 
     @property
     def backend_name(self) -> str:
@@ -292,7 +325,9 @@ class Settings:
 
 
 def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read a tokens file (see the module docstring), naming what is wrong with it."""
+    """Read a tokens file, naming what is wrong with it: mode 0600 and strong tokens first
+    (``agent.secrets.check_tokens_file``, the same check as ``tahrix mcp serve``)."""
+    check_tokens_file(path)
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -303,15 +338,14 @@ def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
         raise ConfigurationError(
             f'The tokens file {str(path)!r} must be a JSON object like {{"<token>": "<user>"}}.'
         )
-    for token, user in data.items():
-        if not isinstance(user, str) or not user or len(token) < 8:
+    for user in data.values():
+        if not isinstance(user, str) or not user:
             raise ConfigurationError(
-                f"The tokens file {str(path)!r} maps each token (8 characters or more) to a user name; "
-                f"check the entry for user {user!r}."
+                f"The tokens file {str(path)!r} maps each token to a user name; check the entry for user {user!r}."
             )
     return {str(k): str(v) for k, v in data.items()}
 
 
 def dev_token() -> str:
     """A throw-away token for a server started without a tokens file."""
-    return secrets.token_urlsafe(18)
+    return secrets.token_urlsafe(32)  # as strong as the tokens file must hold

@@ -103,5 +103,17 @@ def test_bob_meets_alices_case_as_a_missing_one(served: tuple[Serve, Path]) -> N
         stranger = refusal(run_job(client, BOB, {"message": "more", "session_id": session_id}))
         assert again == stranger  # as someone else's conversation: no hint it is on a case
         assert (again["status"], again["field"]) == (404, "session_id")
-        listed = client.get(f"{API}/conversations", headers=ALICE).json()["conversations"]
-        assert [c["case_id"] for c in listed] == [None]  # the list no longer names the case
+        # nor listed, nor read back: the same 404 as someone else's conversation
+        assert client.get(f"{API}/conversations", headers=ALICE).json()["conversations"] == []
+        read = client.get(f"{API}/sessions/{session_id}", headers=ALICE)
+        theirs_read = client.get(f"{API}/sessions/{session_id}", headers=BOB)
+        assert read.status_code == theirs_read.status_code == 404
+        assert read.json() == theirs_read.json()
+        # granted again, the conversation is back, without the refused follow-up in it
+        granted = subprocess.run(
+            [sys.executable, "-m", "tahrix_lab.cli", "--db", str(db), "case", "grant", "CASE-001", "alice"],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert granted.returncode == 0, granted.stderr
+        past = client.get(f"{API}/sessions/{session_id}", headers=ALICE).json()
+        assert [c["text"] for c in past["chunks"] if c["type"] == "user"] == ["hi"]

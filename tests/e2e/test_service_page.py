@@ -21,7 +21,7 @@ assert _spec is not None and _spec.loader is not None
 _svc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_svc)
 
-TOKEN = "page-token-abcdef"
+TOKEN = "page-token-abcdef0123456789abcdefghijk"
 FILLER = " ".join(f"f{i}" for i in range(120))
 
 
@@ -29,6 +29,7 @@ FILLER = " ".join(f"f{i}" for i in range(120))
 def server(tmp_path: Path) -> Iterator[Any]:
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: "alice"}))
+    tokens.chmod(0o600)
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"delay": 0.03, "turns": [[
         {"kind": "reasoning", "text": "Thinking about it."},

@@ -33,8 +33,8 @@ RedisServer = _helpers.RedisServer
 free_port = _helpers.free_port
 
 JOB = "/api/v1/agent/chat-stream-job"
-ALICE = {"Authorization": "Bearer alice-token-123"}
-BOB = {"Authorization": "Bearer bob-token-4567"}
+ALICE = {"Authorization": "Bearer alice-token-0123456789abcdefghijklm"}
+BOB = {"Authorization": "Bearer bob-token-0123456789abcdefghijklmno"}
 WORDS = 60
 
 
@@ -106,7 +106,12 @@ def redis_srv(tmp_path: Path) -> Iterator[Any]:
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, str]:
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"alice-token-123": "alice", "bob-token-4567": "bob"}))
+    tokens.write_text(
+        json.dumps(
+            {"alice-token-0123456789abcdefghijklm": "alice", "bob-token-0123456789abcdefghijklmno": "bob"}
+        )
+    )
+    tokens.chmod(0o600)  # the service refuses a tokens file others can read
     script = tmp_path / "script.json"
     words = " ".join(f"w{i}" for i in range(WORDS))
     script.write_text(json.dumps({"delay": 0.05, "turns": [[{"kind": "text", "text": words}]]}))
@@ -488,4 +493,7 @@ def test_a_client_written_to_the_seed_contract(tmp_path: Path, redis_srv: Any, f
         a.stop()
     with TranscriptStore(files["db"]) as store:
         msgs = store.load_messages(out["state"]["session_id"])
-        assert [m.text for m in msgs][:2] == ["earlier", "a reply"]
+        # the client's history is one user turn saying where it came from (docs/security.md)
+        assert [m.role for m in msgs] == ["user", "user", "assistant"]
+        assert msgs[0].text.endswith("\n[user] earlier\n[assistant] a reply")
+        assert msgs[1].text == "q"

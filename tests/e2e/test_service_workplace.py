@@ -35,7 +35,7 @@ SCREENS = (
     if os.environ.get("TAHRIX_SCREENSHOTS") == "docs"
     else Path(tempfile.mkdtemp(prefix="tahrix-screens-"))
 )
-TOKEN = "work-token-abcdef"
+TOKEN = "work-token-abcdef0123456789abcdefghijk"
 FABRICATED = "0x" + "7" * 63 + "3"  # no such transaction in the sample case
 CY = "document.querySelector('#graph-panel .txp-graph').__cy"
 
@@ -69,6 +69,7 @@ def triage_rows(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 def server(tmp_path: Path) -> Iterator[Any]:
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({TOKEN: "alice"}))
+    tokens.chmod(0o600)
     script = tmp_path / "script.json"
     answer = f"The stolen ETH left in tx {real_hash()} and then in tx {FABRICATED} to the mixer."
     script.write_text(json.dumps({"delay": 0.15, "turns": [[

@@ -16,6 +16,7 @@ import pytest
 
 from tahrix_lab.jobs.domain import ChatIntegration
 from tahrix_lab.jobs.http.api import create_app
+from tahrix_lab.jobs.runner import CLIENT_HISTORY
 from tahrix_lab.jobs.scripted import demo_registry, scripted_backend
 from tahrix_lab.jobs.server import Built, Settings, build
 
@@ -141,7 +142,12 @@ def test_conversation_continues_with_session_id(tmp_path: Path) -> None:
         seeded = run_job(client, ALICE, {"message": "three", "history": [
             {"role": "user", "content": "earlier"}, {"role": "assistant", "text": "reply"}]})  # fmt: skip
         texts = [m.text for m in built.transcripts.load_messages(sid(client, ALICE, seeded["job_id"]))]
-        assert texts == ["earlier", "reply", "three", "You asked: three"]
+        # the client's turns are stored as ONE user message saying where they came from:
+        # a client never writes the assistant's words
+        assert texts[1:] == ["three", "You asked: three"]
+        assert texts[0] == f"{CLIENT_HISTORY}\n[user] earlier\n[assistant] reply"
+        roles = [m.role for m in built.transcripts.load_messages(sid(client, ALICE, seeded["job_id"]))]
+        assert roles == ["user", "user", "assistant"]
         bad = client.post(JOB, json={"message": "x", "history": [{"role": "user"}]}, headers=ALICE)
         assert bad.status_code == 422
 
@@ -350,7 +356,9 @@ def test_many_jobs_cancelled_at_random_points(tmp_path: Path, redis_url: str) ->
 
 def test_sse_endpoint_reuses_the_chunks(tmp_path: Path) -> None:
     with service(tmp_path, ECHO) as (client, _built):
-        with client.stream("GET", "/api/v1/agent/chat-stream", params={"message": "hey"}, headers=ALICE) as r:
+        moved = client.get("/api/v1/agent/chat-stream", params={"message": "hey"}, headers=ALICE)
+        assert moved.status_code == 405 and "POST" in moved.json()["detail"]  # no question in URLs
+        with client.stream("POST", "/api/v1/agent/chat-stream", json={"message": "hey"}, headers=ALICE) as r:
             assert r.status_code == 200
             assert r.headers["content-type"].startswith("text/event-stream")
             frames = [line for line in r.iter_lines() if line.startswith("data: ")]
@@ -361,6 +369,8 @@ def test_sse_endpoint_reuses_the_chunks(tmp_path: Path) -> None:
 
 def test_page_and_static_files(tmp_path: Path) -> None:
     with service(tmp_path, ECHO) as (client, _built):
+        assert client.get("/openapi.json").status_code == 404  # off unless --api-docs
+    with service(tmp_path, ECHO, api_docs=True) as (client, _built):
         page = client.get("/")
         assert page.status_code == 200
         assert "/static/flow.js" in page.text
@@ -378,7 +388,7 @@ def test_schema_fuzz_has_no_server_errors(tmp_path: Path) -> None:
     from hypothesis import HealthCheck, given, settings
     from schemathesis.checks import not_a_server_error
 
-    with service(tmp_path, ECHO) as (client, _built):
+    with service(tmp_path, ECHO, api_docs=True) as (client, _built):
         schema = schemathesis.openapi.from_url(f"{client.base_url}/openapi.json")
         failures: list[str] = []
         for op in schema.get_all_operations():

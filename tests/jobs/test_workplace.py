@@ -37,7 +37,9 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ht
     script = tmp_path / "script.json"
     answer = f"The funds left in tx {real_hash()} and then in tx {FABRICATED}."
     script.write_text(json.dumps({"delay": 0.0, "turns": [[{"kind": "text", "text": answer}]]}))
-    cfg = Settings(tokens=TOKENS, db=str(tmp_path / "t.duckdb"), backend="fake", fake_script=str(script))
+    cfg = Settings(
+        tokens=TOKENS, db=str(tmp_path / "t.duckdb"), backend="fake", fake_script=str(script), api_docs=True
+    )
     built = build(cfg, case_integration)
     assert built.service is not None
     try:

@@ -28,13 +28,31 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
     p.add_argument("--fake-script", default=os.environ.get("TAHRIX_FAKE_SCRIPT"),
                    help="fake backend script: echo, slow, or a JSON file (docs/service.md)")  # fmt: skip
     p.add_argument("--max-body-bytes", type=int, default=64 * 1024)
+    p.add_argument(
+        "--keep-alive-timeout", type=float, default=5.0, help="seconds an idle connection stays open"
+    )
+    p.add_argument("--header-timeout", type=float, default=10.0, help="seconds to send a request's headers")
+    p.add_argument("--body-timeout", type=float, default=30.0, help="seconds to send a request's body")
+    p.add_argument("--limit-concurrency", type=int, default=1000,
+                   help="connections and requests at once; more answer 503 (0: no limit)")  # fmt: skip
+    p.add_argument("--failed-sign-ins-per-minute", type=int, default=30,
+                   help="failed token checks one client address may make a minute; more answer 429 (0: off)")  # fmt: skip
+    p.add_argument("--api-docs", action="store_true",
+                   help="serve /docs and /openapi.json (off by default: /docs loads swagger-ui from a CDN)")  # fmt: skip
     p.add_argument("--max-running-per-user", type=int, default=8,
                    help="answers one user may have running or queued at once; more get 429 (0: no cap)")  # fmt: skip
     p.add_argument("--budget-minute-tokens", type=int, default=None)
     p.add_argument("--budget-hour-tokens", type=int, default=None)
-    p.add_argument("--budget-monthly-usd", type=float, default=None)
+    p.add_argument("--budget-monthly-usd", type=float, default=_env_float("TAHRIX_BUDGET_MONTHLY_USD"),
+                   help="USD one user may spend a month ($TAHRIX_BUDGET_MONTHLY_USD); a real model "
+                   "started without any budget gets a default cap, with a warning")  # fmt: skip
     p.add_argument("--budget-global-monthly-usd", type=float, default=None)
     p.set_defaults(func=lambda args: _serve(args, integration_factory))
+
+
+def _env_float(name: str) -> float | None:
+    value = os.environ.get(name)
+    return float(value) if value else None
 
 
 def _serve(args: argparse.Namespace, integration_factory: IntegrationFactory | None) -> int:
@@ -74,6 +92,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         db=os.environ.get("TAHRIX_DB"),
         max_body_bytes=args.max_body_bytes,
         max_running_per_user=args.max_running_per_user or None,
+        keep_alive_s=args.keep_alive_timeout,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        limit_concurrency=args.limit_concurrency or None,
+        failed_sign_ins_per_minute=args.failed_sign_ins_per_minute,
+        api_docs=args.api_docs,
         budget_minute_tokens=args.budget_minute_tokens,
         budget_hour_tokens=args.budget_hour_tokens,
         budget_monthly_usd=args.budget_monthly_usd,

@@ -4,7 +4,7 @@
                                                        -> {job_id, meta}
     GET    /api/v1/agent/chat-stream-job/{job_id}?since=N&wait=S
     DELETE /api/v1/agent/chat-stream-job/{job_id}
-    GET    /api/v1/agent/chat-stream?message=...        text/event-stream (no proxy in between)
+    POST   /api/v1/agent/chat-stream                   {message, ...} -> text/event-stream (same admission)
     GET    /api/v1/agent/me                             who the token belongs to (the page's sign-in)
     GET    /api/v1/agent/sessions/{session_id}          the conversation so far + the job running in it
     GET    /api/v1/agent/cases, /conversations, ...     the page's case picker, panels, conversations (workplace.py)
@@ -20,9 +20,10 @@ unknown or expired job.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -40,22 +41,23 @@ from tahrix_lab.flow.resources import widgets_dir
 from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
 from tahrix_lab.jobs.http import workplace
 from tahrix_lab.jobs.http.fastpaths import FastPaths
+from tahrix_lab.jobs.http.limits import SecurityHeaders, SignInThrottle
 from tahrix_lab.jobs.http.models import (
     CONTENT_HELP,
     ERRORS,
-    MAX_TEXT,
     CancelAnswer,
     ChatJobBody,
     JobCreated,
     JobState,
     Problem,
-    sse_events,
+    sse_frame,
 )
 from tahrix_lab.jobs.runner import JobRunner
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1/agent"
+LOST = "The answer's stream was interrupted; its job may still finish (see the job API)."
 
 
 @dataclass
@@ -68,6 +70,8 @@ class Service:
     runner: JobRunner | None = None  # set when this process runs jobs itself (SSE needs it)
     max_body_bytes: int = 64 * 1024
     max_wait_s: float = 25.0
+    api_docs: bool = False  # serve /docs and /openapi.json (tahrix serve --api-docs)
+    failed_sign_ins_per_minute: int = 30  # per client address; more get 429 (limits.SignInThrottle)
     role: str = "all"
     # Under load a woken long-poll waits up to linger_s for more chunks, so one answer carries
     # several; below busy_polls waiting polls it answers at once (milliseconds when idle).
@@ -172,8 +176,12 @@ def create_app(service: Service) -> ASGIApp:
         yield
         await service.store.aclose()
 
+    docs = service.api_docs  # off by default: swagger-ui would load from a CDN beside the page's token
     app = FastAPI(
         lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if docs else None,
         title="Tahrix Lab job service",
         version="1",
         description="Start an agent job, then poll (or long-poll) its chunks. Proxy-safe: no request "
@@ -281,32 +289,49 @@ def create_app(service: Service) -> ASGIApp:
         await in_thread(service.store.request_cancel, job_id)
         return {"job_id": job_id, "status": state["status"], "cancel_requested": True}
 
-    @app.get(
+    @app.post(
         f"{PREFIX}/chat-stream",
         response_class=StreamingResponse,
         responses={**ERRORS, 200: {"content": {"text/event-stream": {}}}, 422: {"model": Problem}},
     )
-    async def chat_stream(
-        user: User,
-        message: Annotated[str, Query(min_length=1, max_length=MAX_TEXT)],
-        session_id: Annotated[str | None, Query(max_length=200)] = None,
-        case_id: Annotated[str | None, Query(max_length=200)] = None,
-    ) -> StreamingResponse:
-        """Server-sent events of the same chunks, for deployments without a proxy in between."""
-        runner = service.runner
-        if runner is None:
-            raise _Refused(problem(503, "This process does not run jobs; use the job API instead."))
-        req = JobRequest(user=user, message=message, session_id=session_id, case_id=case_id)
-        events = await in_thread(runner.stream, req)
+    async def chat_stream(body: ChatJobBody, user: User) -> StreamingResponse:
+        """Server-sent events of a job's chunks, for deployments without a proxy in between.
 
-        def frames() -> Iterator[str]:
+        The same admission as ``POST /chat-stream-job`` (the per-user cap answers 429, the run
+        takes a place in the worker pool); the stream only reads the job, holding no thread."""
+        job_id = (await admit(body, user))["job_id"]
+
+        async def frames() -> AsyncIterator[str]:
+            since, ended = 0, False
             try:
-                yield from sse_events(events)
+                while not ended:
+                    try:
+                        state = await own_state(job_id, user, since, service.max_wait_s, content=False)
+                    except (_Refused, StoreUnavailable) as exc:  # headers are sent: say it in the stream
+                        log.error("stream of job %s stopped: %r", job_id, exc)
+                        yield sse_frame(since, {"type": "error", "message": LOST})
+                        return
+                    for i, chunk in enumerate(state["chunks"], start=since):
+                        yield sse_frame(i, chunk)
+                    since, ended = state["next"], state["status"] != "streaming"
             finally:
-                events.close()  # a client that went away stops the run; the loop keeps the partial answer
+                if not ended:  # the client went away: stop the run; the loop keeps the partial answer
+                    # Shielded: a disconnect arrives as a cancel, which would cancel this await too.
+                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                        await in_thread(service.store.request_cancel, job_id)
 
-        return StreamingResponse(
-            frames(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        # X-Job-Id: the job behind the stream, to read again or cancel through the job API.
+        return StreamingResponse(frames(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Job-Id": job_id})  # fmt: skip
+
+    @app.get(f"{PREFIX}/chat-stream", include_in_schema=False)
+    async def chat_stream_moved() -> JSONResponse:
+        # A question in a URL ends up in proxy and server logs: it travels in a POST body now.
+        return problem(
+            405,
+            'Send the question as a POST to this URL with a JSON body {"message": ...}; '
+            "questions in URLs are no longer accepted.",
+            Allow="POST",
         )
 
     @app.get(f"{PREFIX}/me", responses=ERRORS)
@@ -362,8 +387,9 @@ def create_app(service: Service) -> ASGIApp:
     app.add_middleware(BodyLimit, limit=service.max_body_bytes)
     # An outer ASGI app, around FastAPI and all its layers: a well-formed poll or start skips
     # them all (the routes above stay the contract and answer everything else).
-    return FastPaths(app, prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
+    fast = FastPaths(app, prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
                      body_model=ChatJobBody, max_body=service.max_body_bytes, refused=(_Refused, JobRejected))  # fmt: skip
+    return SecurityHeaders(SignInThrottle(fast, service.failed_sign_ins_per_minute), docs=docs)
 
 
 def _history(runner: JobRunner, session_id: str, user: str) -> dict[str, Any]:

@@ -101,4 +101,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def sse_events(events: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[str]:
     """``text/event-stream`` frames, one per chunk: ``id`` is the chunk index, ``data`` its JSON."""
     for i, chunk in enumerate(chunks(events)):
-        yield f"id: {i}\ndata: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+        yield sse_frame(i, chunk)
+
+
+def sse_frame(index: int, chunk: dict[str, Any]) -> str:
+    """One ``text/event-stream`` frame: ``id`` is the chunk index, ``data`` its JSON."""
+    return f"id: {index}\ndata: {json.dumps(chunk, ensure_ascii=False)}\n\n"

@@ -162,7 +162,8 @@ def _citations(runner: Any, session_id: str, user: str) -> list[Any]:
 
 def _conversations(runner: Any, user: str, limit: int) -> list[dict[str, Any]]:
     store = runner.transcripts
-    sessions = store.list_sessions(user=user, limit=limit)
+    # A conversation on a case the user may no longer open is not listed (as someone else's).
+    sessions = [s for s in store.list_sessions(user=user, limit=limit) if runner.may_open(user, s)]
     cases_of = offered(runner.integration, "session_cases")
     case_of = cases_of([s.id for s in sessions]) if cases_of is not None else {}
     out = []

@@ -19,10 +19,10 @@ import logging
 import threading
 from typing import Any
 
+from tahrix_lab.agent.secrets import redact_url
 from tahrix_lab.jobs.contract import CapReached, JobRejected, JobRequest
 from tahrix_lab.jobs.runner import DEFAULT_MAX_RUNNING, JobRunner
 from tahrix_lab.jobs.stores.redis import QUEUE_KEY, RedisJobStore
-from tahrix_lab.jobs.stores.writer import redact_url
 
 log = logging.getLogger(__name__)
 

@@ -31,6 +31,7 @@ import logging
 import time
 from typing import Any
 
+from tahrix_lab.agent.secrets import redact_url
 from tahrix_lab.flow import Chunk
 from tahrix_lab.jobs.contract import (
     DEFAULT_LEASE_S,
@@ -46,7 +47,7 @@ from tahrix_lab.jobs.contract import (
 )
 from tahrix_lab.jobs.stores import scripts as lua
 from tahrix_lab.jobs.stores.wake import Waker
-from tahrix_lab.jobs.stores.writer import Writer, job_key, redact_url
+from tahrix_lab.jobs.stores.writer import Writer, job_key
 
 log = logging.getLogger(__name__)
 

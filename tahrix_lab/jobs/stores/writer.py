@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tahrix_lab.agent.secrets import redact_url
 from tahrix_lab.flow import Chunk, Fold, compact
 from tahrix_lab.jobs.contract import KEY_PREFIX, EndStatus, StoreUnavailable, end_status
 from tahrix_lab.jobs.stores.wake import WAKE_CHANNEL
@@ -50,18 +51,6 @@ Op = tuple[str, list[str], list[Any]]
 
 def job_key(job_id: str) -> str:
     return f"{KEY_PREFIX}{job_id}"
-
-
-def redact_url(url: str) -> str:
-    """The URL without a password, for messages and logs."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        host = parts.hostname or ""
-        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
 
 
 @dataclass
