@@ -32,7 +32,7 @@ SCREENS = (
     if os.environ.get("TAHRIX_SCREENSHOTS") == "docs"
     else Path(tempfile.mkdtemp(prefix="tahrix-screens-"))
 )
-TOKEN = "work-token-abcdef"
+TOKEN = "approval-token-0123456789abcdefghijklmnop"  # 32+ characters, as the tokens file asks
 
 
 @pytest.fixture
