@@ -40,10 +40,10 @@ from typing import Any
 from tahrix_lab.agent.approvals import AWAITING, is_pending, pending_calls
 from tahrix_lab.agent.backends.base import Backend, ToolSpec
 from tahrix_lab.agent.budget import Budget
-from tahrix_lab.agent.errors import BackendError, BudgetExceeded
+from tahrix_lab.agent.errors import BackendError, BudgetExceeded, StoreUnavailableError
 from tahrix_lab.agent.history import build_messages, capped_message
 from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
-from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE, RetryPolicy, calm_message
+from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE, STORE_ERROR_MESSAGE, RetryPolicy, calm_message
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.tools import (
     DEFAULT_MAX_RESULT_BYTES,
@@ -140,12 +140,13 @@ def run_agent(
             if event in ("done", "error"):
                 _record_turn_end(store, run.session.id, event, payload)
             yield event, payload
-    except Exception:
+    except Exception as exc:
         log.exception("the agent loop failed on session %s", run.session.id)
+        unreachable = isinstance(exc, StoreUnavailableError)  # the record is down or frozen: try again
         failure: dict[str, Any] = {
             "kind": "internal",
-            "message": INTERNAL_ERROR_MESSAGE,
-            "retryable": False,
+            "message": STORE_ERROR_MESSAGE if unreachable else INTERNAL_ERROR_MESSAGE,
+            "retryable": unreachable,
         }
         _record_turn_end(store, run.session.id, "error", failure)
         yield "error", failure

@@ -35,6 +35,10 @@ class RetryPolicy:
 INTERNAL_ERROR_MESSAGE = (
     "Something went wrong on our side while answering. The details are in the log for the operator."
 )
+STORE_ERROR_MESSAGE = (
+    "The record where conversations are kept did not answer, so this answer may not have been saved. "
+    "Please try again in a minute; the details are in the log for the operator."
+)
 
 
 def calm_message(error: BackendError) -> str:

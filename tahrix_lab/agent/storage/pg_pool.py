@@ -12,14 +12,20 @@
   have landed: writes are keyed so a retry finds it). No free connection within
   ``TAHRIX_DB_WAIT`` seconds (30; every connection busy, or the server down) is a calm
   error, as is a statement past its timeout.
+- A frozen server (SIGSTOP, a stalled VM) neither answers nor cancels its own statement,
+  and libpq would wait for ever: a watchdog closes the socket of a statement still
+  running ``GRACE`` seconds after its timeout, which fails it like a dropped connection
+  (retried, then a calm error). New connections give up after ``TAHRIX_DB_WAIT`` seconds.
 
 Messages name the server as ``host:port/db``, never the user's password.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +42,49 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+GRACE = 5.0  # seconds past the statement timeout before the watchdog gives up on the server
+
+
+class Watchdog:
+    """Closes the socket of a statement past its deadline (see the module docstring). One
+    thread per pool, started on first use, looking once a second: a statement costs two
+    dictionary operations, not a timer."""
+
+    def __init__(self, server: str, seconds: float) -> None:
+        self.server, self.seconds = server, seconds
+        self._due: dict[int, tuple[float, int]] = {}  # ticket -> (deadline, socket fd)
+        self._tickets = iter(range(1 << 62))
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def watch(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        with self._lock:
+            ticket = next(self._tickets)
+            self._due[ticket] = (time.monotonic() + self.seconds, conn.fileno())
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._patrol, name="tahrix-pg-watchdog", daemon=True)
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._due.pop(ticket, None)
+
+    def _patrol(self) -> None:
+        while True:
+            time.sleep(1.0)
+            now = time.monotonic()
+            with self._lock:
+                late = [(t, fd) for t, (due, fd) in self._due.items() if due <= now]
+                for ticket, fd in late:
+                    del self._due[ticket]
+                    log.warning("PostgreSQL record at %s: no answer in %.0f s; closing the connection",
+                                self.server, self.seconds)  # fmt: skip
+                    # shutdown, not close: libpq still owns the descriptor, and its wait now
+                    # ends with an error instead of never.
+                    with socket.socket(fileno=os.dup(fd)) as sock, contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _seconds(name: str, given: float | None, default: float) -> float:
@@ -111,11 +160,13 @@ class Pool:
             conn.execute(f"SET statement_timeout = {timeout_ms}")
             conn.execute("SET TIME ZONE 'UTC'")
 
+        self.watchdog = Watchdog(self.server, statement_timeout + GRACE)
         self.pool: ConnectionPool[Any] = ConnectionPool(
             url,
             min_size=1,
             max_size=size,
-            kwargs={"autocommit": True},
+            # connect_timeout: a frozen server accepts the TCP connection and never answers
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(wait))},
             configure=configure,
             timeout=wait,
             name=f"tahrix-record {self.server}",
@@ -131,12 +182,13 @@ class Pool:
 
         held: psycopg.Connection[Any] | None = getattr(self._tx, "conn", None)
         if held is not None:  # inside transaction(): the block's connection, no retry
-            return work(held, True)
+            with self.watchdog.watch(held):
+                return work(held, True)
         deadline = time.monotonic() + self.retry
         first, delay = True, 0.05
         while True:
             try:
-                with self.pool.connection(timeout=self.wait) as conn:
+                with self.pool.connection(timeout=self.wait) as conn, self.watchdog.watch(conn):
                     return work(conn, first)
             except PoolTimeout:
                 raise StoreUnavailableError(

@@ -1,5 +1,6 @@
 """Faults with real processes: a PostgreSQL server of its own, stopped with
-``pg_ctl stop -m immediate`` while an answer streams, and a server that is not there."""
+``pg_ctl stop -m immediate`` or frozen with SIGSTOP while an answer streams, and a server
+that is not there."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from tahrix_lab.agent import FakeBackend, Message, ToolRegistry, TranscriptStore, ask
 from tahrix_lab.agent.backends.fake import text
+from tahrix_lab.agent.retry import STORE_ERROR_MESSAGE
 from tahrix_lab.agent.storage import PostgresStore
 from tests.agent.storage.pg_server import PASSWORD, PgServer, free_port
 
@@ -67,6 +69,76 @@ def test_a_restart_mid_answer_stores_it_once_and_the_process_reconnects(own_serv
     ]
     assert [t["stop_reason"] for t in store.load_turn_ends(session.id)] == ["end_turn"]
     again = store.create_session(user="ana")  # the pool is whole again
+    assert store.get_session(again.id).user == "ana"
+
+
+def _ask(store: TranscriptStore, session_id: str, answer: Any) -> list[tuple[str, Any]]:
+    return list(
+        ask(
+            store,
+            session_id,
+            "Trace 0xabc",
+            backend=FakeBackend([answer]),
+            model="fake-1",
+            registry=ToolRegistry(),
+        )
+    )
+
+
+def test_a_server_frozen_mid_answer_then_resumed_stores_it_once(own_server: PgServer) -> None:
+    store = TranscriptStore(own_server.url(own_server.create_database()))
+    session = store.create_session(user="ana")
+    thaw = threading.Timer(2.0, own_server.thaw)
+
+    def answer(messages: Sequence[Message], tools: Sequence[Any]) -> Iterator[Any]:
+        yield text("Half an answer, ")
+        own_server.freeze()  # SIGSTOP: the sockets stay open and nothing answers
+        thaw.start()
+        yield text("then the rest.")
+
+    try:
+        events = _ask(store, session.id, answer)
+    finally:
+        thaw.join()
+    assert [kind for kind, _ in events][-1] == "done", events
+    assert [(m.role, m.text) for m in store.load_messages(session.id)] == [
+        ("user", "Trace 0xabc"),
+        ("assistant", "Half an answer, then the rest."),
+    ]
+
+
+def test_a_server_that_stays_frozen_ends_the_run_calmly_and_nothing_hangs(
+    own_server: PgServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Short deadlines, so the test waits seconds rather than the default minutes.
+    monkeypatch.setenv("TAHRIX_PG_STATEMENT_TIMEOUT", "1")
+    monkeypatch.setenv("TAHRIX_PG_RETRY", "1")
+    monkeypatch.setenv("TAHRIX_DB_WAIT", "2")
+    url = own_server.url(own_server.create_database())
+    store = TranscriptStore(url)
+    session = store.create_session(user="ana")
+
+    def answer(messages: Sequence[Message], tools: Sequence[Any]) -> Iterator[Any]:
+        yield text("Half an answer, ")
+        own_server.freeze()  # and it never comes back while this run lasts
+        yield text("then the rest.")
+
+    done: list[list[tuple[str, Any]]] = []
+    runner = threading.Thread(target=lambda: done.append(_ask(store, session.id, answer)), daemon=True)
+    try:
+        runner.start()
+        runner.join(timeout=60)
+        assert not runner.is_alive(), "the run hung on a frozen server"
+    finally:
+        own_server.thaw()
+    events = done[0]
+    kind, error = events[-1]
+    assert kind == "error", events
+    assert error["message"] == STORE_ERROR_MESSAGE and error["retryable"] is True
+    assert "127.0.0.1" in caplog.text  # the operator's log names the server, never the password
+    assert PASSWORD not in repr(events) + caplog.text
+    # Thawed, the same store (and its pool) works again.
+    again = store.create_session(user="ana")
     assert store.get_session(again.id).user == "ana"
 
 
