@@ -41,6 +41,7 @@ import redis
 import uvloop
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests.agent.storage.pg_server
 
 from bench_jobs_latency import (
     JOB,
@@ -172,16 +173,17 @@ async def drive(url: str, jobs: int, seed: bool) -> tuple[list[list[tuple[int, f
     return got, post_ms, first, peak, seen
 
 
-def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dict[str, Any]:
+def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int, record: Any = None) -> dict[str, Any]:
     interval = 1 / RATE
     seed = name == "seed"
+    db = record() if record and not seed else None
     server: Any
     if seed:
         server = SeedServer(redis_url, count, interval)
     elif name == "split":
-        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs)
+        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs, db=db)
     else:
-        server = Server(redis_url=redis_url, count=count, interval=interval, workers=jobs)
+        server = Server(redis_url=redis_url, count=count, interval=interval, workers=jobs, db=db)
     RETRIED.clear()
     POLLS.clear()
     with server as srv:
@@ -194,6 +196,15 @@ def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dic
         cpu, wall = sum(each), time.monotonic() - wall0
         ccpu, rcpu = time.process_time() - ccpu0, cpu_seconds(redis_pid) - rcpu0
     lost = sum(1 for g in got if [s for s, _ in g] != list(range(count)))
+    if db:  # every job's transcript reached the record once: a user turn and one answer each
+        import psycopg
+
+        with psycopg.connect(db) as conn:
+            sessions, answers = conn.execute(
+                "SELECT count(DISTINCT session_id), count(*) FILTER (WHERE role = 'assistant') FROM messages"
+            ).fetchone()  # type: ignore[misc]
+        print(f"    record (PostgreSQL): {sessions} sessions, {answers} answers for {jobs} jobs", flush=True)
+        lost += abs(jobs - answers)
     for g in got:
         seqs = [s for s, _ in g]
         if seqs != list(range(count)):
@@ -233,6 +244,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="how long each job streams (default 5)")
     ap.add_argument("--only", choices=DESIGNS, default=None, help="run one design only")
     ap.add_argument("--designs", default=",".join(DESIGNS), help="comma-separated designs (default: all)")
+    ap.add_argument("--record", choices=["duckdb", "postgresql"], default="duckdb",
+                    help="where our service keeps the record: a DuckDB file (default), or a fresh database "
+                         "on a PostgreSQL server started here (initdb/pg_ctl, as the tests do)")  # fmt: skip
     args = ap.parse_args()
     counts = [int(n) for n in args.jobs.split(",") if n]
     designs = [args.only] if args.only else [d for d in args.designs.split(",") if d]
@@ -244,14 +258,24 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f} at start (shared machine; clients on the same machine)")  # fmt: skip
     rows: list[dict[str, Any]] = []
     redis_proc = RedisProc()
+    pg = record = None
+    if args.record == "postgresql":
+        from tests.agent.storage.pg_server import PgServer
+
+        pg = PgServer()
+        pg.start()
+        record = lambda: pg.url(pg.create_database())  # noqa: E731  # a fresh record per run
+        print("our record: PostgreSQL (a fresh database per run)", flush=True)
     try:
         for jobs in counts:
             for name in designs:
                 if args.only in (None, name):
                     redis.Redis.from_url(redis_proc.url).flushall()
-                    rows.append(one(name, jobs, count, redis_proc.url, redis_proc.proc.pid))
+                    rows.append(one(name, jobs, count, redis_proc.url, redis_proc.proc.pid, record))
     finally:
         redis_proc.close()
+        if pg is not None:
+            pg.destroy()
     # issue 29: delivery p95 ratio per job count, POST p95 ratio at 200 simultaneous requests
     targets = {20: 50.0, 500: 4.0}
     for jobs in counts:
