@@ -212,7 +212,14 @@ class SplitServer:
     workers; ``apis`` API processes sharing the port (``--api-processes``)."""
 
     def __init__(
-        self, *, redis_url: str, count: int, interval: float, workers: int, processes: int = 1, apis: int = 1,
+        self,
+        *,
+        redis_url: str,
+        count: int,
+        interval: float,
+        workers: int,
+        processes: int = 1,
+        apis: int = 1,
         db: str | None = None,
     ) -> None:
         ctx = mp.get_context("spawn")
