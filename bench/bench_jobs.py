@@ -41,6 +41,9 @@ import redis
 import uvloop
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(
+    1, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+)  # tests.agent.storage.pg_server
 
 from bench_jobs_latency import (
     JOB,
@@ -172,16 +175,40 @@ async def drive(url: str, jobs: int, seed: bool) -> tuple[list[list[tuple[int, f
     return got, post_ms, first, peak, seen
 
 
-def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dict[str, Any]:
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a server and all its children, living and reaped (PostgreSQL's backends)."""
+    tck = os.sysconf("SC_CLK_TCK")
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total = sum(int(x) for x in fields[11:15]) / tck  # utime, stime, cutime, cstime
+    for child in os.listdir("/proc"):
+        if child.isdigit():
+            try:
+                with open(f"/proc/{child}/stat") as f:
+                    cf = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(cf[1]) == pid:
+                total += (int(cf[11]) + int(cf[12])) / tck
+    return total
+
+
+PG_PID: list[int] = []  # the PostgreSQL server's postmaster, when the record is there
+
+
+def one(
+    name: str, jobs: int, count: int, redis_url: str, redis_pid: int, record: Any = None
+) -> dict[str, Any]:
     interval = 1 / RATE
     seed = name == "seed"
+    db = record() if record and not seed else None
     server: Any
     if seed:
         server = SeedServer(redis_url, count, interval)
     elif name == "split":
-        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs)
+        server = SplitServer(redis_url=redis_url, count=count, interval=interval, workers=jobs, db=db)
     else:
-        server = Server(redis_url=redis_url, count=count, interval=interval, workers=jobs)
+        server = Server(redis_url=redis_url, count=count, interval=interval, workers=jobs, db=db)
     RETRIED.clear()
     POLLS.clear()
     with server as srv:
@@ -189,11 +216,22 @@ def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dic
         each0 = [cpu_seconds(pid) for pid in pids]
         wall0, ccpu0 = time.monotonic(), time.process_time()
         rcpu0 = cpu_seconds(redis_pid)
+        pcpu0 = tree_cpu(PG_PID[0]) if PG_PID else 0.0
         got, post_ms, first, peak, seen = uvloop.run(drive(srv.url, jobs, seed))
         each = [cpu_seconds(pid) - c0 for pid, c0 in zip(pids, each0, strict=True)]
         cpu, wall = sum(each), time.monotonic() - wall0
         ccpu, rcpu = time.process_time() - ccpu0, cpu_seconds(redis_pid) - rcpu0
+        pcpu = tree_cpu(PG_PID[0]) - pcpu0 if PG_PID else 0.0
     lost = sum(1 for g in got if [s for s, _ in g] != list(range(count)))
+    if db:  # every job's transcript reached the record once: a user turn and one answer each
+        import psycopg
+
+        with psycopg.connect(db) as conn:
+            sessions, answers = conn.execute(
+                "SELECT count(DISTINCT session_id), count(*) FILTER (WHERE role = 'assistant') FROM messages"
+            ).fetchone()  # type: ignore[misc]
+        print(f"    record (PostgreSQL): {sessions} sessions, {answers} answers for {jobs} jobs", flush=True)
+        lost += abs(jobs - answers)
     for g in got:
         seqs = [s for s, _ in g]
         if seqs != list(range(count)):
@@ -216,12 +254,14 @@ def one(name: str, jobs: int, count: int, redis_url: str, redis_pid: int) -> dic
            "peak_streaming_jobs": peak, "lost_or_reordered_jobs": lost,
            "server_cpu_pct": round(100 * cpu / wall),
            "server_cpu_pct_each": [round(100 * c / wall) for c in each], "client_cpu_pct": round(100 * ccpu / wall),
-           "redis_cpu_pct": round(100 * rcpu / wall), "post_503_retries": len(RETRIED),
+           "redis_cpu_pct": round(100 * rcpu / wall), "postgres_cpu_pct": round(100 * pcpu / wall),
+           "post_503_retries": len(RETRIED),
            "answers_per_s": round(len(POLLS) / wall)}  # fmt: skip
     print(f"  {name:5s} {jobs:4d} jobs: delivery p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  "
           f"max {row['max_ms']:8.1f} ms (all streaming: p95 {row['steady_p95_ms']} ms) | first token p50 {row['first_token_p50_ms']} ms, p95 "
           f"{row['first_token_p95_ms']} ms, peak {peak} streaming | POST p95 {row['post_p95_ms']:7.1f} ms ({len(RETRIED)} 503 retried) | lost/reordered jobs {lost} | "
-          f"CPU server {'+'.join(f'{c}%' for c in row['server_cpu_pct_each'])}, clients {row['client_cpu_pct']}%, redis {row['redis_cpu_pct']}% | "
+          f"CPU server {'+'.join(f'{c}%' for c in row['server_cpu_pct_each'])}, clients {row['client_cpu_pct']}%, redis {row['redis_cpu_pct']}%"
+          f"{', postgres ' + str(row['postgres_cpu_pct']) + '%' if PG_PID else ''} | "
           f"{row['answers_per_s']} poll answers/s | "
           f"load avg {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
     return row
@@ -233,6 +273,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="how long each job streams (default 5)")
     ap.add_argument("--only", choices=DESIGNS, default=None, help="run one design only")
     ap.add_argument("--designs", default=",".join(DESIGNS), help="comma-separated designs (default: all)")
+    ap.add_argument("--record", choices=["duckdb", "postgresql"], default="duckdb",
+                    help="where our service keeps the record: a DuckDB file (default), or a fresh database "
+                         "on a PostgreSQL server started here (initdb/pg_ctl, as the tests do)")  # fmt: skip
     args = ap.parse_args()
     counts = [int(n) for n in args.jobs.split(",") if n]
     designs = [args.only] if args.only else [d for d in args.designs.split(",") if d]
@@ -244,14 +287,25 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f} at start (shared machine; clients on the same machine)")  # fmt: skip
     rows: list[dict[str, Any]] = []
     redis_proc = RedisProc()
+    pg = record = None
+    if args.record == "postgresql":
+        from tests.agent.storage.pg_server import PgServer
+
+        pg = PgServer()
+        pg.start()
+        PG_PID.append(int((pg.data / "postmaster.pid").read_text().split()[0]))
+        record = lambda: pg.url(pg.create_database())  # noqa: E731  # a fresh record per run
+        print("our record: PostgreSQL (a fresh database per run)", flush=True)
     try:
         for jobs in counts:
             for name in designs:
                 if args.only in (None, name):
                     redis.Redis.from_url(redis_proc.url).flushall()
-                    rows.append(one(name, jobs, count, redis_proc.url, redis_proc.proc.pid))
+                    rows.append(one(name, jobs, count, redis_proc.url, redis_proc.proc.pid, record))
     finally:
         redis_proc.close()
+        if pg is not None:
+            pg.destroy()
     # issue 29: delivery p95 ratio per job count, POST p95 ratio at 200 simultaneous requests
     targets = {20: 50.0, 500: 4.0}
     for jobs in counts:

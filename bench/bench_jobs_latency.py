@@ -191,11 +191,13 @@ class ChildServer:
 
 
 class Server(ChildServer):
-    def __init__(self, *, redis_url: str | None, count: int, interval: float, workers: int = 8) -> None:
+    def __init__(
+        self, *, redis_url: str | None, count: int, interval: float, workers: int = 8, db: str | None = None
+    ) -> None:
         self.port = free_port()
         self.tmp = tempfile.TemporaryDirectory()
         ctx = mp.get_context("spawn")
-        db = os.path.join(self.tmp.name, "bench.duckdb")
+        db = db or os.path.join(self.tmp.name, "bench.duckdb")  # the record: a file, or a PostgreSQL URL
         self.proc = ctx.Process(target=serve_child, args=(self.port, redis_url, db, count, interval, workers))
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -210,11 +212,19 @@ class SplitServer:
     workers; ``apis`` API processes sharing the port (``--api-processes``)."""
 
     def __init__(
-        self, *, redis_url: str, count: int, interval: float, workers: int, processes: int = 1, apis: int = 1
+        self,
+        *,
+        redis_url: str,
+        count: int,
+        interval: float,
+        workers: int,
+        processes: int = 1,
+        apis: int = 1,
+        db: str | None = None,
     ) -> None:
         ctx = mp.get_context("spawn")
         self.tmp = tempfile.TemporaryDirectory()
-        db = os.path.join(self.tmp.name, "bench.duckdb")
+        db = db or os.path.join(self.tmp.name, "bench.duckdb")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workers = [ctx.Process(target=serve_child,
