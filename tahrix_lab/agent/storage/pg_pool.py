@@ -23,6 +23,7 @@ Messages name the server as ``host:port/db``, never the user's password.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import socket
@@ -53,7 +54,7 @@ class Watchdog:
     def __init__(self, server: str, seconds: float) -> None:
         self.server, self.seconds = server, seconds
         self._due: dict[int, tuple[float, int]] = {}  # ticket -> (deadline, socket fd)
-        self._tickets = iter(range(1 << 62))
+        self._tickets = itertools.count()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 

@@ -35,6 +35,19 @@ def own_server() -> Iterator[PgServer]:
         server.destroy()
 
 
+def _ask(store: TranscriptStore, session_id: str, answer: Any) -> list[tuple[str, Any]]:
+    return list(
+        ask(
+            store,
+            session_id,
+            "Trace 0xabc",
+            backend=FakeBackend([answer]),
+            model="fake-1",
+            registry=ToolRegistry(),
+        )
+    )
+
+
 def test_a_restart_mid_answer_stores_it_once_and_the_process_reconnects(own_server: PgServer) -> None:
     store = TranscriptStore(own_server.url(own_server.create_database()))
     session = store.create_session(user="ana")
@@ -46,16 +59,7 @@ def test_a_restart_mid_answer_stores_it_once_and_the_process_reconnects(own_serv
         restart.start()  # and comes back while the loop goes on
         yield text("then the rest.")
 
-    events = list(
-        ask(
-            store,
-            session,
-            "Trace 0xabc",
-            backend=FakeBackend([answer]),
-            model="fake-1",
-            registry=ToolRegistry(),
-        )
-    )
+    events = _ask(store, session.id, answer)
     restart.join()
 
     kinds = [kind for kind, _ in events]
@@ -70,19 +74,6 @@ def test_a_restart_mid_answer_stores_it_once_and_the_process_reconnects(own_serv
     assert [t["stop_reason"] for t in store.load_turn_ends(session.id)] == ["end_turn"]
     again = store.create_session(user="ana")  # the pool is whole again
     assert store.get_session(again.id).user == "ana"
-
-
-def _ask(store: TranscriptStore, session_id: str, answer: Any) -> list[tuple[str, Any]]:
-    return list(
-        ask(
-            store,
-            session_id,
-            "Trace 0xabc",
-            backend=FakeBackend([answer]),
-            model="fake-1",
-            registry=ToolRegistry(),
-        )
-    )
 
 
 def test_a_server_frozen_mid_answer_then_resumed_stores_it_once(own_server: PgServer) -> None:
