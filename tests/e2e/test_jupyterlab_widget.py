@@ -56,7 +56,7 @@ ORDER_JS = """() => [...document.querySelectorAll('.tx-chat .tx-flow')].map(flow
 def open_notebook(page: Any, lab: JupyterLab, name: str) -> None:
     page.set_default_timeout(90_000)
     page.goto(lab.lab_url(name))
-    page.locator(".jp-Notebook .jp-Cell .cm-content").first.wait_for()
+    page.locator(".jp-Notebook .jp-CodeCell .cm-content").first.wait_for()
     # The toolbar names the kernel before it is connected: wait for the server
     # to see the page's connection and for the page to show the kernel idle.
     deadline = time.monotonic() + 90

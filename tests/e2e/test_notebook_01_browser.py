@@ -59,7 +59,7 @@ def run_all(page: Any) -> None:
 def check_notebook_01(page: Any, server: Any, url: str, shot: str) -> None:
     page.set_default_timeout(120_000)
     page.goto(url)
-    page.locator(".jp-Notebook .jp-Cell .cm-content").first.wait_for()
+    page.locator(".jp-Notebook .jp-CodeCell .cm-content").first.wait_for()
     wait_kernel(server)
     if server.app == "jupyterlab":
         page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for()
@@ -169,7 +169,7 @@ def test_a_view_that_renders_late_streams_while_ask_blocks(jupyter_lab: Any, pag
         try:
             page.set_default_timeout(90_000)
             page.goto(jupyter_lab.lab_url(name))  # ?reset: a fresh page, no tabs from before
-            page.locator(".jp-Notebook .jp-Cell .cm-content").first.wait_for()
+            page.locator(".jp-Notebook .jp-CodeCell .cm-content").first.wait_for()
             wait_kernel(jupyter_lab)
             page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for()
             run_all(page)
