@@ -6,27 +6,8 @@ runs in a background thread so the kernel stays free; each loop tuple becomes
 a chunk (``tahrix_lab.flow.to_chunk``) numbered by ``seq`` (how many chunks
 the conversation has had).
 
-Transport, linear in the conversation's size:
-
-* live chunks go out as custom messages ``{"type": "chunks", "from": a,
-  "to": b, "chunks": [...]}`` carrying chunks ``a..b`` with their tokens
-  merged; they are batched (one message per ``FLUSH_S`` at most while tokens
-  stream), because every message costs a Jupyter envelope of several hundred
-  bytes;
-* the synced traits are a compact snapshot (one chunk per block, see
-  ``flow.compact``): ``chunks`` holds the conversation before the current run
-  (refreshed when a run ends), ``live`` the current run so far, and ``seq``
-  how many chunks both cover. A view that renders asks for a resync; the
-  kernel sees that request at once on its shell-channel thread even while
-  ``ask()`` blocks the main thread (``kernel_wait.route_early``) and
-  refreshes ``live`` + ``seq`` (at most every ``SNAPSHOT_S``), which reaches
-  the page from a background thread. ``seq`` is always the end of a live
-  message already sent, so that view draws the snapshot and goes on with the
-  next live message; views that are current cost nothing more;
-* a view that is behind (opened mid-run, reconnected) asks ``{"type":
-  "resync", "since": n}`` and gets the chunks from ``n`` (or the whole
-  snapshot when ``n`` is older than the current run) before the next live
-  message, so nothing is lost or drawn twice.
+How the chunks reach the views (batched live messages, a synced snapshot,
+resyncs for a view that is behind) is ``chat_transport``.
 
 ``ask()`` blocks the cell, yet Stop works while it waits: the kernel acts
 on a Stop as it receives it (``kernel_wait.route_stop``; on older kernels
@@ -38,7 +19,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -53,24 +33,23 @@ from tahrix_lab.agent.errors import ConfigurationError, UserFacingError
 from tahrix_lab.agent.loop import ask as ask_loop
 from tahrix_lab.agent.pricing import DEFAULT_PRICER
 from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case.citations import with_citations
 from tahrix_lab.case.context import CaseContextProvider
-from tahrix_lab.flow import Chunk, ChunkLog, compact, history_chunks, to_chunk
+from tahrix_lab.flow import Chunk, compact, history_chunks, to_chunk
 from tahrix_lab.flow.resources import widget_file
+from tahrix_lab.lab.chat_transport import FLUSH_S, SNAPSHOT_S, ChatTransport
 from tahrix_lab.lab.kernel_wait import route_early, wait_for_thread
+from tahrix_lab.lab.run_log import RunLog
 
-__all__ = ["FLUSH_S", "ChatWidget", "compact"]
+__all__ = ["FLUSH_S", "SNAPSHOT_S", "ChatWidget", "compact"]
 
 log = logging.getLogger(__name__)
 
 EffectCallback = Callable[[dict[str, Any]], Any]
 FOLLOW_UP_MODES = ("keep", "replace")
-FLUSH_S = 0.05  # at most ~20 live messages a second, whatever the token rate
-SNAPSHOT_S = 0.25  # how stale the synced snapshot of a running answer may be
-DETAILS_CHARS = 8000
 
 
 # The renderer's own modules, in dependency order, then the anywidget glue.
@@ -136,27 +115,17 @@ class ChatWidget(anywidget.AnyWidget):
         self.run_kwargs = run_kwargs
         self.session = self._resolve_session(session, user, purpose, system_prompt)
         self._lock = threading.RLock()
-        self._snap: list[Chunk] = self._stored_history()
-        self._seq = len(self._snap)
-        self._run_chunks = ChunkLog(base=self._seq)  # the current run's chunks, kept raw for resyncs
-        self._snap_start = len(self._snap)  # where the current run starts in the snapshot
-        self._nonce: str | None = None
-        self._synced_at = 0.0
-        self._behind = False  # a view asked to catch up during this run
-        self._sync_timer: threading.Timer | None = None
+        self._transport = ChatTransport(self._stored_history(), lock=self._lock, post=self._post,
+                                        publish=self._publish)  # fmt: skip
         self._error_details = error_details
-        self._run_log: _RunLog | None = None
-        self._pending: list[Chunk] = []
-        self._pending_from = self._seq
-        self._flushed_at = 0.0
-        self._timer: threading.Timer | None = None
+        self._run_log: RunLog | None = None
         self._thread: threading.Thread | None = None
         self._cancel = threading.Event()
         self._answer: list[str] = []
         self._effect_callbacks: list[EffectCallback] = []
         super().__init__(
-            chunks=list(self._snap),
-            seq=self._seq,
+            chunks=list(self._transport.snap),
+            seq=self._transport.seq,
             follow_up_mode=follow_up_mode,
             session_id=self.session.id,
             meter=self._meter(),
@@ -191,11 +160,11 @@ class ChatWidget(anywidget.AnyWidget):
                 raise RuntimeError("The assistant is still answering. Wait for it, or call stop() first.")
             self._cancel = threading.Event()
             self._answer = []
-            self._snap_start = len(self._snap)
-            self._nonce = nonce or uuid.uuid4().hex
+            self._transport.start_run()
+            self._transport.nonce = nonce or uuid.uuid4().hex
             # busy first: a view that draws the snapshot holding this question keeps its turn open
             self.busy = True
-            self._emit({"type": "user", "text": text}, nonce=self._nonce)
+            self._transport.emit({"type": "user", "text": text}, nonce=self._transport.nonce)
             cancel = self._cancel
             events = lambda: ask_loop(self.store, self.session, text, **self._loop_kwargs(cancel))  # noqa: E731
             self._thread = threading.Thread(target=self._run, args=(events,), name="tahrix-chat", daemon=True)
@@ -217,7 +186,7 @@ class ChatWidget(anywidget.AnyWidget):
             events = decide_loop(self.store, self.session, call_id, approve=approve, by=by or self.session.user,
                                  reason=reason, **self._loop_kwargs(cancel))  # fmt: skip
             self._cancel, self._answer = cancel, []
-            self._snap_start = len(self._snap)
+            self._transport.start_run()
             self.busy = True
             self._thread = threading.Thread(
                 target=self._run, args=(lambda: events,), name="tahrix-decision", daemon=True
@@ -264,7 +233,7 @@ class ChatWidget(anywidget.AnyWidget):
     def history(self) -> list[Chunk]:
         """A copy of the conversation as chunks (one per block), in order."""
         with self._lock:
-            return list(self._snap)
+            return list(self._transport.snap)
 
     def close(self) -> None:
         cancel = getattr(self, "_cancel", None)  # absent when __init__ refused its arguments
@@ -283,39 +252,22 @@ class ChatWidget(anywidget.AnyWidget):
         return events if link is None else with_citations(events, self.context.db, link[0])
 
     def _run(self, make_events: Callable[[], Iterable[tuple[str, dict[str, Any]]]]) -> None:
-        run_log = _RunLog(threading.get_ident()) if self._error_details else None
-        if run_log is not None:  # in a notebook the analyst is the operator: an error row can show this
-            logging.getLogger("tahrix_lab").addHandler(run_log)
+        # In a notebook the analyst is the operator: an error row can show what was logged.
+        run_log = RunLog.start() if self._error_details else None
         self._run_log = run_log
         try:
             for event, payload in self._with_citations(make_events()):
                 self._handle(event, payload)
         except Exception:  # the loop never raises; a bad argument here might
             log.exception("the chat run failed on session %s", self.session.id)
-            self._emit(
-                self._with_details(
-                    {
-                        "type": "error",
-                        "kind": "internal",
-                        "message": INTERNAL_ERROR_MESSAGE,
-                    }
-                )
+            self._transport.emit(
+                self._with_details({"type": "error", "kind": "internal", "message": INTERNAL_ERROR_MESSAGE})
             )
         finally:
             if run_log is not None:
-                logging.getLogger("tahrix_lab").removeHandler(run_log)
+                run_log.stop()
             with self._lock:
-                self._flush()
-                if self._sync_timer is not None:
-                    self._sync_timer.cancel()
-                    self._sync_timer = None
-                # One update carries the snapshot and its seq, so a view sees them together.
-                with self.hold_sync():
-                    self.chunks = list(self._snap)
-                    self.live = []
-                    self.seq = self._seq
-                self._run_chunks = ChunkLog(base=self._seq)
-                self._snap_start = len(self._snap)
+                self._transport.end_run()
                 self.busy = False
 
     def _handle(self, event: str, payload: dict[str, Any]) -> None:
@@ -325,7 +277,7 @@ class ChatWidget(anywidget.AnyWidget):
             self._answer.append(payload.get("text") or "")
         chunk = to_chunk(event, payload)
         if chunk is not None:
-            self._emit(self._with_details(chunk) if event == "error" else chunk)
+            self._transport.emit(self._with_details(chunk) if event == "error" else chunk)
         if event == "usage" and self.budget is not None:
             self.meter = self._meter()
         if event == "effects":
@@ -339,41 +291,7 @@ class ChatWidget(anywidget.AnyWidget):
             except Exception:  # one broken listener must not stop the answer
                 log.exception("an on_effect callback failed for %r", effect)
 
-    # -- transport ---------------------------------------------------------------
-    def _emit(self, chunk: Chunk, *, nonce: str | None = None) -> None:
-        with self._lock:
-            compact([chunk], into=self._snap)
-            self._seq += 1
-            self._run_chunks.append([chunk])
-            self._pending.append({**chunk, "nonce": nonce} if nonce else chunk)
-            wait = FLUSH_S - (time.monotonic() - self._flushed_at)
-            if wait <= 0 or chunk["type"] in ("user", "done", "error"):
-                self._flush()
-            elif self._timer is None:
-                self._timer = threading.Timer(wait, self._flush)
-                self._timer.daemon = True
-                self._timer.start()
-
-    def _flush(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            if not self._pending:
-                return
-            self._post(
-                {
-                    "type": "chunks",
-                    "from": self._pending_from,
-                    "to": self._seq,
-                    "chunks": compact(self._pending),
-                }
-            )
-            self._pending, self._pending_from = [], self._seq
-            self._flushed_at = time.monotonic()
-            if self._behind:
-                self._sync_snapshot()
-
+    # -- the views ---------------------------------------------------------------
     def _early(self, data: Any) -> None:
         """A message from a view, seen on the shell-channel thread before the main thread is free."""
         content = data.get("content") if isinstance(data, dict) else None
@@ -383,40 +301,7 @@ class ChatWidget(anywidget.AnyWidget):
         if kind == "stop":
             self._cancel.set()
         elif kind == "resync" and self.running:  # a view rendered late, or missed a message
-            with self._lock:
-                self._behind = True
-                self._sync_snapshot(timer=True)
-
-    def _sync_snapshot(self, *, timer: bool = False) -> None:
-        """Bring the synced snapshot of the running answer up to the last live message (throttled).
-
-        Called right after a live message is posted (or by its timer, which posts
-        what is pending first), so ``seq`` is always where a live message ended.
-        """
-        with self._lock:
-            if timer:
-                self._sync_timer = None
-                if self._pending:
-                    self._flush()  # posts, then comes back here
-                    return
-            if self._seq == self.seq or self._pending:
-                self._behind = self._behind and bool(self._pending)
-                return
-            due = SNAPSHOT_S - (time.monotonic() - self._synced_at)
-            if due > 0:
-                if self._sync_timer is None:
-                    self._sync_timer = threading.Timer(due, self._sync_snapshot, kwargs={"timer": True})
-                    self._sync_timer.daemon = True
-                    self._sync_timer.start()
-                return
-            run = list(self._snap[self._snap_start :])
-            if run and run[0].get("type") == "user" and self._nonce:
-                run[0] = {**run[0], "nonce": self._nonce}  # the view that asked knows its question
-            with self.hold_sync():
-                self.live = run
-                self.seq = self._seq
-            self._synced_at = time.monotonic()
-            self._behind = False
+            self._transport.catch_up()
 
     def _with_details(self, chunk: Chunk) -> Chunk:
         log_ = self._run_log
@@ -426,6 +311,11 @@ class ChatWidget(anywidget.AnyWidget):
     def _post(self, content: dict[str, Any]) -> None:
         # ipywidgets' Widget.send, under another name: `send` asks the assistant here.
         self._send({"method": "custom", "content": content})
+
+    def _publish(self, **traits: Any) -> None:
+        with self.hold_sync():  # one update, so a view sees them together
+            for name, value in traits.items():
+                setattr(self, name, value)
 
     def _on_front_end(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict):
@@ -449,18 +339,7 @@ class ChatWidget(anywidget.AnyWidget):
                 log.info("refused a decision from the widget: %s", exc)
                 self._post({"type": "refused", "id": call_id, "message": str(exc)})
         elif kind == "resync":
-            self._resync(content.get("since"))
-
-    def _resync(self, since: Any) -> None:
-        with self._lock:
-            self._flush()  # what is pending goes first, so the reply ends where live messages go on
-            if not isinstance(since, int) or since >= self._seq or since < 0:
-                return
-            if self._run_chunks.holds(since):
-                tail = compact(self._run_chunks.since(since))
-                self._post({"type": "chunks", "from": since, "to": self._seq, "chunks": tail})
-            else:  # older than this run: the whole snapshot, once
-                self._post({"type": "snapshot", "seq": self._seq, "chunks": list(self._snap)})
+            self._transport.resync(content.get("since"))
 
     # -- helpers -------------------------------------------------------------------
     def _resolve_session(
@@ -488,25 +367,3 @@ class ChatWidget(anywidget.AnyWidget):
             return {}
         fill = self.budget.meter(self.session.user, store=self.store)
         return {bucket: value for bucket, value in fill.items() if value is not None}
-
-
-class _RunLog(logging.Handler):
-    """What the package logged on one run's thread (the raw provider error, a tool's traceback),
-    for the error row's "details": in a notebook the analyst is the operator."""
-
-    def __init__(self, thread_id: int) -> None:
-        super().__init__(logging.WARNING)
-        self.thread_id = thread_id
-        self.lines: list[str] = []
-        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.thread == self.thread_id:
-            try:
-                self.lines.append(self.format(record))
-            except Exception:  # a record that cannot be formatted is not worth a crash
-                self.lines.append(str(record.msg))
-
-    def text(self) -> str:
-        text = "\n".join(self.lines)
-        return text if len(text) <= DETAILS_CHARS else text[: DETAILS_CHARS - 1] + "…"
