@@ -1,13 +1,14 @@
 """Any OpenAI-compatible Chat Completions endpoint, on the official ``openai`` SDK.
 
 OpenAI, vLLM, Ollama, llama.cpp server, OpenRouter, LM Studio, DeepSeek: all
-speak Chat Completions with ``stream=True``. The module-level functions are
-the two translations and can be tested without a client:
+speak Chat Completions with ``stream=True``. The two translations are
+module-level functions in their own modules and can be tested without a client:
 
-    as_wire_messages / as_wire_tools / as_wire_request   neutral -> wire
+    as_wire_messages / as_wire_tools / as_wire_request (openai_wire)
+                                                          neutral -> wire
     map_stream / amap_stream / map_stop_reason / map_usage (openai_events)
                                                           wire -> events
-    map_error                                             any failure -> BackendError
+    map_error (here)                                      any failure -> BackendError
 
 ``OpenAIBackend`` only sets up the client (SDK retries off: the loop retries)
 and runs a request through them: ``stream`` on ``openai.OpenAI``, ``astream``
@@ -18,75 +19,31 @@ event loop).
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
-import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import openai
 
-from tahrix_lab.agent.backends.base import (
-    Event,
-    ToolSpec,
-)
+from tahrix_lab.agent.backends.base import Event, ToolSpec
 from tahrix_lab.agent.backends.headers import parse_retry_after
-from tahrix_lab.agent.backends.media import Media, MediaError, load_media
+from tahrix_lab.agent.backends.media import load_media
 from tahrix_lab.agent.backends.openai_events import amap_stream, map_stream
 from tahrix_lab.agent.backends.openai_events import map_stop_reason as map_stop_reason  # re-exported
 from tahrix_lab.agent.backends.openai_events import map_usage as map_usage  # re-exported
+from tahrix_lab.agent.backends.openai_wire import FAMILY, Loader, session_cache_key
+from tahrix_lab.agent.backends.openai_wire import as_wire_messages as as_wire_messages  # re-exported
+from tahrix_lab.agent.backends.openai_wire import as_wire_request as as_wire_request  # re-exported
+from tahrix_lab.agent.backends.openai_wire import as_wire_tools as as_wire_tools  # re-exported
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
-from tahrix_lab.agent.transcript import Message, Part
-
-log = logging.getLogger(__name__)
-
-FAMILY = "openai"
+from tahrix_lab.agent.transcript import Message
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
-
-# Keys of ``inference`` this adapter reads; the other family's extras are ignored
-# so one inference dict can follow a conversation across providers.
-NEUTRAL_KEYS = frozenset({"max_tokens", "temperature", "top_p", "stop_sequences", "prompt_caching"})
-OPENAI_KEYS = frozenset({"extra_body", "extra_headers", "reasoning_effort", "seed", "parallel_tool_calls"})
-OTHER_FAMILY_KEYS = frozenset({"additional_model_request_fields", "guardrail_config", "performance_config"})
-
-
-@dataclass(frozen=True, slots=True)
-class ModelQuirks:
-    """What differs between models behind the same API, as data."""
-
-    max_tokens_field: str = "max_tokens"
-    sampling: bool = True  # accepts temperature / top_p
-
-
-REASONING_MODEL = ModelQuirks(max_tokens_field="max_completion_tokens", sampling=False)
-
-# model-id prefix (after any "vendor/" part) -> quirks; first match wins
-QUIRKS: tuple[tuple[str, ModelQuirks], ...] = (
-    ("o1", REASONING_MODEL),
-    ("o3", REASONING_MODEL),
-    ("o4", REASONING_MODEL),
-    ("gpt-5", REASONING_MODEL),
-)
-
-# How each document format reaches an OpenAI-compatible endpoint: PDFs as file
-# parts, text formats inline as text. A format missing here (docx) is refused.
-DOCUMENT_MODES: dict[str, Literal["file", "text"]] = {
-    "pdf": "file",
-    "csv": "text",
-    "txt": "text",
-    "md": "text",
-    "html": "text",
-}
 
 # Endpoints known to accept ``prompt_cache_key``; elsewhere it is sent only when
 # the backend is told to (some servers refuse fields they do not know).
 PROMPT_CACHE_KEY_HOSTS = frozenset({"api.openai.com"})
-
-Loader = Callable[[Part], Media]
 
 
 def accepts_prompt_cache_key(base_url: str | None) -> bool:
@@ -94,185 +51,6 @@ def accepts_prompt_cache_key(base_url: str | None) -> bool:
     if base_url is None:
         return True
     return (urlsplit(base_url).hostname or "").lower() in PROMPT_CACHE_KEY_HOSTS
-
-
-def session_cache_key(messages: Sequence[Message]) -> str | None:
-    """One ``prompt_cache_key`` per session, so its calls reach the same cache;
-    ``None`` for a history not stored in a session."""
-    session = next((m.session_id for m in messages if m.session_id), None)
-    return f"tahrix-{session}" if session else None
-
-
-def quirks_for(model: str) -> ModelQuirks:
-    bare = model.rsplit("/", 1)[-1].lower()
-    for prefix, quirks in QUIRKS:
-        if bare.startswith(prefix):
-            return quirks
-    return ModelQuirks()
-
-
-# -- neutral -> wire ------------------------------------------------------------
-def as_wire_messages(
-    system: str | None, messages: Sequence[Message], *, load: Loader = load_media
-) -> list[dict[str, Any]]:
-    """The Chat Completions ``messages`` list for a neutral history.
-
-    Reasoning never goes back (OpenAI-compatible servers reject or ignore it,
-    and opaque signatures belong to the family that made them); each tool
-    result is its own ``role: "tool"`` message."""
-    out: list[dict[str, Any]] = []
-    if system:
-        out.append({"role": "system", "content": system})
-    for msg in messages:
-        if msg.role == "tool":
-            out.extend(_tool_message(p) for p in msg.parts if p.type == "tool_result")
-        elif msg.role == "assistant":
-            out.append(_assistant_message(msg, same_family=msg.backend == FAMILY))
-        else:
-            out.append({"role": "user", "content": _user_content(msg.parts, load)})
-    return out
-
-
-def _tool_message(part: Part) -> dict[str, Any]:
-    return {
-        "role": "tool",
-        "tool_call_id": part.tool_use_id or "",
-        "content": tool_result_text(part.tool_result),
-    }
-
-
-def tool_result_text(result: dict[str, Any] | None) -> str:
-    """The one serialisation of a tool result, so replays send the same bytes."""
-    return json.dumps(result if result is not None else {}, ensure_ascii=False)
-
-
-def _assistant_message(msg: Message, *, same_family: bool) -> dict[str, Any]:
-    text = "".join(p.text or "" for p in msg.parts if p.type == "text")
-    wire: dict[str, Any] = {"role": "assistant", "content": text or None}
-    calls = [
-        {
-            "id": p.tool_use_id or "",
-            "type": "function",
-            "function": {"name": p.tool_name or "", "arguments": tool_arguments(p, same_family)},
-        }
-        for p in msg.parts
-        if p.type == "tool_use"
-    ]
-    if calls:
-        wire["tool_calls"] = calls
-    elif wire["content"] is None:
-        wire["content"] = ""
-    return wire
-
-
-def tool_arguments(part: Part, same_family: bool = True) -> str:
-    """The raw argument text as this family sent it (a replay sends the same
-    bytes), else the input as JSON."""
-    if part.text is not None and same_family:
-        return part.text
-    return json.dumps(part.tool_input if part.tool_input is not None else {}, ensure_ascii=False)
-
-
-def _user_content(parts: Sequence[Part], load: Loader) -> str | list[dict[str, Any]]:
-    if all(p.type == "text" for p in parts):
-        return "".join(p.text or "" for p in parts)
-    content: list[dict[str, Any]] = []
-    for part in parts:
-        if part.type == "text":
-            if part.text:
-                content.append({"type": "text", "text": part.text})
-        elif part.type in ("image", "document"):
-            content.append(_media_part(load(part)))
-    return content
-
-
-def _media_part(media: Media) -> dict[str, Any]:
-    encoded = base64.b64encode(media.data).decode("ascii")
-    if media.kind == "image":
-        return {"type": "image_url", "image_url": {"url": f"data:{media.media_type};base64,{encoded}"}}
-    mode = DOCUMENT_MODES.get(media.format)
-    if mode == "file":
-        return {
-            "type": "file",
-            "file": {
-                "filename": f"{media.name}.{media.format}",
-                "file_data": f"data:{media.media_type};base64,{encoded}",
-            },
-        }
-    if mode == "text":
-        try:
-            body = media.data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise MediaError(
-                f"The {media.format} document {media.name!r} is not UTF-8 text.", cause=exc
-            ) from exc
-        return {"type": "text", "text": f'<document name="{media.name}.{media.format}">\n{body}\n</document>'}
-    allowed = ", ".join(sorted(DOCUMENT_MODES))
-    raise MediaError(
-        f"OpenAI-compatible endpoints cannot take {media.format} documents ({media.name!r}); "
-        f"convert it to one of: {allowed}."
-    )
-
-
-def as_wire_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
-        }
-        for t in tools
-    ]
-
-
-def as_wire_request(
-    *,
-    system: str | None,
-    messages: Sequence[Message],
-    tools: Sequence[ToolSpec],
-    model: str,
-    inference: dict[str, Any] | None,
-    load: Loader = load_media,
-    cache_key: str | None = None,
-) -> dict[str, Any]:
-    """Keyword arguments for ``client.chat.completions.create``.
-
-    Within a session the request before the history never changes: the system
-    message comes first and is the session's; the tools keep the caller's
-    order; nothing per call (ids, times) is sent. So the provider's automatic
-    prefix cache hits. ``cache_key`` becomes ``prompt_cache_key`` unless
-    ``inference["prompt_caching"]`` is false."""
-    inference = dict(inference or {})
-    unknown = set(inference) - NEUTRAL_KEYS - OPENAI_KEYS - OTHER_FAMILY_KEYS
-    if unknown:
-        raise ConfigurationError(
-            f"Unknown inference setting(s) {sorted(unknown)} for the openai backend; "
-            f"known: {sorted(NEUTRAL_KEYS | OPENAI_KEYS)}."
-        )
-    quirks = quirks_for(model)
-    request: dict[str, Any] = {
-        "model": model,
-        "messages": as_wire_messages(system, messages, load=load),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if tools:
-        request["tools"] = as_wire_tools(tools)
-    if inference.get("max_tokens") is not None:
-        request[quirks.max_tokens_field] = inference["max_tokens"]
-    for key in ("temperature", "top_p"):
-        if inference.get(key) is not None:
-            if quirks.sampling:
-                request[key] = inference[key]
-            else:
-                log.debug("model %s takes no %s; not sent", model, key)
-    if inference.get("stop_sequences"):
-        request["stop"] = list(inference["stop_sequences"])
-    for key in sorted(OPENAI_KEYS):
-        if inference.get(key) is not None:
-            request[key] = inference[key]
-    if cache_key and inference.get("prompt_caching", True):
-        request["prompt_cache_key"] = cache_key
-    return request
 
 
 # -- failures -------------------------------------------------------------------
