@@ -8,7 +8,6 @@ for event in ws.ask(session, "Where did the stolen ETH go?", backend=..., model=
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
@@ -17,14 +16,14 @@ from typing import Any
 
 import duckdb
 
-from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.loop import ask as _ask
+from tahrix_lab.agent.storage import TranscriptStore
+from tahrix_lab.agent.storage.duck import Database
+from tahrix_lab.agent.storage.target import default_target as default_path
 from tahrix_lab.agent.storage.target import engine_of
-from tahrix_lab.agent.store import TranscriptStore, default_path
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
-from tahrix_lab.case import loaders
 from tahrix_lab.case import report as _report
 from tahrix_lab.case.annotations import apply_annotation as _apply_annotation
 from tahrix_lab.case.annotations import revert as _revert
@@ -34,13 +33,11 @@ from tahrix_lab.case.context import CaseContextProvider, Grant, ToolContext
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.detectors import run_detectors as _run_detectors
 from tahrix_lab.case.detectors import triage as _triage
-from tahrix_lab.case.labels import LabelLoadReport, load_labels
-from tahrix_lab.case.labels import find as find_labels
-from tahrix_lab.case.labels import sources as label_sources
 from tahrix_lab.case.prompts import INVESTIGATION_PROMPT
 from tahrix_lab.case.record_sync import sync_annotations
 from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
 from tahrix_lab.case.tracing import TraceParams, role_starts, trace_funds
+from tahrix_lab.case.workspace_files import WorkspaceFiles
 
 SAMPLE_CASE_ID = "CASE-001"
 
@@ -58,8 +55,10 @@ def sample_case_dir() -> Path:
     return installed if installed.is_dir() else package.parent / "data" / "sample_case"
 
 
-class Workspace:
+class Workspace(WorkspaceFiles):
     """The transcript store (``ws.store``) and the case database (``ws.cases``) on one file.
+
+    Loading files, folders and label lists: ``WorkspaceFiles`` (``case/workspace_files.py``).
 
     The file is held only for each statement or burst, so other processes (notebook
     kernels, the CLI, ``tahrix serve``) work on it at the same time (docs/workspace.md).
@@ -104,10 +103,7 @@ class Workspace:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- loading ------------------------------------------------------------
-    def load_case_folder(self, path: str | os.PathLike[str]) -> loaders.LoadReport:
-        return loaders.load_case_folder(self.cases, path)
-
+    # -- loading (the files themselves: WorkspaceFiles) -----------------------------
     def load_sample_case(self, *, detect: bool = True) -> str:
         """Load the shipped sample case once and run the detectors; return its id."""
         has = self.cases.scalar("SELECT count(*) FROM transfers WHERE case_id = ?", [SAMPLE_CASE_ID])
@@ -118,93 +114,6 @@ class Workspace:
         ):
             self.run_detectors(SAMPLE_CASE_ID)
         return SAMPLE_CASE_ID
-
-    def load_etherscan_csv(
-        self,
-        case_id: str,
-        path: str | os.PathLike[str],
-        *,
-        chain: str | None = None,
-        token: str | None = None,
-    ) -> loaders.LoadReport:
-        return loaders.load_etherscan_csv(self.cases, case_id, path, chain=chain, token=token)
-
-    def load_etl_csv(
-        self, case_id: str, path: str | os.PathLike[str], *, chain: str = "ethereum"
-    ) -> loaders.LoadReport:
-        return loaders.load_etl_csv(self.cases, case_id, path, chain=chain)
-
-    def load_file(
-        self,
-        case_id: str,
-        path: str | os.PathLike[str],
-        *,
-        chain: str | None = None,
-        token: str | None = None,
-        force: bool = False,
-    ) -> loaders.LoadReport:
-        """One export file, recognised by its header. The report shows as a table in a notebook."""
-        return loaders.load_file(self.cases, case_id, path, chain=chain, token=token, force=force)
-
-    def load_files(
-        self,
-        case_id: str,
-        paths: Iterable[str | os.PathLike[str]],
-        *,
-        chain: str | None = None,
-        token: str | None = None,
-        force: bool = False,
-    ) -> loaders.LoadReport:
-        """Several export files in one transaction (ethereum-etl files as one set)."""
-        return loaders.load_files(self.cases, case_id, paths, chain=chain, token=token, force=force)
-
-    def load_path(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        case_id: str | None = None,
-        chain: str | None = None,
-        token: str | None = None,
-        force: bool = False,
-    ) -> loaders.LoadReport:
-        """A case folder, a folder of exports or one export file."""
-        return loaders.load_path(self.cases, path, case_id=case_id, chain=chain, token=token, force=force)
-
-    # -- the label library --------------------------------------------------------
-    def load_labels(
-        self,
-        paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
-        *,
-        source: str | None = None,
-        as_of: str | None = None,
-        chain: str | None = None,
-        asset: str | None = None,
-        added_by: str | None = None,
-    ) -> LabelLoadReport:
-        """Label files (eth-labels, Etherscan export, OFAC lists and SDN files, own CSV) into the
-        workspace's label library, seen by every case; idempotent (docs/case.md "Label library")."""
-        if isinstance(paths, str | os.PathLike):
-            paths = [paths]
-        return load_labels(self.cases, paths, source=source, as_of=as_of, chain=chain, asset=asset,
-                           added_by=added_by)  # fmt: skip
-
-    def find_labels(self, address: str, chain: str | None = None) -> list[dict[str, Any]]:
-        """Every label of an address across the library, analysts' labels and cases, with its source."""
-        return find_labels(self.cases, address, chain)
-
-    def label_sources(self) -> list[dict[str, Any]]:
-        return label_sources(self.cases)
-
-    def load_reports(self, case_id: str) -> list[dict[str, Any]]:
-        """The stored per-file reports of every load into the case, oldest first."""
-        rows = self.cases.rows(
-            "SELECT file, format, loaded_at, report FROM load_reports WHERE case_id = ? ORDER BY loaded_at, file",
-            [case_id],
-        )
-        return [{**r, "report": json.loads(r["report"])} for r in rows]
-
-    def export_case(self, case_id: str, folder: str | os.PathLike[str]) -> Path:
-        return loaders.export_case(self.cases, case_id, folder)
 
     def list_cases(self) -> list[dict[str, Any]]:
         return self.cases.list_cases()
