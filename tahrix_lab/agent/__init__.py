@@ -20,7 +20,7 @@ from tahrix_lab.agent.history import build_messages
 from tahrix_lab.agent.loop import MAX_TOOL_CYCLES, ask, run_agent
 from tahrix_lab.agent.pricing import Pricer, price
 from tahrix_lab.agent.retry import RetryPolicy
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import (
     REGISTRY,
     ContextProvider,

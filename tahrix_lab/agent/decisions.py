@@ -9,7 +9,7 @@ from typing import Any
 from tahrix_lab.agent.approvals import AWAITING, pending_calls
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.loop import LoopEvent, run_agent
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import (
     DEFAULT_MAX_RESULT_BYTES,
     REGISTRY,

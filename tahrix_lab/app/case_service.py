@@ -17,7 +17,7 @@ from typing import Any
 
 from tahrix_lab.agent.backends.fake import FakeBackend
 from tahrix_lab.agent.errors import ConfigurationError, UserFacingError
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case import access

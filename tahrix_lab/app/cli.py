@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tahrix_lab import __version__
 
 if TYPE_CHECKING:
-    from tahrix_lab.agent.store import TranscriptStore
+    from tahrix_lab.agent.storage import TranscriptStore
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,11 +18,11 @@ from typing import Any, cast
 
 import duckdb
 
-from tahrix_lab.agent.duck import Database
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.migrations import apply_migrations
+from tahrix_lab.agent.storage import TranscriptStore
+from tahrix_lab.agent.storage.duck import Database
 from tahrix_lab.agent.storage.leased_cursor import Cursor
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage.migrations import apply_migrations
 from tahrix_lab.case.chains import EVM_CHAINS
 from tahrix_lab.case.schema import MIGRATIONS, SEVERITIES
 
@@ -92,7 +92,7 @@ class CaseDB:
     def __init__(
         self, conn: Database | Cursor | duckdb.DuckDBPyConnection, *, record: TranscriptStore | None = None
     ) -> None:
-        # The workspace's Database: the file is held per statement or burst (agent/duck.py).
+        # The workspace's Database: the file is held per statement or burst (agent/storage/duck.py).
         # A cursor of it (``db.connection.cursor()``) means that same database.
         if isinstance(conn, Cursor):
             conn = cast(Database, conn.database)

@@ -19,7 +19,7 @@ Never edit a migration that has shipped; add a new one.
 
 from __future__ import annotations
 
-from tahrix_lab.agent.migrations import Migration
+from tahrix_lab.agent.storage.migrations import Migration
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(

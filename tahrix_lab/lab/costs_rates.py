@@ -25,7 +25,7 @@ from genai_prices import __version__ as GENAI_PRICES_VERSION
 
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer, applies_sql, cost_sql
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 
 SOURCE = f"genai-prices {GENAI_PRICES_VERSION}"
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.lab.diff_align import (
     TOOL_OPS,

@@ -26,7 +26,7 @@ from tahrix_lab.agent.backends.base import Backend, ToolSpec
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.loop import ask
 from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import REGISTRY, Tool, ToolRegistry, error_result
 from tahrix_lab.agent.transcript import Message, Part, Session, Usage
 

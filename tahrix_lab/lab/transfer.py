@@ -31,7 +31,7 @@ from decimal import Decimal
 from typing import IO, Any, Literal
 
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Session
 from tahrix_lab.flow.textsafe import json_safe
 

@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.report.findings import findings, review
 from tahrix_lab.case.report.gather import Section, gather

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from tahrix_lab.agent.errors import UserFacingError
-from tahrix_lab.agent.migrations import Migration, apply_migrations
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
+from tahrix_lab.agent.storage.migrations import Migration, apply_migrations
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.case.db import CaseDB, jdict, jsonable, utcnow_naive
 from tahrix_lab.case.record_sync import TABLES, push, sync_annotations

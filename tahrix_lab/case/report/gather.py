@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tahrix_lab.agent.pricing import Pricer
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.case.citations import summary_line, verify_citations
 from tahrix_lab.case.db import CaseDB, jsonable
 from tahrix_lab.case.report.findings import findings as list_findings
