@@ -122,8 +122,8 @@ def record_files_load(
         by_file.setdefault(fr.file, fr)
     files = []
     for p in paths:
-        fr = by_file.get(str(p))
-        files.append(file_entry(p, fr.sha256 if fr else None, **report_counts(fr)))
+        found = by_file.get(str(p))
+        files.append(file_entry(p, found.sha256 if found else None, **report_counts(found)))
     entry = {"source": "files", "chain": chain, "token": token, "force": force, "files": files,
              "inserted": report.inserted}  # fmt: skip
     record_step(db, report.case_id, "load", entry)

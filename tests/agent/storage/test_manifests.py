@@ -54,7 +54,7 @@ def test_writers_at_once_get_distinct_steps(store_target: str) -> None:
         try:
             for _ in range(4):
                 s.add_manifest_step("CASE-1", "load", LOAD, FP, step_id=str(uuid.uuid4()))
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=add, args=(s,)) for s in stores]
