@@ -74,9 +74,10 @@ def open_case(db: CaseDB, case_id: str, *, files: Files = None, verify: bool = F
         diff = differences(step["fingerprint"], fingerprint(db, case_id))
         if diff:
             raise UserFacingError(
-                f"Case {case_id!r}: after step {step['step']} ({_what(step)}) the evidence here differs "
-                f"from the manifest's: {'; '.join(diff)}. Was it made by another version of Tahrix Lab, "
-                "or with another label library or prices?"
+                f"Case {case_id!r}: after step {step['step']} ({_what(step)}, recorded by "
+                f"{step['recorded_by'] or 'an unnamed user'}) the evidence here differs from the manifest's: "
+                f"{'; '.join(diff)}. Was the step made on a host whose copy was not up to date, by another "
+                "version of Tahrix Lab, or with another label library or prices?"
             )
     status = "rebuilt" if here is None else "caught up" if todo else "identical"
     return {
