@@ -112,5 +112,14 @@ class WorkspaceFiles:
         )
         return [{**r, "report": json.loads(r["report"])} for r in rows]
 
+    def open_case(
+        self, case_id: str, *, files: str | os.PathLike[str] | None = None, verify: bool = False
+    ) -> dict[str, Any]:
+        """Rebuild (or with ``verify``, check) the case's evidence here from its manifest in the
+        record; ``files``: where the manifest's files are now (docs/workspace.md)."""
+        from tahrix_lab.case.manifest_open import open_case
+
+        return open_case(self.cases, case_id, files=files, verify=verify)
+
     def export_case(self, case_id: str, folder: str | os.PathLike[str]) -> Path:
         return loaders.export_case(self.cases, case_id, folder)

@@ -22,6 +22,7 @@ import duckdb
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.storage.duck import Database
 from tahrix_lab.agent.storage.duckdb_annotations import DuckDBAnnotations
+from tahrix_lab.agent.storage.duckdb_manifest import DuckDBManifests
 from tahrix_lab.agent.storage.duckdb_reports import LINK_SQL, DuckDBReports
 from tahrix_lab.agent.storage.group_commit import GroupCommit
 from tahrix_lab.agent.storage.interface import (
@@ -45,7 +46,7 @@ def _call(write: Callable[[], None]) -> None:
     write()
 
 
-class DuckDBStore(DuckDBAnnotations, DuckDBReports, TranscriptStore, engine="duckdb"):
+class DuckDBStore(DuckDBAnnotations, DuckDBManifests, DuckDBReports, TranscriptStore, engine="duckdb"):
     """Sessions, messages and parts in one DuckDB database.
 
     ``path`` defaults to ``$TAHRIX_DB`` or ``tahrix.duckdb`` in the working

@@ -62,6 +62,12 @@ AUDIT_COLUMNS = (
     "audit_id", "at_time", "actor", "session_id", "case_id", "action", "target_kind", "target_id",
     "before", "after", "reverted_by",
 )  # fmt: skip
+# How a case's evidence was made (issue 26 item 2): one row per step (a load, a detector run),
+# ``entry`` saying what it did and ``fingerprint`` what the evidence was after it.
+MANIFEST_KINDS = ("load", "detect")
+MANIFEST_COLUMNS = (
+    "case_id", "step", "step_id", "kind", "entry", "fingerprint", "recorded_by", "recorded_at",
+)  # fmt: skip
 
 LedgerRow = tuple[
     str, int, datetime, str | None, str | None, int | None, int | None, int | None, int | None, int
@@ -287,6 +293,29 @@ class TranscriptStore:
         """The case's audit entries (``AUDIT_COLUMNS``; before/after parsed), oldest first."""
         raise NotImplementedError
 
+    # -- case manifests (how each case's evidence was made) ----------------
+    def add_manifest_step(
+        self,
+        case_id: str,
+        kind: str,
+        entry: dict[str, Any],
+        fingerprint: dict[str, Any],
+        *,
+        step_id: str,
+        recorded_by: str | None = None,
+    ) -> int:
+        """Append a step (``kind``: one of ``MANIFEST_KINDS``) to the case's manifest; its number
+        (0, 1, 2… per case). Idempotent by ``step_id``: a retried write returns the same step."""
+        raise NotImplementedError
+
+    def case_manifest(self, case_id: str) -> list[dict[str, Any]]:
+        """The case's manifest steps (``MANIFEST_COLUMNS``; entry and fingerprint parsed), in order."""
+        raise NotImplementedError
+
+    def manifest_cases(self) -> list[str]:
+        """Every case with a manifest, sorted."""
+        raise NotImplementedError
+
     # -- reports -----------------------------------------------------------
     def usage_sums(
         self,
@@ -373,6 +402,11 @@ def message_from_row(r: Sequence[Any]) -> Message:
 def check_annotation(kind: str | None) -> None:
     if kind is not None and kind not in ANNOTATION_KINDS:
         raise ConfigurationError(f"Unknown annotation kind {kind!r}; one of {', '.join(ANNOTATION_KINDS)}.")
+
+
+def check_manifest_kind(kind: str) -> None:
+    if kind not in MANIFEST_KINDS:
+        raise ConfigurationError(f"Unknown manifest step {kind!r}; one of {', '.join(MANIFEST_KINDS)}.")
 
 
 def parsed(value: Any) -> Any:

@@ -34,6 +34,7 @@ from tahrix_lab.agent.storage.interface import (
     message_from_row,
 )
 from tahrix_lab.agent.storage.pg_annotations import PostgresAnnotations
+from tahrix_lab.agent.storage.pg_manifest import PostgresManifests
 from tahrix_lab.agent.storage.pg_pool import Pool
 from tahrix_lab.agent.storage.pg_reports import LINK_SQL, PostgresReports
 from tahrix_lab.agent.storage.pg_schema import MESSAGE_COLUMNS, SEQ_LOCK, SESSION_COLUMNS
@@ -49,7 +50,9 @@ _TURN_END_COLUMNS = "session_id, position, stop_reason, error_kind, error_messag
 __all__ = ["PostgresStore"]
 
 
-class PostgresStore(PostgresAnnotations, PostgresReports, TranscriptStore, engine="postgresql"):
+class PostgresStore(
+    PostgresAnnotations, PostgresManifests, PostgresReports, TranscriptStore, engine="postgresql"
+):
     """Sessions, messages, parts, turn ends and the usage ledger in PostgreSQL."""
 
     def __init__(

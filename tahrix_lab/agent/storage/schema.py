@@ -49,6 +49,22 @@ CREATE TABLE case_audit (
 CREATE INDEX case_audit_case ON case_audit (case_id);
 """
 
+# One row per step that made a case's evidence (a load, a detector run), in order: ``step``
+# counts from 0 per case; ``step_id`` makes a retried write find its row.
+MANIFEST_TABLE = """
+CREATE TABLE case_manifests (
+    case_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    step_id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    entry JSONTYPE NOT NULL,
+    fingerprint JSONTYPE NOT NULL,
+    recorded_by TEXT,
+    recorded_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (case_id, step)
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         "0001_transcript",
@@ -162,6 +178,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         # What analysts write on a case (flag decisions, roles, their labels, notes) and the
         # audit entries: the record's copy, read by hosts whose evidence is in another file.
         ANNOTATION_TABLES.replace("JSONTYPE", "JSON").replace("TEXT", "VARCHAR"),
+    ),
+    # (0007 is another branch's: names, not positions, say what ran, so the gap is harmless)
+    Migration(
+        "0008_case_manifests",
+        # How each case's evidence was made (files and their SHA-256, load reports, detector
+        # parameters, the evidence's fingerprint after each step): any host rebuilds or
+        # verifies the same evidence from it (case/manifest_open.py).
+        MANIFEST_TABLE.replace("JSONTYPE", "JSON").replace("TEXT", "VARCHAR"),
     ),
 )
 

@@ -49,6 +49,20 @@ def add_commands(sub: Any) -> None:
     load.add_argument("--owner", default=os.environ.get("TAHRIX_USER"),
                       help="grant this user the case as owner (docs/security.md; default: $TAHRIX_USER)")  # fmt: skip
     load.set_defaults(func=_load)
+    op = cs.add_parser(
+        "open", help="rebuild a case's evidence here from its manifest in the record (--verify: check a copy)"
+    )
+    op.add_argument(
+        "case_id", nargs="?", metavar="CASE", help="default: every case the record has a manifest of"
+    )
+    op.add_argument(
+        "--files", metavar="DIR", help="where the case's files are, when not at the paths it was loaded from"
+    )
+    op.add_argument(
+        "--verify", action="store_true", help="compare the copy here with the manifest; change nothing"
+    )
+    op.add_argument("--json", action="store_true", help="print the results as JSON")
+    op.set_defaults(func=_open)
     export = cs.add_parser("export", help="write a case back as a case folder: export [CASE] DIR")
     export.add_argument("where", nargs="+", metavar="[CASE] DIR")
     export.set_defaults(func=_export)
@@ -110,6 +124,27 @@ def _load(args: argparse.Namespace) -> int:
             ws.grant_case(report.case_id, args.owner, "owner", by=operator())
         print(json.dumps(report.to_dict(), indent=2) if args.json else report.table())
     return 0
+
+
+def _open(args: argparse.Namespace) -> int:
+    from tahrix_lab.case.workspace import Workspace
+
+    with Workspace() as ws:
+        cases = [args.case_id] if args.case_id else ws.store.manifest_cases()
+        if args.verify and not args.case_id:  # every case with a copy here
+            cases = [c for c in cases if ws.cases.case_exists(c)]
+        results = [ws.open_case(c, files=args.files, verify=args.verify) for c in cases]
+    if args.json:
+        _print_json(results)
+    elif not cases:
+        print("No case to open: the record has no case manifests (load a case: tahrix case load).")
+    for r in [] if args.json else results:
+        print(
+            f"{r['case_id']}: {r['status']} ({r['steps']} steps in its manifest, {r['replayed']} replayed here)"
+        )
+        for d in r["differences"]:
+            print(f"    {d}")
+    return 1 if any(r["status"] == "differs" for r in results) else 0
 
 
 def pick_case(ws: Workspace, given: str | None) -> str:

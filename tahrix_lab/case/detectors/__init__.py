@@ -22,6 +22,7 @@ from tahrix_lab.case.db import CaseDB, jsonable
 from tahrix_lab.case.detectors import amounts, exposure, hops, utxo
 from tahrix_lab.case.detectors.common import DEFAULTS, DETECTORS, VERSION, Detector
 from tahrix_lab.case.detectors.triage import triage
+from tahrix_lab.case.loaders.manifest import record_detect
 from tahrix_lab.case.schema import FLAG_TYPES
 
 del amounts, exposure, hops, utxo  # imported to register their detectors
@@ -57,8 +58,11 @@ def run_detectors(
     case_id: str,
     detectors: list[str] | None = None,
     overrides: dict[str, dict[str, Any]] | None = None,
+    *,
+    manifest: bool = True,
 ) -> dict[str, Any]:
-    """Run detectors over a case, store their flags; return ids and a summary with the params used."""
+    """Run detectors over a case, store their flags; return ids and a summary with the params used.
+    The run is a step of the case's manifest in the record unless ``manifest=False`` (a rebuild)."""
     names = detectors or list(DETECTORS)
     unknown = [n for n in names if n not in DETECTORS]
     if unknown:
@@ -76,6 +80,8 @@ def run_detectors(
             "params": jsonable(params),
             "seconds": round((datetime.now() - started).total_seconds(), 3),  # noqa: DTZ005
         }
+    if manifest:
+        record_detect(db, case_id, {name: info["params"] for name, info in summary.items()})
     return {
         "case_id": case_id,
         "flag_ids": all_ids,

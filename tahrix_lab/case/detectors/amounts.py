@@ -90,7 +90,7 @@ def repeated_amount(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[st
             AND (s.category IS NULL OR NOT list_contains($services, s.category)))
         SELECT chain, from_address, to_address, asset_key, amount_raw, any_value(amount) AS amount, max(n) AS max_n,
                count(*) AS total, sum(usd_value) AS usd,
-               list(tx_hash ORDER BY block_time)[1:{EVIDENCE_CAP}] AS txs, min(block_time) t0, max(block_time) t1
+               list(tx_hash ORDER BY block_time, tx_hash)[1:{EVIDENCE_CAP}] AS txs, min(block_time) t0, max(block_time) t1
         FROM c GROUP BY ALL HAVING max(n) >= $min
         """,
         {"case": case_id, "hours": int(p["window_hours"]), "min": int(p["min_count"]), "min_usd": p["min_usd"],
@@ -130,7 +130,7 @@ def dusting(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str, Any]]
         -- labelled distributor, a labelled contract named as one, or a labelled contract called by a
         -- distribution method (multisend, airdrop, disperse…) — for the sender or the contract the tx called
         SELECT d.chain, d.tx_hash, d.from_address, count(DISTINCT d.to_address) AS recipients, min(d.block_time) AS t,
-               list(DISTINCT d.to_address)[1:{EVIDENCE_CAP}] AS sample
+               list(DISTINCT d.to_address ORDER BY d.to_address)[1:{EVIDENCE_CAP}] AS sample
         FROM moved d
         LEFT JOIN lab s ON s.chain = d.chain AND s.address = d.from_address
         LEFT JOIN transactions x ON x.case_id = $case AND x.chain = d.chain AND x.tx_hash = d.tx_hash

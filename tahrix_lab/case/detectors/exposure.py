@@ -29,9 +29,9 @@ def mixer_exposure(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str
           SELECT t.chain, t.from_address, 'in', t.to_address, t.usd_value, t.tx_hash, t.block_time FROM moved t
           JOIN lab m ON m.chain = t.chain AND m.address = t.to_address
           WHERE t.case_id = $case AND m.category = 'mixing_service')
-        SELECT io.chain, io.subject, list(DISTINCT direction) AS directions, count(*) AS n,
+        SELECT io.chain, io.subject, list(DISTINCT direction ORDER BY direction) AS directions, count(*) AS n,
                sum(usd_value) AS usd, count(*) FILTER (WHERE usd_value IS NULL) AS unpriced,
-               list(tx_hash ORDER BY block_time)[1:{EVIDENCE_CAP}] AS txs, list(DISTINCT mixer) AS mixers, min(block_time) AS t0, max(block_time) AS t1,
+               list(tx_hash ORDER BY block_time, tx_hash)[1:{EVIDENCE_CAP}] AS txs, list(DISTINCT mixer ORDER BY mixer) AS mixers, min(block_time) AS t0, max(block_time) AS t1,
                bool_or(direction = 'out') AS received_from_mixer
         FROM io LEFT JOIN lab s ON s.chain = io.chain AND s.address = io.subject
         WHERE io.subject IS NOT NULL AND (s.category IS NULL OR NOT list_contains($services, s.category))
@@ -85,7 +85,7 @@ def mixer_bulk_deposit(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict
             AND (s.category IS NULL OR NOT list_contains($services, s.category)))
         SELECT chain, from_address, to_address, max(in_window) AS max_in_window, count(*) AS deposits,
                count(*) FILTER (WHERE in_window >= $min) AS burst_starts, sum(usd_value) AS usd,
-               list(tx_hash ORDER BY block_time)[1:{EVIDENCE_CAP}] AS txs, min(block_time) t0, max(block_time) t1
+               list(tx_hash ORDER BY block_time, tx_hash)[1:{EVIDENCE_CAP}] AS txs, min(block_time) t0, max(block_time) t1
         FROM dep GROUP BY ALL HAVING max(in_window) >= $min
         """,
         {
@@ -124,7 +124,7 @@ def _second_hop(
         WITH {LAB}, {MOVED},
         seeds AS (SELECT unnest($chains::VARCHAR[]) AS chain, unnest($addrs::VARCHAR[]) AS address),
         hop AS (SELECT t.chain, t.{subj} AS subject, sum(t.usd_value) AS usd,
-                       list(t.tx_hash ORDER BY t.block_time)[1:{EVIDENCE_CAP}] AS txs,
+                       list(t.tx_hash ORDER BY t.block_time, t.tx_hash)[1:{EVIDENCE_CAP}] AS txs,
                        list(DISTINCT t.{seed} ORDER BY t.{seed})[1:{EVIDENCE_CAP}] AS via,
                        min(t.block_time) t0, max(t.block_time) t1
                 FROM moved t JOIN seeds ON seeds.chain = t.chain AND seeds.address = t.{seed} GROUP BY ALL),
@@ -167,9 +167,9 @@ def sanctions_exposure(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict
           FROM moved t JOIN sanc s ON s.chain = t.chain AND s.address = t.from_address
           WHERE t.case_id = $case AND (s.valid_from IS NULL OR t.block_time >= s.valid_from)
             AND (s.valid_to IS NULL OR t.block_time < s.valid_to))
-        SELECT io.chain, io.subject, list(DISTINCT direction) AS directions, sum(usd_value) AS usd,
-               list(tx_hash ORDER BY block_time)[1:{EVIDENCE_CAP}] AS txs, list(DISTINCT label_id) AS label_ids,
-               list(DISTINCT listed) AS listed, min(block_time) t0, max(block_time) t1
+        SELECT io.chain, io.subject, list(DISTINCT direction ORDER BY direction) AS directions, sum(usd_value) AS usd,
+               list(tx_hash ORDER BY block_time, tx_hash)[1:{EVIDENCE_CAP}] AS txs, list(DISTINCT label_id ORDER BY label_id) AS label_ids,
+               list(DISTINCT listed ORDER BY listed) AS listed, min(block_time) t0, max(block_time) t1
         FROM io LEFT JOIN lab x ON x.chain = io.chain AND x.address = io.subject
         WHERE io.subject IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sanc WHERE sanc.chain = io.chain AND sanc.address = io.subject)
           AND (x.category IS NULL OR NOT list_contains($services, x.category))

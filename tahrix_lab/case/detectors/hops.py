@@ -107,10 +107,11 @@ def pass_through(db: CaseDB, case_id: str, p: dict[str, Any]) -> list[dict[str, 
         outb AS (SELECT l.chain, l.address, l.block_time, l.tx_hash FROM legs l SEMI JOIN cand c USING (chain, address)
                  WHERE l.net_out > 0),
         holds AS (SELECT inb.chain, inb.address, date_diff('second', inb.block_time, outb.block_time) AS hold_s,
-                         inb.tx_hash AS in_tx, outb.tx_hash AS out_tx
+                         inb.tx_hash AS in_tx, outb.tx_hash AS out_tx, inb.block_time AS in_t
                   FROM inb ASOF JOIN outb ON inb.chain = outb.chain AND inb.address = outb.address
                    AND outb.block_time >= inb.block_time)
-        SELECT c.*, median(h.hold_s) AS median_hold_s, list(h.in_tx)[1:10] AS in_txs, list(h.out_tx)[1:10] AS out_txs
+        SELECT c.*, median(h.hold_s) AS median_hold_s, list(h.in_tx ORDER BY h.in_t, h.in_tx)[1:10] AS in_txs,
+               list(h.out_tx ORDER BY h.in_t, h.out_tx)[1:10] AS out_txs
         FROM cand c JOIN holds h USING (chain, address) GROUP BY ALL
         HAVING median(h.hold_s) < $hold
         """,

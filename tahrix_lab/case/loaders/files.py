@@ -21,6 +21,7 @@ from tahrix_lab.case.loaders.csvfile import header_key, read_header, stage_csv
 from tahrix_lab.case.loaders.etherscan import export_kind, stage_etherscan
 from tahrix_lab.case.loaders.etl import EtlSet, etl_kind
 from tahrix_lab.case.loaders.folder import load_case_folder
+from tahrix_lab.case.loaders.manifest import record_files_load
 from tahrix_lab.case.loaders.report import FileReport, LoadError, LoadReport
 from tahrix_lab.case.loaders.run import LoadStep, run_load
 from tahrix_lab.case.schema import FOLDER_TABLES
@@ -111,11 +112,13 @@ def load_files(
     chain: str | None = None,
     token: str | None = None,
     force: bool = False,
+    manifest: bool = True,
 ) -> LoadReport:
     """Several export files into one case, in one transaction (ethereum-etl files as one set).
 
     An Etherscan export whose bytes were already loaded into the case is reported as unchanged and
-    not read again, unless ``force``."""
+    not read again, unless ``force``. The load is a step of the case's manifest in the record
+    unless ``manifest=False`` (a rebuild from it)."""
     files = [Path(p) for p in paths]
     if chain is not None:
         chain = resolve_chain(chain)
@@ -166,6 +169,8 @@ def load_files(
         places.setdefault(str(f), []).append(i)
     keyed = [(places[fr.file].pop(0) if places.get(fr.file) else len(files), fr) for fr in report.files]
     report.files = [fr for _, fr in sorted(keyed, key=lambda kf: kf[0])]
+    if manifest:
+        record_files_load(db, files, report, chain=chain, token=token, force=force)
     return report
 
 

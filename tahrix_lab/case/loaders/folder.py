@@ -22,6 +22,7 @@ from typing import Any
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.loaders.folder_checked import checked_load
 from tahrix_lab.case.loaders.folder_fast import fast_load
+from tahrix_lab.case.loaders.manifest import record_folder_load
 from tahrix_lab.case.loaders.report import LoadError, LoadReport
 from tahrix_lab.case.schema import FOLDER_TABLES
 
@@ -56,8 +57,11 @@ def read_case_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_case_folder(db: CaseDB, folder: str | os.PathLike[str], *, loaded_by: str = "loader") -> LoadReport:
-    """Load ``case.json`` plus one CSV/Parquet per table (see ``FOLDER_TABLES``)."""
+def load_case_folder(
+    db: CaseDB, folder: str | os.PathLike[str], *, loaded_by: str = "loader", manifest: bool = True
+) -> LoadReport:
+    """Load ``case.json`` plus one CSV/Parquet per table (see ``FOLDER_TABLES``); the load is a
+    step of the case's manifest in the record unless ``manifest=False`` (a rebuild from it)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise LoadError(folder, "not a folder")
@@ -66,7 +70,8 @@ def load_case_folder(db: CaseDB, folder: str | os.PathLike[str], *, loaded_by: s
     if files["transfers"] is None:
         raise LoadError(folder / "transfers.csv", "a case folder needs transfers.csv or transfers.parquet")
     with db.write_lock:
-        fast = fast_load(db, meta, files, loaded_by)
-        if fast is not None:
-            return fast
-        return checked_load(db, folder, meta, files, loaded_by)
+        report = fast_load(db, meta, files, loaded_by) or checked_load(db, folder, meta, files, loaded_by)
+    if manifest:
+        present = [folder / "case.json", *(f for f in files.values() if f is not None)]
+        record_folder_load(db, folder, present, report, loaded_by)
+    return report

@@ -1,0 +1,63 @@
+"""The DuckDB engine's case manifests (a part of ``DuckDBStore``): how each case's evidence
+was made, step by step, so another host can rebuild or verify it."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from tahrix_lab.agent.storage.interface import MANIFEST_COLUMNS, check_manifest_kind, parsed
+from tahrix_lab.agent.transcript import utcnow
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from tahrix_lab.agent.storage.duck import Database
+
+
+class DuckDBManifests:
+    """Mixed into ``DuckDBStore``, which gives ``cursor()`` and ``_db``."""
+
+    if TYPE_CHECKING:
+        _db: Database
+
+        def cursor(self) -> duckdb.DuckDBPyConnection: ...
+
+    def add_manifest_step(
+        self,
+        case_id: str,
+        kind: str,
+        entry: dict[str, Any],
+        fingerprint: dict[str, Any],
+        *,
+        step_id: str,
+        recorded_by: str | None = None,
+    ) -> int:
+        check_manifest_kind(kind)
+        with self._db.write() as cur:  # one writer at a time: the next number is ours
+            found = cur.execute("SELECT step FROM case_manifests WHERE step_id = ?", [step_id]).fetchone()
+            if found:
+                return int(found[0])
+            row = cur.execute(
+                f"INSERT INTO case_manifests ({', '.join(MANIFEST_COLUMNS)}) "
+                "SELECT ?, coalesce(max(step) + 1, 0), ?, ?, ?, ?, ?, ? FROM case_manifests WHERE case_id = ? "
+                "RETURNING step",
+                [case_id, step_id, kind, json.dumps(entry), json.dumps(fingerprint), recorded_by, utcnow(),
+                 case_id],
+            ).fetchone()  # fmt: skip
+        assert row is not None
+        return int(row[0])
+
+    def case_manifest(self, case_id: str) -> list[dict[str, Any]]:
+        rows = self.cursor().execute(
+            f"SELECT {', '.join(MANIFEST_COLUMNS)} FROM case_manifests WHERE case_id = ? ORDER BY step",
+            [case_id],
+        )
+        out = [dict(zip(MANIFEST_COLUMNS, r, strict=True)) for r in rows.fetchall()]
+        for s in out:
+            s["entry"], s["fingerprint"] = parsed(s["entry"]), parsed(s["fingerprint"])
+        return out
+
+    def manifest_cases(self) -> list[str]:
+        rows = self.cursor().execute("SELECT DISTINCT case_id FROM case_manifests ORDER BY 1")
+        return [r[0] for r in rows.fetchall()]

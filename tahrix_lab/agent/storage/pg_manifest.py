@@ -1,0 +1,78 @@
+"""The PostgreSQL engine's case manifests (a part of ``PostgresStore``): how each case's
+evidence was made, step by step, shared by every host of a team."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tahrix_lab.agent.storage.interface import MANIFEST_COLUMNS, check_manifest_kind, parsed
+from tahrix_lab.agent.transcript import utcnow
+
+if TYPE_CHECKING:
+    import psycopg
+
+T = TypeVar("T")
+# Any fixed number: the transaction-level lock that numbers one case's steps in turn.
+_STEP_LOCK = 0x7A1A_5E03
+
+
+class PostgresManifests:
+    """Mixed into ``PostgresStore``, which gives ``_run`` and ``_rows``."""
+
+    if TYPE_CHECKING:
+
+        def _run(self, work: Callable[[psycopg.Connection[Any], bool], T]) -> T: ...
+
+        def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def add_manifest_step(
+        self,
+        case_id: str,
+        kind: str,
+        entry: dict[str, Any],
+        fingerprint: dict[str, Any],
+        *,
+        step_id: str,
+        recorded_by: str | None = None,
+    ) -> int:
+        check_manifest_kind(kind)
+        now = utcnow()
+
+        def write(conn: psycopg.Connection[Any], _first: bool) -> int:
+            # Two hosts loading into one case at once take turns for the next number; a retry
+            # after a dropped connection finds the row its first try wrote.
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [_STEP_LOCK, case_id])
+                found = conn.execute(
+                    "SELECT step FROM case_manifests WHERE step_id = %s", [step_id]
+                ).fetchone()
+                if found:
+                    return int(found[0])
+                row = conn.execute(
+                    f"INSERT INTO case_manifests ({', '.join(MANIFEST_COLUMNS)}) "
+                    "SELECT %s, coalesce(max(step) + 1, 0), %s, %s, %s, %s, %s, %s FROM case_manifests "
+                    "WHERE case_id = %s RETURNING step",
+                    [case_id, step_id, kind, json.dumps(entry), json.dumps(fingerprint), recorded_by, now,
+                     case_id],
+                ).fetchone()  # fmt: skip
+            assert row is not None
+            return int(row[0])
+
+        return self._run(write)
+
+    def case_manifest(self, case_id: str) -> list[dict[str, Any]]:
+        rows = self._rows(
+            f"SELECT {', '.join(MANIFEST_COLUMNS)} FROM case_manifests WHERE case_id = %s ORDER BY step",
+            [case_id],
+        )
+        out = [dict(zip(MANIFEST_COLUMNS, r, strict=True)) for r in rows]
+        for s in out:
+            s["entry"], s["fingerprint"] = parsed(s["entry"]), parsed(s["fingerprint"])
+        return out
+
+    def manifest_cases(self) -> list[str]:
+        return [
+            r[0] for r in self._rows('SELECT DISTINCT case_id COLLATE "C" FROM case_manifests ORDER BY 1')
+        ]
