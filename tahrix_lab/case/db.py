@@ -241,36 +241,11 @@ class CaseDB:
         ]
 
     def mark_seen(self, session_id: str, kind: str, keys: Iterable[str]) -> set[str]:
-        """Record keys as seen by the session; return those seen before this call."""
-        keys = list(dict.fromkeys(keys))
-        if not keys:
-            return set()
-        with self.write() as cur:
-            before = {
-                r[0]
-                for r in cur.execute(
-                    "SELECT key FROM case_session_seen WHERE session_id = ? AND kind = ? AND key IN (SELECT unnest(?::VARCHAR[]))",
-                    [session_id, kind, keys],
-                ).fetchall()
-            }
-            new = [k for k in keys if k not in before]
-            if new:
-                cur.execute(
-                    "INSERT INTO case_session_seen (session_id, kind, key) SELECT ?, ?, unnest(?::VARCHAR[])",
-                    [session_id, kind, new],
-                )
-        return before
+        """Record keys as seen by the session (in the record); return those seen before this call."""
+        return self.record.mark_seen(session_id, kind, list(keys))
 
     def seen(self, session_id: str, kind: str) -> list[str]:
-        return [
-            r[0]
-            for r in self.cursor()
-            .execute(
-                "SELECT key FROM case_session_seen WHERE session_id = ? AND kind = ? ORDER BY first_at, key",
-                [session_id, kind],
-            )
-            .fetchall()
-        ]
+        return self.record.seen(session_id, kind)
 
     # -- flags ------------------------------------------------------------------------
     def upsert_flags(

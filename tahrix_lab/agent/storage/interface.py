@@ -62,6 +62,7 @@ AUDIT_COLUMNS = (
     "audit_id", "at_time", "actor", "session_id", "case_id", "action", "target_kind", "target_id",
     "before", "after", "reverted_by",
 )  # fmt: skip
+SEEN_COLUMNS = ("session_id", "kind", "key", "first_at")
 
 LedgerRow = tuple[
     str, int, datetime, str | None, str | None, int | None, int | None, int | None, int | None, int
@@ -287,6 +288,35 @@ class TranscriptStore:
         """The case's audit entries (``AUDIT_COLUMNS``; before/after parsed), oldest first."""
         raise NotImplementedError
 
+    # -- what a session has seen, and moving a case's rows -------------------
+    def mark_seen(self, session_id: str, kind: str, keys: Sequence[str]) -> set[str]:
+        """Record ``keys`` of ``kind`` as seen by the session; returns those it had seen before."""
+        raise NotImplementedError
+
+    def seen(self, session_id: str, kind: str) -> list[str]:
+        """The keys of ``kind`` the session has seen, first seen first."""
+        raise NotImplementedError
+
+    def seen_rows(self, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """``SEEN_COLUMNS`` rows of the given sessions, by session, time, kind and key."""
+        raise NotImplementedError
+
+    def record_cases(self) -> list[str]:
+        """Every case the record holds anything of (links, access, annotations, audit), sorted."""
+        raise NotImplementedError
+
+    def import_case_rows(
+        self,
+        *,
+        access: Sequence[dict[str, Any]] = (),
+        annotations: Sequence[dict[str, Any]] = (),
+        audit: Sequence[dict[str, Any]] = (),
+        seen: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Write case rows as exported (who and when kept; JSON values as dicts) in one
+        transaction (the caller's, inside ``transaction()``). A row whose key is there stays."""
+        raise NotImplementedError
+
     # -- reports -----------------------------------------------------------
     def usage_sums(
         self,
@@ -378,3 +408,18 @@ def check_annotation(kind: str | None) -> None:
 def parsed(value: Any) -> Any:
     """A JSON column's value: text from DuckDB, already parsed from PostgreSQL."""
     return json.loads(value) if isinstance(value, str) else value
+
+
+def quoted(columns: Sequence[str]) -> str:
+    """Column names for SQL, each quoted (``"user"`` is a keyword on both engines)."""
+    return ", ".join(f'"{c}"' for c in columns)
+
+
+def json_row(row: dict[str, Any], columns: Sequence[str]) -> list[Any]:
+    """A case row's values to write, its JSON columns as text as ``record_annotation`` writes
+    them (an audit entry's missing before/after as JSON ``null``, a removed annotation's value
+    as SQL NULL)."""
+    return [
+        json.dumps(row[c]) if c in ("before", "after") or (c == "value" and row[c] is not None) else row[c]
+        for c in columns
+    ]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tahrix_lab.agent.storage.migrations import Migration
-from tahrix_lab.agent.storage.schema import ANNOTATION_TABLES
+from tahrix_lab.agent.storage.schema import ANNOTATION_TABLES, SEEN_TABLE
 from tahrix_lab.agent.storage.usage_sql import SIZE_LADDER
 
 
@@ -174,6 +174,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "0005_case_annotations",
         # as DuckDB's 0006: what analysts write on a case, and the audit entries
         ANNOTATION_TABLES.replace("JSONTYPE", "JSONB"),
+    ),
+    Migration(
+        "0006_session_seen",
+        # as DuckDB's 0007: what a session has seen (a record in PostgreSQL never had the
+        # case package's table, so there is nothing to copy)
+        SEEN_TABLE,
     ),
 )
 
