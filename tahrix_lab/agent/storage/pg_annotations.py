@@ -130,7 +130,9 @@ class PostgresAnnotations:
         return [dict(zip(SEEN_COLUMNS, r, strict=True)) for r in rows]
 
     def record_cases(self) -> list[str]:
-        return [r[0] for r in self._rows(f'SELECT case_id FROM ({RECORD_CASES}) c ORDER BY case_id COLLATE "C"')]
+        return [
+            r[0] for r in self._rows(f'SELECT case_id FROM ({RECORD_CASES}) c ORDER BY case_id COLLATE "C"')
+        ]
 
     def import_case_rows(
         self,

@@ -60,7 +60,9 @@ def test_duckdb_workspace_seen_rows_are_migrated(tmp_path: Path) -> None:
         "CREATE TABLE case_session_seen (session_id VARCHAR NOT NULL, kind VARCHAR NOT NULL, "
         "key VARCHAR NOT NULL, first_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (session_id, kind, key))"
     )
-    con.execute("INSERT INTO case_session_seen VALUES ('s-1', 'address', '0xa', TIMESTAMP '2026-01-02 03:04:05')")
+    con.execute(
+        "INSERT INTO case_session_seen VALUES ('s-1', 'address', '0xa', TIMESTAMP '2026-01-02 03:04:05')"
+    )
     con.close()
     store = TranscriptStore(str(path))
     try:
