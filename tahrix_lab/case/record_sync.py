@@ -54,8 +54,18 @@ def push(db: CaseDB, cur: Any, audit_id: str, kind: str | None, key: str | None,
 def sync_annotations(db: CaseDB, case_id: str) -> None:
     """Bring the record's annotations and audit entries of a case into this file (once per
     change: what was taken is remembered), so every read of the evidence sees them."""
-    if not db.record_elsewhere:
-        return
+    if db.record_elsewhere:
+        _take(db, case_id)
+
+
+def take_record(db: CaseDB, case_id: str) -> None:
+    """Lay everything the record holds of a case over this file, whatever was taken before:
+    rows just imported into the record (``tahrix import``), even when it is this same file."""
+    db.synced.pop(case_id, None)
+    _take(db, case_id)
+
+
+def _take(db: CaseDB, case_id: str) -> None:
     seen = db.synced.setdefault(case_id, {})
     changed = [
         a
