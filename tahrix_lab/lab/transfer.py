@@ -56,8 +56,15 @@ _KEYS = {
 
 
 def _plain(value: Any) -> Any:
-    """A row's value as exported: times in UTC to the microsecond."""
-    return value.astimezone(UTC).isoformat() if isinstance(value, datetime) else value
+    """A row's value as exported: times in UTC to the microsecond; JSON objects with their keys
+    sorted (PostgreSQL's jsonb keeps no order), so both engines export the same bytes."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if isinstance(value, dict):
+        return {k: _plain(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _line(record: dict[str, Any]) -> str:

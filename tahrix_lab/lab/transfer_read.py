@@ -103,14 +103,15 @@ def when(value: Any, where: str, *, naive_ok: bool = False) -> datetime:
     raise Bad(where, f"{json.dumps(value)[:60]} is not a timestamp with its time zone (ISO 8601)")
 
 
-def check_row(kind: str, raw: Any, where: str, *, naive_ok: bool = False) -> dict[str, Any]:
-    """One case row, every field present, known and of its type; times parsed."""
+def check_row(kind: str, raw: Any, where: str, what: str, *, naive_ok: bool = False) -> dict[str, Any]:
+    """One case row (``what``: its format or table, for the message), every field present,
+    known and of its type; times parsed."""
     if not isinstance(raw, dict):
         raise Bad(where, "not an object")
     spec = SPECS[kind]
     unknown = sorted(set(raw) - set(spec) - {"format"})
     if unknown:
-        raise Bad(f"{where}{unknown[0]}", f"not a field of a {kind} row")
+        raise Bad(f"{where}{unknown[0]}", f"not a field of a {what} row")
     out: dict[str, Any] = {}
     for name, must in spec.items():
         if name not in raw:
@@ -186,9 +187,9 @@ def _case(
     if any(not isinstance(r.get("case_id"), str) for r in links):
         raise Bad(f"case.{LINK_TABLE}.case_id", "missing, or not a string")
     seen = [check_row("seen", {"session_id": session_id, **r} if isinstance(r, dict) else r,
-                      f"case.{SEEN_TABLE}[{i}].", naive_ok=True)
+                      f"case.{SEEN_TABLE}[{i}].", SEEN_TABLE, naive_ok=True)
             for i, r in enumerate(case.get(SEEN_TABLE, []))]  # fmt: skip
-    audit = [check_row("audit", r, f"case.{OLD_AUDIT_TABLE}[{i}].", naive_ok=True)
+    audit = [check_row("audit", r, f"case.{OLD_AUDIT_TABLE}[{i}].", OLD_AUDIT_TABLE, naive_ok=True)
              for i, r in enumerate(case.get(OLD_AUDIT_TABLE, []))]  # fmt: skip
     if any(r["session_id"] != session_id for r in seen):
         raise Bad(f"case.{SEEN_TABLE}.session_id", "not this session's")
@@ -227,7 +228,7 @@ def _session(number: int, record: dict[str, Any]) -> Record:
 def _check(number: int, raw: Any) -> Record | Row:
     kind = raw.get("format") if isinstance(raw, dict) else None
     if kind in ROW_FORMATS:
-        return Row(number, ROW_FORMATS[kind], check_row(ROW_FORMATS[kind], raw, ""))
+        return Row(number, ROW_FORMATS[kind], check_row(ROW_FORMATS[kind], raw, "", kind))
     if kind != FORMAT:
         known = ", ".join(f'"{f}"' for f in (FORMAT, *ROW_FORMATS))
         raise Bad("format", f"not a Tahrix session record or case row (expected one of {known})")
