@@ -255,7 +255,10 @@ def read_records(lines: Iterable[str], *, source: str = "the input") -> Batch:
         except Bad as exc:
             problems.append(f"line {number}: {exc}")
         else:
-            (batch.rows if isinstance(found, Row) else batch.sessions).append(found)  # type: ignore[arg-type]
+            if isinstance(found, Row):
+                batch.rows.append(found)
+            else:
+                batch.sessions.append(found)
     if problems:
         raise ImportRefused(source, problems, total)
     if not batch.sessions and not batch.rows:
