@@ -12,11 +12,9 @@ from tahrix_lab.agent.storage.interface import (
     AUDIT_COLUMNS,
     SEEN_COLUMNS,
     check_annotation,
-    json_row,
     parsed,
-    quoted,
 )
-from tahrix_lab.agent.storage.schema import CASE_ROW_TABLES, RECORD_CASES
+from tahrix_lab.agent.storage.schema import CASE_ROW_TABLES, RECORD_CASES, json_row, quoted
 from tahrix_lab.agent.transcript import utcnow
 
 if TYPE_CHECKING:

@@ -408,18 +408,3 @@ def check_annotation(kind: str | None) -> None:
 def parsed(value: Any) -> Any:
     """A JSON column's value: text from DuckDB, already parsed from PostgreSQL."""
     return json.loads(value) if isinstance(value, str) else value
-
-
-def quoted(columns: Sequence[str]) -> str:
-    """Column names for SQL, each quoted (``"user"`` is a keyword on both engines)."""
-    return ", ".join(f'"{c}"' for c in columns)
-
-
-def json_row(row: dict[str, Any], columns: Sequence[str]) -> list[Any]:
-    """A case row's values to write, its JSON columns as text as ``record_annotation`` writes
-    them (an audit entry's missing before/after as JSON ``null``, a removed annotation's value
-    as SQL NULL)."""
-    return [
-        json.dumps(row[c]) if c in ("before", "after") or (c == "value" and row[c] is not None) else row[c]
-        for c in columns
-    ]

@@ -14,11 +14,9 @@ from tahrix_lab.agent.storage.interface import (
     AUDIT_COLUMNS,
     SEEN_COLUMNS,
     check_annotation,
-    json_row,
     parsed,
-    quoted,
 )
-from tahrix_lab.agent.storage.schema import CASE_ROW_TABLES, RECORD_CASES
+from tahrix_lab.agent.storage.schema import CASE_ROW_TABLES, RECORD_CASES, json_row, quoted
 from tahrix_lab.agent.transcript import utcnow
 
 if TYPE_CHECKING:
@@ -106,7 +104,8 @@ class PostgresAnnotations:
         keys = list(dict.fromkeys(keys))
         if not keys:
             return set()
-        # One statement: a retry after a dropped connection finds its keys and inserts nothing.
+        # One statement, so a retry after a dropped connection inserts nothing twice (it then
+        # reports its own keys as seen before: at worst a tool marks nothing as new).
         new = self._rows(
             "INSERT INTO session_seen SELECT %s, %s, unnest(%s::TEXT[]), now() "
             "ON CONFLICT DO NOTHING RETURNING key",

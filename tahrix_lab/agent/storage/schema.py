@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from tahrix_lab.agent.storage.interface import ACCESS_COLUMNS, ANNOTATION_COLUMNS, AUDIT_COLUMNS, SEEN_COLUMNS
@@ -207,6 +209,23 @@ CASE_ROW_TABLES = {
     "audit": ("case_audit", AUDIT_COLUMNS),
     "seen": ("session_seen", SEEN_COLUMNS),
 }
+
+
+def quoted(columns: Sequence[str]) -> str:
+    """Column names for SQL, each quoted (``"user"`` is a keyword on both engines)."""
+    return ", ".join(f'"{c}"' for c in columns)
+
+
+def json_row(row: dict[str, Any], columns: Sequence[str]) -> list[Any]:
+    """A case row's values to write, its JSON columns as text as ``record_annotation`` writes
+    them (an audit entry's missing before/after as JSON ``null``, a removed annotation's value
+    as SQL NULL)."""
+    return [
+        json.dumps(row[c]) if c in ("before", "after") or (c == "value" and row[c] is not None) else row[c]
+        for c in columns
+    ]
+
+
 RECORD_CASES = (
     "SELECT case_id FROM session_cases UNION SELECT case_id FROM case_access "
     "UNION SELECT case_id FROM case_annotations UNION SELECT case_id FROM case_audit"
