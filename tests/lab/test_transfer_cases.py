@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -251,3 +252,33 @@ def test_an_analyst_moves_a_workspace_with_the_cli(tmp_path: Path, pg_url: str) 
     assert run_cli(back_env, "costs", "--by", "case", "--json").stdout == by_case[0].stdout
     again = run_cli(pg_env, "import", "--skip-existing", str(dump))
     assert again.returncode == 0 and "skipped" in again.stdout and "case rows already there" in again.stdout
+
+
+def test_an_export_made_before_case_rows_travelled_still_imports(store_target: str) -> None:
+    """Older exports carried a session's audit entries and seen rows from the DuckDB case tables
+    (naive UTC times): they land in the record's tables."""
+    old = {"format": "tahrix-session/1", "session": {"id": "s-old", "user": "ana", "purpose": "investigation",
+           "created_at": "2026-01-02T03:04:05+00:00"}, "messages": [],
+           "case": {"case_sessions": [{"session_id": "s-old", "case_id": "C-9", "grant": {"may_write": True},
+                                       "created_by": "ana", "created_at": "2026-01-02T03:04:05", "updated_at": None}],
+                    "case_session_seen": [{"session_id": "s-old", "kind": "address", "key": "0xa",
+                                           "first_at": "2026-01-02T03:04:06"}],
+                    "audit_log": [{"audit_id": "AUD-old", "at_time": "2026-01-02T03:04:07.5", "actor": "agent:s-old",
+                                   "session_id": "s-old", "case_id": "C-9", "action": "note", "target_kind": "note",
+                                   "target_id": "NOTE-1", "before": None, "after": {"text": "x"},
+                                   "reverted_by": None}]}}  # fmt: skip
+    store = TranscriptStore(store_target)
+    report = import_sessions(store, io.StringIO(json.dumps(old) + "\n"))
+    assert report.imported == ["s-old"] and report.case_rows == 3
+    [seen] = store.seen_rows(["s-old"])
+    assert seen["first_at"] == datetime(2026, 1, 2, 3, 4, 6, tzinfo=UTC)
+    [entry] = store.audit_entries("C-9")
+    assert entry["at_time"] == datetime(2026, 1, 2, 3, 4, 7, 500000, tzinfo=UTC) and entry["after"] == {
+        "text": "x"
+    }
+    # a bad time in a session's seen rows is named by its place in the line
+    old["session"]["id"] = "s-other"  # type: ignore[index]
+    old["case"]["case_sessions"] = []  # type: ignore[index]
+    old["case"]["case_session_seen"] = [{"kind": "address", "key": "0xb", "first_at": "soon"}]  # type: ignore[index]
+    with pytest.raises(ConfigurationError, match=r"line 1: case\.case_session_seen\[0\]\.first_at: \"soon\""):
+        import_sessions(store, io.StringIO(json.dumps(old) + "\n"))
