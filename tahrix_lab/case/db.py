@@ -98,9 +98,6 @@ class CaseDB:
             conn = cast(Database, conn.database)
         self._conn = conn if isinstance(conn, Database) else Database(connection=conn)
         self.write_lock = self._conn.write_lock
-        # The record (sessions and their case links) may be elsewhere, e.g. in PostgreSQL;
-        # without one given, the transcript store on this same database.
-        self._record = record
         # A record elsewhere (PostgreSQL, another file) holds what analysts write; this file's
         # flag status, roles, analysts' labels, notes and audit rows are then its cache,
         # refreshed per tool call (case/annotations.py ``sync_annotations``).
@@ -108,11 +105,14 @@ class CaseDB:
         self.synced: dict[str, dict[Any, Any]] = {}  # case → what the cache last took from the record
         with self._conn.lease():
             apply_migrations(self._conn, "case", MIGRATIONS)
+            # The record (sessions, their case links, what analysts wrote) may be elsewhere, e.g.
+            # in PostgreSQL; without one given, the transcript store on this same database,
+            # opened now, not at first use: writes reach it inside a local write, where its
+            # migrations could not run.
+            self._record = record if record is not None else TranscriptStore(connection=self._conn)
 
     @property
     def record(self) -> TranscriptStore:
-        if self._record is None:
-            self._record = TranscriptStore(connection=self._conn)
         return self._record
 
     @property
@@ -241,36 +241,11 @@ class CaseDB:
         ]
 
     def mark_seen(self, session_id: str, kind: str, keys: Iterable[str]) -> set[str]:
-        """Record keys as seen by the session; return those seen before this call."""
-        keys = list(dict.fromkeys(keys))
-        if not keys:
-            return set()
-        with self.write() as cur:
-            before = {
-                r[0]
-                for r in cur.execute(
-                    "SELECT key FROM case_session_seen WHERE session_id = ? AND kind = ? AND key IN (SELECT unnest(?::VARCHAR[]))",
-                    [session_id, kind, keys],
-                ).fetchall()
-            }
-            new = [k for k in keys if k not in before]
-            if new:
-                cur.execute(
-                    "INSERT INTO case_session_seen (session_id, kind, key) SELECT ?, ?, unnest(?::VARCHAR[])",
-                    [session_id, kind, new],
-                )
-        return before
+        """Record keys as seen by the session (in the record); return those seen before this call."""
+        return self.record.mark_seen(session_id, kind, list(keys))
 
     def seen(self, session_id: str, kind: str) -> list[str]:
-        return [
-            r[0]
-            for r in self.cursor()
-            .execute(
-                "SELECT key FROM case_session_seen WHERE session_id = ? AND kind = ? ORDER BY first_at, key",
-                [session_id, kind],
-            )
-            .fetchall()
-        ]
+        return self.record.seen(session_id, kind)
 
     # -- flags ------------------------------------------------------------------------
     def upsert_flags(

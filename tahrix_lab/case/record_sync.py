@@ -1,10 +1,12 @@
-"""What analysts write, when the record is elsewhere (a team's PostgreSQL): the record is the
-truth, this DuckDB file's flag status, roles, analysts' labels, notes and audit rows its cache.
+"""What analysts write: the record is the truth, this DuckDB file's flag status, roles,
+analysts' labels, notes and audit rows its cache.
 
-Each write goes to the record inside the local write (``push``); before a tool call or a
-panel reads a case, ``sync_annotations`` brings what changed in the record (by any host)
-into the file, so every existing query over the evidence sees it unchanged. With the record
-in the same file (one analyst), both are no-ops.
+Each write goes to the record inside the local write (``push``): with the record in this
+same file (one analyst) it joins the local transaction, so a workspace moved to another
+engine (``tahrix export``/``import``) carries what analysts wrote. Before a tool call or a
+panel reads a case, ``sync_annotations`` brings what changed in a record elsewhere (a
+team's PostgreSQL, by any host) into the file, so every existing query over the evidence
+sees it unchanged; with the record in the same file that is a no-op.
 """
 
 from __future__ import annotations
@@ -30,10 +32,8 @@ TABLES: dict[str, Callable[[CaseDB], None]] = {}
 
 def push(db: CaseDB, cur: Any, audit_id: str, kind: str | None, key: str | None, value: Any,
           reverts: str | None = None) -> None:  # fmt: skip
-    """Write the audit entry (and the annotation's new state) to a record elsewhere, inside the
-    local write: if the record refuses, the local write rolls back too."""
-    if not db.record_elsewhere:
-        return
+    """Write the audit entry (and the annotation's new state) to the record, inside the local
+    write: if the record refuses, the local write rolls back too."""
     row = cur.execute(
         f"SELECT {', '.join(AUDIT_IN)} FROM audit_log WHERE audit_id = ?", [audit_id]
     ).fetchone()
@@ -54,8 +54,18 @@ def push(db: CaseDB, cur: Any, audit_id: str, kind: str | None, key: str | None,
 def sync_annotations(db: CaseDB, case_id: str) -> None:
     """Bring the record's annotations and audit entries of a case into this file (once per
     change: what was taken is remembered), so every read of the evidence sees them."""
-    if not db.record_elsewhere:
-        return
+    if db.record_elsewhere:
+        _take(db, case_id)
+
+
+def take_record(db: CaseDB, case_id: str) -> None:
+    """Lay everything the record holds of a case over this file, whatever was taken before:
+    rows just imported into the record (``tahrix import``), even when it is this same file."""
+    db.synced.pop(case_id, None)
+    _take(db, case_id)
+
+
+def _take(db: CaseDB, case_id: str) -> None:
     seen = db.synced.setdefault(case_id, {})
     changed = [
         a

@@ -10,7 +10,9 @@ Adapted from DOMAIN.md §6. Changes made on purpose:
 * ``case_sessions`` linked chat sessions to a case with the assistant's grant
   until the links moved into the record (the store's ``session_cases``, which
   copies these rows when it migrates; this table is no longer written),
-  ``case_session_seen`` remembers what a session already looked at,
+  ``case_session_seen`` remembered what a session already looked at until that
+  moved into the record too (the store's ``session_seen``, migration
+  ``0007_session_seen`` copies these rows; this table is no longer written),
   ``audit_log`` records every write (who, when, target, before, after) and
   ``notes`` holds analyst/agent notes.
 

@@ -1,17 +1,20 @@
 """The DuckDB engine's record of what analysts write on a case (a part of ``DuckDBStore``):
-annotations and audit entries, used when a workspace's evidence is in another file."""
+annotations and audit entries, what each session has seen, and these rows moved whole."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tahrix_lab.agent.storage.interface import (
     ANNOTATION_COLUMNS,
     AUDIT_COLUMNS,
+    SEEN_COLUMNS,
     check_annotation,
     parsed,
 )
+from tahrix_lab.agent.storage.schema import CASE_ROW_TABLES, RECORD_CASES, json_row, quoted
 from tahrix_lab.agent.transcript import utcnow
 
 if TYPE_CHECKING:
@@ -81,3 +84,52 @@ class DuckDBAnnotations:
         for e in out:
             e["before"], e["after"] = parsed(e["before"]), parsed(e["after"])
         return out
+
+    def mark_seen(self, session_id: str, kind: str, keys: Sequence[str]) -> set[str]:
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return set()
+        with self._db.write() as cur:
+            new = cur.execute(
+                "INSERT INTO session_seen SELECT ?, ?, unnest(?::VARCHAR[]), current_timestamp "
+                "ON CONFLICT DO NOTHING RETURNING key",
+                [session_id, kind, keys],
+            ).fetchall()
+        return set(keys) - {r[0] for r in new}
+
+    def seen(self, session_id: str, kind: str) -> list[str]:
+        rows = self.cursor().execute(
+            "SELECT key FROM session_seen WHERE session_id = ? AND kind = ? ORDER BY first_at, key",
+            [session_id, kind],
+        )
+        return [r[0] for r in rows.fetchall()]
+
+    def seen_rows(self, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+        rows = self.cursor().execute(
+            f"SELECT {', '.join(SEEN_COLUMNS)} FROM session_seen WHERE list_contains(?, session_id) "
+            "ORDER BY session_id, first_at, kind, key",
+            [list(session_ids)],
+        )
+        return [dict(zip(SEEN_COLUMNS, r, strict=True)) for r in rows.fetchall()]
+
+    def record_cases(self) -> list[str]:
+        return [r[0] for r in self.cursor().execute(RECORD_CASES + " ORDER BY 1").fetchall()]
+
+    def import_case_rows(
+        self,
+        *,
+        access: Sequence[dict[str, Any]] = (),
+        annotations: Sequence[dict[str, Any]] = (),
+        audit: Sequence[dict[str, Any]] = (),
+        seen: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        given = {"access": access, "annotations": annotations, "audit": audit, "seen": seen}
+        with self._db.write() as cur:
+            for name, rows in given.items():
+                table, columns = CASE_ROW_TABLES[name]
+                for row in rows:
+                    cur.execute(
+                        f"INSERT INTO {table} ({quoted(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+                        "ON CONFLICT DO NOTHING",
+                        json_row(row, columns),
+                    )

@@ -62,6 +62,7 @@ AUDIT_COLUMNS = (
     "audit_id", "at_time", "actor", "session_id", "case_id", "action", "target_kind", "target_id",
     "before", "after", "reverted_by",
 )  # fmt: skip
+SEEN_COLUMNS = ("session_id", "kind", "key", "first_at")
 # How a case's evidence was made (issue 26 item 2): one row per step (a load, a detector run),
 # ``entry`` saying what it did and ``fingerprint`` what the evidence was after it.
 MANIFEST_KINDS = ("load", "detect")
@@ -291,6 +292,35 @@ class TranscriptStore:
 
     def audit_entries(self, case_id: str) -> list[dict[str, Any]]:
         """The case's audit entries (``AUDIT_COLUMNS``; before/after parsed), oldest first."""
+        raise NotImplementedError
+
+    # -- what a session has seen, and moving a case's rows -------------------
+    def mark_seen(self, session_id: str, kind: str, keys: Sequence[str]) -> set[str]:
+        """Record ``keys`` of ``kind`` as seen by the session; returns those it had seen before."""
+        raise NotImplementedError
+
+    def seen(self, session_id: str, kind: str) -> list[str]:
+        """The keys of ``kind`` the session has seen, first seen first."""
+        raise NotImplementedError
+
+    def seen_rows(self, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """``SEEN_COLUMNS`` rows of the given sessions, by session, time, kind and key."""
+        raise NotImplementedError
+
+    def record_cases(self) -> list[str]:
+        """Every case the record holds anything of (links, access, annotations, audit), sorted."""
+        raise NotImplementedError
+
+    def import_case_rows(
+        self,
+        *,
+        access: Sequence[dict[str, Any]] = (),
+        annotations: Sequence[dict[str, Any]] = (),
+        audit: Sequence[dict[str, Any]] = (),
+        seen: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Write case rows as exported (who and when kept; JSON values as dicts) in one
+        transaction (the caller's, inside ``transaction()``). A row whose key is there stays."""
         raise NotImplementedError
 
     # -- case manifests (how each case's evidence was made) ----------------

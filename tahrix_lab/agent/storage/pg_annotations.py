@@ -1,18 +1,22 @@
 """The PostgreSQL engine's record of what analysts write on a case (a part of
-``PostgresStore``): annotations and audit entries, shared by every host of a team."""
+``PostgresStore``): annotations and audit entries, what each session has seen, and these
+rows moved whole; shared by every host of a team."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tahrix_lab.agent.storage.interface import (
     ANNOTATION_COLUMNS,
     AUDIT_COLUMNS,
+    SEEN_COLUMNS,
     check_annotation,
     parsed,
 )
+from tahrix_lab.agent.storage.schema import CASE_ROW_TABLES, RECORD_CASES, json_row, quoted
 from tahrix_lab.agent.transcript import utcnow
 
 if TYPE_CHECKING:
@@ -30,6 +34,10 @@ class PostgresAnnotations:
         def _run(self, work: Callable[[psycopg.Connection[Any], bool], T]) -> T: ...
 
         def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+        def _rows_written(self, sql: str, params: Sequence[Any]) -> None: ...
+
+        def transaction(self, *, buffered: bool = False) -> AbstractContextManager[None]: ...
 
     def record_annotation(
         self,
@@ -91,3 +99,55 @@ class PostgresAnnotations:
         for e in out:
             e["before"], e["after"] = parsed(e["before"]), parsed(e["after"])
         return out
+
+    def mark_seen(self, session_id: str, kind: str, keys: Sequence[str]) -> set[str]:
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return set()
+        # One statement, so a retry after a dropped connection inserts nothing twice (it then
+        # reports its own keys as seen before: at worst a tool marks nothing as new).
+        new = self._rows(
+            "INSERT INTO session_seen SELECT %s, %s, unnest(%s::TEXT[]), now() "
+            "ON CONFLICT DO NOTHING RETURNING key",
+            [session_id, kind, keys],
+        )
+        return set(keys) - {r[0] for r in new}
+
+    def seen(self, session_id: str, kind: str) -> list[str]:
+        rows = self._rows(
+            'SELECT key FROM session_seen WHERE session_id = %s AND kind = %s ORDER BY first_at, key COLLATE "C"',
+            [session_id, kind],
+        )
+        return [r[0] for r in rows]
+
+    def seen_rows(self, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+        rows = self._rows(
+            f"SELECT {', '.join(SEEN_COLUMNS)} FROM session_seen WHERE session_id = ANY(%s) "
+            'ORDER BY session_id COLLATE "C", first_at, kind COLLATE "C", key COLLATE "C"',
+            [list(session_ids)],
+        )
+        return [dict(zip(SEEN_COLUMNS, r, strict=True)) for r in rows]
+
+    def record_cases(self) -> list[str]:
+        return [
+            r[0] for r in self._rows(f'SELECT case_id FROM ({RECORD_CASES}) c ORDER BY case_id COLLATE "C"')
+        ]
+
+    def import_case_rows(
+        self,
+        *,
+        access: Sequence[dict[str, Any]] = (),
+        annotations: Sequence[dict[str, Any]] = (),
+        audit: Sequence[dict[str, Any]] = (),
+        seen: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        given = {"access": access, "annotations": annotations, "audit": audit, "seen": seen}
+        with self.transaction():
+            for name, rows in given.items():
+                table, columns = CASE_ROW_TABLES[name]
+                for row in rows:
+                    self._rows_written(
+                        f"INSERT INTO {table} ({quoted(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
+                        "ON CONFLICT DO NOTHING",
+                        json_row(row, columns),
+                    )

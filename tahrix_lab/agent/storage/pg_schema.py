@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tahrix_lab.agent.storage.migrations import Migration
-from tahrix_lab.agent.storage.schema import ANNOTATION_TABLES, MANIFEST_TABLE
+from tahrix_lab.agent.storage.schema import ANNOTATION_TABLES, MANIFEST_TABLE, SEEN_TABLE
 from tahrix_lab.agent.storage.usage_sql import SIZE_LADDER
 
 
@@ -175,7 +175,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         # as DuckDB's 0006: what analysts write on a case, and the audit entries
         ANNOTATION_TABLES.replace("JSONTYPE", "JSONB"),
     ),
-    # (0006 is another branch's: names, not positions, say what ran, so the gap is harmless)
+    Migration(
+        "0006_session_seen",
+        # as DuckDB's 0007: what a session has seen (a record in PostgreSQL never had the
+        # case package's table, so there is nothing to copy)
+        SEEN_TABLE,
+    ),
     Migration(
         "0007_case_manifests",
         # as DuckDB's 0008: how each case's evidence was made, step by step

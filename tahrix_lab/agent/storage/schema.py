@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
+from tahrix_lab.agent.storage.interface import ACCESS_COLUMNS, ANNOTATION_COLUMNS, AUDIT_COLUMNS, SEEN_COLUMNS
 from tahrix_lab.agent.storage.migrations import Migration
 
 
@@ -22,6 +25,33 @@ def _copy_case_sessions(cur: Any) -> None:
             "FROM case_sessions ON CONFLICT DO NOTHING"
         )
 
+
+def _copy_case_session_seen(cur: Any) -> None:
+    """Keep what sessions saw in a workspace made before 0007: the case package's
+    ``case_session_seen`` rows (naive UTC timestamps) move into the record's ``session_seen``."""
+    found = cur.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'case_session_seen' "
+        "AND table_schema = current_schema()"
+    ).fetchone()
+    if found and found[0]:
+        cur.execute(
+            "INSERT INTO session_seen (session_id, kind, key, first_at) SELECT session_id, kind, key, "
+            "timezone('UTC', coalesce(first_at, current_timestamp::TIMESTAMP)) FROM case_session_seen "
+            "ON CONFLICT DO NOTHING"
+        )
+
+
+# What a session has seen (addresses, transactions, flags), so a tool answers "new since you
+# last looked": per session, in the record (both engines), keyed by kind and key.
+SEEN_TABLE = """
+CREATE TABLE session_seen (
+    session_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    first_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (session_id, kind, key)
+);
+"""
 
 ANNOTATION_TABLES = """
 CREATE TABLE case_annotations (
@@ -179,7 +209,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         # audit entries: the record's copy, read by hosts whose evidence is in another file.
         ANNOTATION_TABLES.replace("JSONTYPE", "JSON").replace("TEXT", "VARCHAR"),
     ),
-    # (0007 is another branch's: names, not positions, say what ran, so the gap is harmless)
+    Migration(
+        "0007_session_seen",
+        # What a session has seen moves from the case package's ``case_session_seen`` into the
+        # record (copied here), so it is shared by a team's hosts and moves with the session.
+        SEEN_TABLE.replace("TEXT", "VARCHAR"),
+        then=_copy_case_session_seen,
+    ),
     Migration(
         "0008_case_manifests",
         # How each case's evidence was made (files and their SHA-256, load reports, detector
@@ -187,6 +223,35 @@ MIGRATIONS: tuple[Migration, ...] = (
         # verifies the same evidence from it (case/manifest_open.py).
         MANIFEST_TABLE.replace("JSONTYPE", "JSON").replace("TEXT", "VARCHAR"),
     ),
+)
+
+# Each table a case's rows move into, with its columns (quoted: "user" is a keyword).
+CASE_ROW_TABLES = {
+    "access": ("case_access", ACCESS_COLUMNS),
+    "annotations": ("case_annotations", ANNOTATION_COLUMNS),
+    "audit": ("case_audit", AUDIT_COLUMNS),
+    "seen": ("session_seen", SEEN_COLUMNS),
+}
+
+
+def quoted(columns: Sequence[str]) -> str:
+    """Column names for SQL, each quoted (``"user"`` is a keyword on both engines)."""
+    return ", ".join(f'"{c}"' for c in columns)
+
+
+def json_row(row: dict[str, Any], columns: Sequence[str]) -> list[Any]:
+    """A case row's values to write, its JSON columns as text as ``record_annotation`` writes
+    them (an audit entry's missing before/after as JSON ``null``, a removed annotation's value
+    as SQL NULL)."""
+    return [
+        json.dumps(row[c]) if c in ("before", "after") or (c == "value" and row[c] is not None) else row[c]
+        for c in columns
+    ]
+
+
+RECORD_CASES = (
+    "SELECT case_id FROM session_cases UNION SELECT case_id FROM case_access "
+    "UNION SELECT case_id FROM case_annotations UNION SELECT case_id FROM case_audit"
 )
 
 MESSAGE_COLUMNS = (

@@ -48,14 +48,22 @@ def add_commands(sub: Any) -> None:
 
     costs_commands.add_commands(sub)  # here, so `tahrix --help` lists them in this order
 
-    p = sub.add_parser("export", help="write sessions as JSON Lines (all when no id is given)")
+    p = sub.add_parser(
+        "export",
+        help="write sessions as JSON Lines (the whole workspace with its case rows when no id is given)",
+    )
     p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument(
+        "--case", metavar="CASE", help="one case: its sessions, access, annotations and audit entries"
+    )
     p.add_argument("-o", "--output", help="file to write (default: stdout)")
     p.set_defaults(func=_export)
 
-    p = sub.add_parser("import", help="read sessions from JSON Lines")
+    p = sub.add_parser("import", help="read sessions and case rows from JSON Lines")
     p.add_argument("file", help="a .jsonl file, or - for stdin")
-    p.add_argument("--skip-existing", action="store_true", help="leave sessions already stored as they are")
+    p.add_argument(
+        "--skip-existing", action="store_true", help="leave sessions and case rows already stored as they are"
+    )
     p.set_defaults(func=_import)
 
 
@@ -207,16 +215,19 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from tahrix_lab.agent.errors import ConfigurationError
     from tahrix_lab.lab.transfer import export_sessions
 
+    if args.case and args.ids:
+        raise ConfigurationError("Give session ids or --case, not both.")
     store = open_store()
     ids = [resolve_id(store, i) for i in args.ids] or None
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
-            n = export_sessions(store, fh, ids)
+            n = export_sessions(store, fh, ids, case=args.case)
         print(f"Exported {n} sessions to {args.output}.", file=sys.stderr)
     else:
-        export_sessions(store, sys.stdout, ids)
+        export_sessions(store, sys.stdout, ids, case=args.case)
     return 0
 
 
@@ -238,19 +249,24 @@ def _import(args: argparse.Namespace) -> int:
             report = import_sessions(store, fh, on_conflict, source=repr(args.file))
     print(
         f"Imported {len(report.imported)} sessions into {safe(store.path)}"
-        + (f" with {report.case_rows} case rows (links, grants, audit entries)" if report.case_rows else "")
         + (
-            f"; left out {report.case_rows_left} case rows this record has no table for"
-            if report.case_rows_left
+            f" with {report.case_rows} case rows (links, what sessions saw, access, annotations, audit entries)"
+            if report.case_rows
             else ""
         )
-        + (f"; skipped {len(report.skipped)} already there" if report.skipped else "")
+        + (f"; skipped {len(report.skipped)} sessions already there" if report.skipped else "")
+        + (
+            f"; skipped {report.case_rows_skipped} case rows already there"
+            if report.case_rows_skipped
+            else ""
+        )
         + "."
     )
     if report.missing_cases:
         print(
             f"Note: the case(s) {', '.join(safe(c) for c in report.missing_cases)} are not loaded in this "
-            "workspace; the sessions keep their link and appear once the case is loaded.",
+            "workspace; the sessions keep their link and appear once the case is loaded. To see its annotations "
+            "over the evidence, load the case, then import this file again with --skip-existing.",
             file=sys.stderr,
         )
     return 0
