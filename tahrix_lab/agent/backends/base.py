@@ -157,6 +157,11 @@ async def stream_in_thread(open_stream: Callable[[], Iterator[Event]]) -> AsyncI
         stop.set()
 
 
+def tool_result_text(result: dict[str, Any] | None) -> str:
+    """The one serialisation of a tool result as text, so every adapter and replay sends the same bytes."""
+    return json.dumps(result if result is not None else {}, ensure_ascii=False)
+
+
 def parse_tool_arguments(raw: str) -> dict[str, Any] | None:
     """A tool call's argument text as an object: ``{}`` when empty, ``None``
     when it is not a JSON object (the runner then answers with an error the

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import logging
 import os
 import re
@@ -28,6 +27,7 @@ from tahrix_lab.agent.backends.base import (
     Event,
     ToolSpec,
     stream_in_thread,
+    tool_result_text,
 )
 from tahrix_lab.agent.backends.bedrock_caching import add_cache_points, caching_for
 from tahrix_lab.agent.backends.bedrock_events import ERROR_CODES as ERROR_CODES  # re-exported
@@ -161,10 +161,6 @@ def _reasoning_block(part: Part) -> dict[str, Any] | None:
     if part.text is not None and part.signature:
         return {"reasoningContent": {"reasoningText": {"text": part.text, "signature": part.signature}}}
     return None
-
-
-def tool_result_text(result: dict[str, Any] | None) -> str:
-    return json.dumps(result if result is not None else {}, ensure_ascii=False)
 
 
 def _tool_result_block(part: Part, profile: ModelProfile) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tahrix_lab.agent.backends.base import ToolSpec
+from tahrix_lab.agent.backends.base import ToolSpec, tool_result_text
 from tahrix_lab.agent.backends.media import Media, MediaError, load_media
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.transcript import Message, Part
@@ -104,11 +104,6 @@ def _tool_message(part: Part) -> dict[str, Any]:
         "tool_call_id": part.tool_use_id or "",
         "content": tool_result_text(part.tool_result),
     }
-
-
-def tool_result_text(result: dict[str, Any] | None) -> str:
-    """The one serialisation of a tool result, so replays send the same bytes."""
-    return json.dumps(result if result is not None else {}, ensure_ascii=False)
 
 
 def _assistant_message(msg: Message, *, same_family: bool) -> dict[str, Any]:

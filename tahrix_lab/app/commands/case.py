@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tahrix_lab.app.commands.case_access import add_access_commands, operator
+from tahrix_lab.app.commands.output import new_console
 from tahrix_lab.app.commands.report import add_report_command
 
 if TYPE_CHECKING:
@@ -210,12 +211,6 @@ def _detect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _console() -> Any:
-    from tahrix_lab.flow.terminal import terminal_console
-
-    return terminal_console()
-
-
 def _print_json(value: Any) -> None:
     """ASCII only, so no stored control character reaches a terminal; exact decimals as strings."""
     print(json.dumps(value, ensure_ascii=True, allow_nan=False, default=str, indent=1))
@@ -226,7 +221,7 @@ def _print_triage(ws: Workspace, case_id: str, min_severity: str | None) -> None
     from tahrix_lab.case.readout import triage_usd
 
     triage = ws.triage(case_id, min_severity=min_severity)
-    _console().print(triage_table(triage, triage_usd(ws.cases, case_id, triage["rows"])))
+    new_console().print(triage_table(triage, triage_usd(ws.cases, case_id, triage["rows"])))
 
 
 def _flags(args: argparse.Namespace) -> int:
@@ -248,7 +243,7 @@ def _flags(args: argparse.Namespace) -> int:
             _print_json(flags)
         else:
             stated = {f["flag_id"]: flag_usd(f["evidence"] or {}) for f in flags}
-            _console().print(raw_table(case_id, flags, stated))
+            new_console().print(raw_table(case_id, flags, stated))
     return 0
 
 
@@ -270,5 +265,5 @@ def _trace(args: argparse.Namespace) -> int:
                 e["received"] = received.get(f"{e['chain']}:{e['address']}", [])
         _print_json(result)
         return 0
-    _console().print(trace_table(result, received))
+    new_console().print(trace_table(result, received))
     return 0
