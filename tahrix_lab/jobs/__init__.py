@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
     from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
-    from tahrix_lab.jobs.http.api import Service, create_app
-    from tahrix_lab.jobs.http.models import sse_events
+    from tahrix_lab.jobs.http.api import Service, create_app, sse_events
     from tahrix_lab.jobs.runner import JobRunner
     from tahrix_lab.jobs.server import Settings
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
@@ -35,7 +34,7 @@ _WHERE = {
     "JobRequest": "contract",
     "JobRunner": "runner",
     "Settings": "server",
-    "sse_events": "http.models",
+    "sse_events": "http.api",
     "JobStore": "contract",
     "StoreUnavailable": "contract",
 }

@@ -46,13 +46,14 @@ from tahrix_lab.jobs.contract import (
     DEFAULT_LEASE_S,
     CapReached,
     EndStatus,
+    Holder,
     JobRejected,
     JobRequest,
     JobStore,
     StoreUnavailable,
+    Watcher,
 )
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, answer_events, offered
-from tahrix_lab.jobs.leases import Holder, Watcher
 from tahrix_lab.jobs.steps import StreamSteps
 
 # A start: session, the loop's context, messages before the question, the new session's messages.

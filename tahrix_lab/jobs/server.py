@@ -8,6 +8,13 @@ Roles (see docs/service.md):
   process on the same database finds the file taken and serves the API only.
 * ``api``: the API only (needs ``--redis-url``); never opens DuckDB.
 * ``worker``: takes jobs from Redis and writes the transcripts; no HTTP.
+
+DuckDB lets one process write a database file, so with ``--redis-url`` the
+transcripts have one writer, the worker. An API process admits a request (the
+per-user cap, the job's record and a push on ``chatjob:queue``, in one script:
+``RedisSubmitter``) and answers at once; the worker's ``RedisIntake`` pops it
+and queues it on its ``JobRunner``. A start refused there (unknown session,
+budget) ends the job with an ``error`` chunk naming the reason.
 """
 
 from __future__ import annotations
@@ -24,21 +31,19 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
 from tahrix_lab.agent.secrets import check_tokens_file, redact_url
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.jobs.contract import JobStore, StoreUnavailable
+from tahrix_lab.jobs.contract import CapReached, JobRejected, JobRequest, JobStore, StoreUnavailable, Watcher
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
 from tahrix_lab.jobs.http.api import Service, create_app
-from tahrix_lab.jobs.leases import Watcher
-from tahrix_lab.jobs.runner import JobRunner
-from tahrix_lab.jobs.stores.broker import RedisIntake, RedisSubmitter
+from tahrix_lab.jobs.runner import DEFAULT_MAX_RUNNING, JobRunner
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
-from tahrix_lab.jobs.stores.redis import RedisJobStore
+from tahrix_lab.jobs.stores.redis import QUEUE_KEY, RedisJobStore
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +53,7 @@ IntegrationFactory = Callable[[TranscriptStore], JobIntegration]
 def make_backend(settings: Settings) -> Backend:
     name = settings.backend_name
     if name == "fake":
-        from tahrix_lab.jobs.scripted import scripted_backend
+        from tahrix_lab.jobs.domain import scripted_backend
 
         return scripted_backend(settings.fake_script or "echo")
     from tahrix_lab.agent.backends.registry import get_backend
@@ -125,7 +130,7 @@ def build(
         if backend is None and settings.backend_name == "fake" and not settings.fake_script and offline:
             backend = offline()  # the domain's own scripted model (the case demo's investigation)
         if settings.backend_name == "fake" and backend is None:
-            from tahrix_lab.jobs.scripted import WithDemoTools
+            from tahrix_lab.jobs.domain import WithDemoTools
 
             integration = WithDemoTools(integration)  # scripts may call pause/echo
         budget = None
@@ -246,7 +251,7 @@ def run_http(service: Service, sock: socket.socket, settings: Settings | None = 
     """Serve the API on ``sock`` until SIGTERM or SIGINT, with ``settings``' timeouts and limits."""
     import uvicorn
 
-    from tahrix_lab.jobs.http.limits import read_timeouts
+    from tahrix_lab.jobs.http.layers import read_timeouts
 
     limits = settings or Settings()
     config = uvicorn.Config(
@@ -265,6 +270,85 @@ def run_http(service: Service, sock: socket.socket, settings: Settings | None = 
         proxy_headers=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+# -- several processes, one transcript writer --------------------------------------
+
+
+class RedisSubmitter:
+    """The API side: admit and enqueue a request in one step; never waits for the worker."""
+
+    def __init__(
+        self,
+        store: RedisJobStore,
+        *,
+        backend: str,
+        model: str,
+        max_running_per_user: int | None = DEFAULT_MAX_RUNNING,
+    ) -> None:
+        self.store = store
+        self.backend = backend
+        self.model = model
+        self.max_running_per_user = max_running_per_user
+
+    async def asubmit(self, req: JobRequest) -> dict[str, Any]:
+        try:
+            waiting = await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(),
+                                               max_running=self.max_running_per_user, enqueue=True)  # fmt: skip
+        except CapReached as exc:
+            raise JobRejected(429, str(exc)) from None
+        meta = {"session_id": req.session_id, "backend": self.backend, "model": self.model,
+                "queue_position": max(0, waiting - 1)}  # fmt: skip
+        return {"job_id": req.job_id, "meta": meta}
+
+
+class RedisIntake:
+    """The worker side: a thread that pops requests and queues them on the runner."""
+
+    def __init__(self, store: RedisJobStore, runner: JobRunner, *, poll_s: float = 1.0) -> None:
+        self.store = store
+        self.runner = runner
+        self.poll_s = poll_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> RedisIntake:
+        self._thread = threading.Thread(target=self._loop, name="tahrix-intake", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        import redis
+
+        client = self.store.client
+        failing = False
+        while not self._stop.is_set():
+            try:
+                got = client.blpop([QUEUE_KEY], timeout=self.poll_s)
+                if failing:
+                    log.warning("Redis at %s is reachable again; taking jobs", redact_url(self.store.url))
+                    failing = False
+            except redis.RedisError as exc:
+                if not failing:
+                    log.error("Redis at %s is unreachable, retrying: %s", redact_url(self.store.url), exc)
+                    failing = True
+                self._stop.wait(0.5)
+                continue
+            if got is None:
+                continue
+            try:
+                req = JobRequest.from_dict(json.loads(got[1]))
+                # A burst of POSTs reaches here as a burst of pops: the starts wait for it to
+                # pause (starts.BurstGate), leaving the cores to the API processes admitting it.
+                self.runner.admitted()
+                self.runner.enqueue(req)
+            except (ValueError, TypeError, KeyError):
+                log.error("dropped an unreadable job request: %.200s", got[1])
 
 
 Role = Literal["all", "api", "worker"]

@@ -14,9 +14,8 @@ import pytest
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.jobs.contract import JobRejected, JobRequest
-from tahrix_lab.jobs.domain import ChatIntegration
+from tahrix_lab.jobs.domain import ChatIntegration, scripted_backend
 from tahrix_lab.jobs.runner import BurstGate, GroupStarts, JobRunner
-from tahrix_lab.jobs.scripted import scripted_backend
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
 
 

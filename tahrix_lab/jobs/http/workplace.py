@@ -1,5 +1,8 @@
 """The service page's own routes: what an analyst needs beside the chat.
 
+    GET /                                         the standalone chat page (and /static/...: widgets/)
+    GET /api/v1/agent/me                          who the token belongs to (the page's sign-in)
+    GET /api/v1/agent/sessions/{session_id}       the conversation so far + the job running in it
     GET /api/v1/agent/cases                       the cases the signed-in user may open (the picker)
     GET /api/v1/agent/cases/{case_id}             the case and example questions to start from
     GET /api/v1/agent/cases/{case_id}/flags       the flags panel's rows (triage, each with its flags)
@@ -9,7 +12,7 @@
     GET /api/v1/agent/conversations/{id}/citations  each stored turn's citations line (not in the transcript)
     POST /api/v1/agent/conversations/{id}/decisions  {call_id, approve, reason}: Approve / Deny, as a job
 
-Same bearer token as every ``/api`` route. A case the user may not open answers
+Same bearer token as every other ``/api`` route. A case the user may not open answers
 exactly like an unknown one (404). The data comes from the domain through the
 integration's optional methods (``cases_for``, ``case_view``, ``session_cases``,
 see ``tahrix_lab.app.case_service``): this package never imports the case domain.
@@ -17,24 +20,23 @@ see ``tahrix_lab.app.case_service``): this package never imports the case domain
 
 # No `from __future__ import annotations`: FastAPI must see the local `User` dependency type itself.
 
-import asyncio
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.flow import history_chunks
-from tahrix_lab.jobs.contract import JobRequest, StoreUnavailable
+from tahrix_lab.flow.resources import widgets_dir
+from tahrix_lab.jobs.contract import JobRequest
 from tahrix_lab.jobs.domain import offered
 
 MAX_CONVERSATIONS = 100
 NO_CASE = "There is no case with this id."
 NO_CASES = "This service runs plain chat sessions: it has no cases."
-
-
 NO_RUNNER = "This process does not hold the cases and transcripts; ask the worker's process."
 
 
@@ -68,10 +70,34 @@ class OnwardBody(BaseModel):
         return node
 
 
+def mount_page(app: FastAPI) -> None:
+    """The page and its static files (no token: the page asks for one)."""
+    widgets = widgets_dir()
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse((widgets / "page.html").read_text())
+
+    app.mount("/static", StaticFiles(directory=widgets), name="static")
+
+
 def router(user_dependency: Any) -> APIRouter:
     """The routes, behind ``user_dependency`` (the API's bearer-token check, which returns the user)."""
     User = Annotated[str, Depends(user_dependency)]
     api = APIRouter()
+
+    @api.get("/me")
+    async def who_am_i(user: User) -> dict[str, str]:
+        """Who this token belongs to (the page checks the token at sign-in)."""
+        return {"user": user}
+
+    @api.get("/sessions/{session_id}")
+    async def session_history(request: Request, session_id: str, user: User) -> JSONResponse:
+        """The conversation as chunks, and the job still running in it (to reattach to)."""
+        runner = request.app.state.service.runner
+        if runner is None:
+            return _refuse(503, "This process does not hold the transcripts; ask the worker's process.")
+        return JSONResponse(await _thread(_history, runner, session_id, user))
 
     async def _case_part(request: Request, user: str, case_id: str, part: str) -> JSONResponse:
         runner = request.app.state.service.runner
@@ -142,14 +168,19 @@ def router(user_dependency: Any) -> APIRouter:
         """The signed-in user's Approve or Deny on a call that waits, as a job (admitted, capped and run
         like a question): poll it like one; it goes on with the call's result or the denial."""
         req = JobRequest(user=user, message="", session_id=session_id, decision=body.model_dump())
-        try:
-            async with asyncio.timeout(1.0):  # admission is one script: a frozen Redis answers 503
-                created = await request.app.state.service.submit(req)
-        except TimeoutError:
-            raise StoreUnavailable("the job store did not admit the job in time") from None
-        return JSONResponse(created)
+        return JSONResponse(await request.app.state.service.admit(req))
 
     return api
+
+
+def _history(runner: Any, session_id: str, user: str) -> dict[str, Any]:
+    session = runner.own_session(session_id, user)
+    messages = runner.transcripts.load_messages(session.id)
+    job = runner.store.session_job(session.id)
+    if job is not None:  # the running job replays its own turn from its first chunk
+        messages = messages[: job["history_len"]]
+        job = {"job_id": job["job_id"], "message": job["message"]}
+    return {"session_id": session.id, "chunks": history_chunks(messages), "job": job}
 
 
 def _citations(runner: Any, session_id: str, user: str) -> list[Any]:
