@@ -151,23 +151,18 @@ class JobStore(ABC):
         """Append the last chunks and set the final status, together."""
 
     @abstractmethod
-    def read(self, job_id: str, since: int = 0, wait: float = 0.0) -> dict[str, Any] | None:
-        """The state with chunks from ``since``; ``None`` for an unknown or expired job.
-
-        With ``wait`` > 0 and no chunk at or after ``since`` yet on a running
-        job, block until one exists or ``wait`` seconds pass.
-        """
+    def read(self, job_id: str, since: int = 0) -> dict[str, Any] | None:
+        """The state with chunks from ``since``; ``None`` for an unknown or expired job."""
 
     @abstractmethod
     async def aread(
         self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
         linger: float = 0.0,
     ) -> dict[str, Any] | None:  # fmt: skip
-        """``read`` for an event loop, parking no thread. With ``user``, another user's job
-        reads as ``None``. ``linger``: after a wake-up, wait this long for more chunks."""
-
-    @abstractmethod
-    def owner(self, job_id: str) -> str | None: ...
+        """``read`` for an event loop, parking no thread: with ``wait`` > 0 and no chunk from
+        ``since`` yet on a running job, until one exists or ``wait`` seconds pass. With ``user``,
+        another user's job reads as ``None``. ``linger``: after a wake-up, wait this long for
+        more chunks."""
 
     @abstractmethod
     def request_cancel(self, job_id: str) -> bool:

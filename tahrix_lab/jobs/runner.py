@@ -26,10 +26,9 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from tahrix_lab.agent.approvals import pending_calls
 from tahrix_lab.agent.backends.base import Backend
@@ -54,7 +53,7 @@ from tahrix_lab.jobs.contract import (
     Watcher,
 )
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, answer_events, offered
-from tahrix_lab.jobs.steps import StreamSteps
+from tahrix_lab.jobs.steps import BurstGate, StreamSteps
 
 # A start: session, the loop's context, messages before the question, the new session's messages.
 Prepared = tuple[Session, Any, int | None, list[Message] | None]
@@ -107,8 +106,10 @@ class JobRunner:
         self.lease_s = lease_s
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
         self._pending: dict[str, _Job] = {}  # the queue, in order (a dict: membership is cheap)
-        self._starts: GroupStarts[_Job, Prepared] = GroupStarts(
-            self._start_one, lambda: transcripts.transaction(buffered=True)
+        # Starts waiting together share one transcript transaction: a burst of jobs starts in a
+        # few transactions instead of hundreds of threads taking turns; a refusal is refused alone.
+        self._starts: GroupCommit[_Job, Prepared] = GroupCommit(
+            self._start_one, lambda: transcripts.transaction(buffered=True), alone=(JobRejected,)
         )
         transcripts.group_writes()  # the loops' answers and turn ends, from many run threads
         self._burst = BurstGate()
@@ -285,9 +286,7 @@ class JobRunner:
                     self._cond.wait()
                 if self._stopping.is_set():
                     return
-            # Admissions first (starts.BurstGate): a burst of requests gets its job ids at once
-            # and its jobs start right after, instead of hundreds of woken threads taking the GIL.
-            self._burst.wait()
+            self._burst.wait()  # admissions first (steps.BurstGate)
             with self._cond:
                 if not self._pending:
                     continue
@@ -348,9 +347,7 @@ class JobRunner:
             self.store.set_queue_position(positions)
 
     def _start(self, job: _Job) -> tuple[Session, Any, list[Message] | None]:
-        # Starts waiting together share one transcript transaction (see starts.py): a burst of
-        # jobs starts in a few transactions instead of hundreds of threads taking turns.
-        session, context, before, history = self._starts.start(job)
+        session, context, before, history = self._starts.run(job)
         if before is not None:  # the question is committed: say where its session is
             with contextlib.suppress(StoreUnavailable):
                 self.store.set_session(job.job_id, session.id, message=job.req.message, history_len=before)
@@ -442,49 +439,3 @@ def client_history(items: list[dict[str, Any]]) -> Message:
         text = str(item.get("text") or item.get("content") or "")
         lines.append(f"[{item.get('role')}] {text}")
     return Message.user("\n".join(lines))
-
-
-J = TypeVar("J")
-R = TypeVar("R")
-
-
-class GroupStarts(GroupCommit[J, R]):
-    """``start(job)`` runs ``run_one(job)`` inside ``transaction()``, grouped with the starts
-    queued beside it; a refused start (``JobRejected``) is refused alone."""
-
-    def __init__(
-        self,
-        run_one: Callable[[J], R],
-        transaction: Callable[[], AbstractContextManager[object]],
-        *,
-        max_batch: int = 32,
-    ) -> None:
-        super().__init__(run_one, transaction, max_batch=max_batch, alone=(JobRejected,))
-
-    def start(self, job: J) -> R:
-        return self.run(job)
-
-
-class BurstGate:
-    """See the module docstring. ``admitted()`` at each admission; ``wait()`` in a worker
-    before it takes a job; ``watching`` tells the runner not to wake more workers."""
-
-    def __init__(self, *, quiet_s: float = 0.005, max_s: float = 0.25) -> None:
-        self.quiet_s = quiet_s
-        self.max_s = max_s
-        self.watching = False  # read without a lock: a stale value costs one wake-up at most
-        self._last = 0.0  # monotonic time of the last admission
-        self._lock = threading.Lock()  # one watcher; the other workers wait here, not waking
-
-    def admitted(self) -> None:
-        self._last = time.monotonic()
-
-    def wait(self) -> None:
-        with self._lock:
-            self.watching = True
-            try:
-                until = time.monotonic() + self.max_s
-                while (now := time.monotonic()) < until and now - self._last < self.quiet_s:
-                    time.sleep(self.quiet_s)
-            finally:
-                self.watching = False

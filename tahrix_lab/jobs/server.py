@@ -344,7 +344,7 @@ class RedisIntake:
             try:
                 req = JobRequest.from_dict(json.loads(got[1]))
                 # A burst of POSTs reaches here as a burst of pops: the starts wait for it to
-                # pause (starts.BurstGate), leaving the cores to the API processes admitting it.
+                # pause (steps.BurstGate), leaving the cores to the API processes admitting it.
                 self.runner.admitted()
                 self.runner.enqueue(req)
             except (ValueError, TypeError, KeyError):

@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from typing import Any
 
 from tahrix_lab.agent.secrets import redact_url
@@ -261,19 +260,11 @@ class RedisJobStore(JobStore):
         return {"job_id": job_id, "message": found[1] or "", "history_len": int(found[2] or 0)}
 
     # -- reading -----------------------------------------------------------------
-    def read(self, job_id: str, since: int = 0, wait: float = 0.0) -> dict[str, Any] | None:
+    def read(self, job_id: str, since: int = 0) -> dict[str, Any] | None:
         key = job_key(job_id)
-        since = max(0, since)
-        deadline = time.monotonic() + max(0.0, wait)
-        while True:
-            reply = self._call(self._scripts["READ"], keys=[key, key + ":chunks"], args=[since])
-            got = self._parse(reply, since)
-            remaining = deadline - time.monotonic()
-            if got is None or got["chunks"] or got["status"] in TERMINAL or remaining <= 0:
-                return got
-            # Short blocking slices: a command never outlives the socket timeout.
-            block = max(1, int(min(remaining, SOCKET_TIMEOUT_S / 2) * 1000))
-            self._call(self.client.xread, {key + ":chunks": f"0-{since}"}, count=1, block=block)
+        return self._parse(
+            self._call(self._scripts["READ"], keys=[key, key + ":chunks"], args=[since]), since
+        )
 
     def _async_parts(self) -> tuple[Any, Any, Waker]:
         loop = asyncio.get_running_loop()
@@ -344,10 +335,6 @@ class RedisJobStore(JobStore):
         finally:
             if fut is not None:
                 waker.unregister(job_id, fut)
-
-    def owner(self, job_id: str) -> str | None:
-        user = self._call(self.client.hget, job_key(job_id), "user")
-        return str(user) if user is not None else None
 
     def request_cancel(self, job_id: str) -> bool:
         return bool(self._call(self._scripts["CANCEL"], keys=[job_key(job_id)]))
