@@ -1,21 +1,17 @@
 """The runner: admits jobs at once, runs ``run_agent`` for each in a bounded pool.
 
 ``submit`` only admits (the per-user cap, the job in the store, a place in the
-queue) and returns, so a POST never waits on DuckDB. One of ``workers``
-threads takes the job and does the start (session, budget check, the user's
-message in the transcript); a refusal then ends the job with an ``error``
-chunk (``kind: "refused"``, the HTTP ``status`` it stands for and the
-``field``). The run maps each loop tuple to a chunk with ``to_chunk`` and
-appends it to the job store. A job ends ``done`` (``stop_reason`` says why,
-``cancelled`` when stopped) or ``error`` (the loop's calm message).
+queue), so a POST never waits on DuckDB. One of ``workers`` threads then starts
+the job (session, budget check, the user's message in the transcript; a
+refusal ends it with an ``error`` chunk of ``kind: "refused"`` carrying the
+HTTP ``status`` and ``field``) and drives the run (``steps.StreamSteps``),
+appending each loop event to the store as a chunk. A job ends ``done``
+(``stop_reason`` says why, ``cancelled`` when stopped) or ``error``.
 
-Cancelling is cooperative: the API marks the job in the store; the runner
-sees the mark (reported by the writes, or within ``watch_interval`` from a
-watcher thread when the run is quiet, e.g. inside a tool) and sets the loop's
-``cancel`` event. The loop persists what was produced and stops.
-
-Leases (a shared store) and cancels of quiet jobs are the watcher's
-(``leases.Watcher``, given this runner's side as a ``leases.Holder``).
+Cancelling is cooperative: the API marks the job in the store; the runner sees
+the mark (reported by the writes, or by the ``contract.Watcher`` when the run
+is quiet, e.g. in a tool) and sets the loop's ``cancel`` event; the loop keeps
+what was produced and stops.
 """
 
 from __future__ import annotations
@@ -155,11 +151,6 @@ class JobRunner:
             t.join(max(0.0, deadline - time.monotonic()))
         self._threads = []
         self._streams.close(max(0.5, deadline - time.monotonic()))
-
-    @property
-    def active(self) -> int:
-        with self._cond:
-            return len(self._running) + len(self._pending)
 
     def ready(self) -> dict[str, bool]:
         """Readiness of this process's side: worker threads alive, the transcript writer answers."""

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.flow import history_chunks
 from tahrix_lab.flow.resources import widgets_dir
-from tahrix_lab.jobs.contract import JobRequest
+from tahrix_lab.jobs.contract import JobRejected, JobRequest
 from tahrix_lab.jobs.domain import offered
 
 MAX_CONVERSATIONS = 100
@@ -40,8 +40,21 @@ NO_CASES = "This service runs plain chat sessions: it has no cases."
 NO_RUNNER = "This process does not hold the cases and transcripts; ask the worker's process."
 
 
-def _refuse(status: int, detail: str, field: str | None = None) -> JSONResponse:
-    return JSONResponse({"detail": detail, "field": field}, status_code=status)
+def _runner(request: Request) -> Any:
+    """The process's runner, which holds the cases and transcripts (an API process has none)."""
+    runner = request.app.state.service.runner
+    if runner is None:
+        raise JobRejected(503, NO_RUNNER)
+    return runner
+
+
+Runner = Annotated[Any, Depends(_runner)]
+
+
+def _found(found: Any) -> JSONResponse:
+    if found is None:
+        raise JobRejected(404, NO_CASE, "case_id")
+    return JSONResponse(found)
 
 
 async def _thread(fn: Any, *args: Any) -> Any:
@@ -92,75 +105,55 @@ def router(user_dependency: Any) -> APIRouter:
         return {"user": user}
 
     @api.get("/sessions/{session_id}")
-    async def session_history(request: Request, session_id: str, user: User) -> JSONResponse:
+    async def session_history(session_id: str, user: User, runner: Runner) -> JSONResponse:
         """The conversation as chunks, and the job still running in it (to reattach to)."""
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, "This process does not hold the transcripts; ask the worker's process.")
         return JSONResponse(await _thread(_history, runner, session_id, user))
 
-    async def _case_part(request: Request, user: str, case_id: str, part: str) -> JSONResponse:
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, NO_RUNNER)
+    async def _case_part(runner: Any, user: str, case_id: str, part: str) -> JSONResponse:
         view = offered(runner.integration, "case_view")
-        found = None if view is None else await _thread(view, user, case_id, part)
-        return _refuse(404, NO_CASE, "case_id") if found is None else JSONResponse(found)
+        return _found(None if view is None else await _thread(view, user, case_id, part))
 
     @api.get("/cases")
-    async def cases(request: Request, user: User) -> JSONResponse:
+    async def cases(user: User, runner: Runner) -> JSONResponse:
         """The cases this user may open (none when the service runs plain chat)."""
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, NO_RUNNER)
         listed = offered(runner.integration, "cases_for")
         found = [] if listed is None else await _thread(listed, user)
         return JSONResponse({"cases": found, "note": None if listed is not None else NO_CASES})
 
     @api.get("/cases/{case_id}")
-    async def case(request: Request, user: User, case_id: str) -> JSONResponse:
+    async def case(user: User, runner: Runner, case_id: str) -> JSONResponse:
         """The case and questions to start from."""
-        return await _case_part(request, user, case_id, "examples")
+        return await _case_part(runner, user, case_id, "examples")
 
     @api.get("/cases/{case_id}/{part}")
     async def case_panel(
-        request: Request, user: User, case_id: str, part: Literal["flags", "graph"]
+        user: User, runner: Runner, case_id: str, part: Literal["flags", "graph"]
     ) -> JSONResponse:
         """What the flags panel or the fund-flow graph panel draws for this case."""
-        return await _case_part(request, user, case_id, part)
+        return await _case_part(runner, user, case_id, part)
 
     @api.post("/cases/{case_id}/graph/onward")
-    async def trace_onward(request: Request, user: User, case_id: str, body: OnwardBody) -> JSONResponse:
+    async def trace_onward(user: User, runner: Runner, case_id: str, body: OnwardBody) -> JSONResponse:
         """What "Trace onward" adds to the graph (the page merges it in)."""
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, NO_RUNNER)
         onward = offered(runner.integration, "trace_onward")
         try:
-            found = None if onward is None else await _thread(onward, user, case_id, body.node, body.edges_in)
+            return _found(
+                None if onward is None else await _thread(onward, user, case_id, body.node, body.edges_in)
+            )
         except UserFacingError as exc:  # e.g. a bridge contract with no deposit in this graph
-            return _refuse(422, str(exc), "node")
-        return _refuse(404, NO_CASE, "case_id") if found is None else JSONResponse(found)
+            raise JobRejected(422, str(exc), "node") from None
 
     @api.get("/conversations")
     async def conversations(
-        request: Request,
-        user: User,
-        limit: Annotated[int, Query(ge=1, le=MAX_CONVERSATIONS)] = 30,
+        user: User, runner: Runner, limit: Annotated[int, Query(ge=1, le=MAX_CONVERSATIONS)] = 30
     ) -> JSONResponse:
         """The user's conversations, newest first: id, title, first question, case, time."""
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, NO_RUNNER)
         return JSONResponse({"conversations": await _thread(_conversations, runner, user, limit)})
 
     @api.get("/conversations/{session_id}/citations")
-    async def conversation_citations(request: Request, user: User, session_id: str) -> JSONResponse:
+    async def conversation_citations(user: User, runner: Runner, session_id: str) -> JSONResponse:
         """Per turn of the stored conversation, its citations chunk's fields (or null): for a page that
         reads a conversation again (``GET /sessions/{id}``) and wants the lines its live run showed."""
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, NO_RUNNER)
         return JSONResponse({"turns": await _thread(_citations, runner, session_id, user)})
 
     @api.post("/conversations/{session_id}/decisions")
