@@ -40,6 +40,7 @@ looks for cancel marks on quiet jobs (a write reports the mark on the others).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -234,9 +235,7 @@ class JobRequest:
     decision: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"user": self.user, "message": self.message, "case_id": self.case_id,
-                "session_id": self.session_id, "history": self.history, "job_id": self.job_id,
-                "decision": self.decision}  # fmt: skip
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobRequest:

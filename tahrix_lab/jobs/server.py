@@ -39,7 +39,7 @@ from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
 from tahrix_lab.agent.secrets import check_tokens_file, redact_url
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.jobs.contract import CapReached, JobRejected, JobRequest, JobStore, StoreUnavailable, Watcher
-from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
+from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, offered
 from tahrix_lab.jobs.http.api import Service, create_app
 from tahrix_lab.jobs.runner import DEFAULT_MAX_RUNNING, JobRunner
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
@@ -126,7 +126,7 @@ def build(
         integration: JobIntegration = (
             integration_factory(transcripts) if integration_factory is not None else ChatIntegration()
         )
-        offline = getattr(integration, "offline_backend", None)
+        offline = offered(integration, "offline_backend")
         if backend is None and settings.backend_name == "fake" and not settings.fake_script and offline:
             backend = offline()  # the domain's own scripted model (the case demo's investigation)
         if settings.backend_name == "fake" and backend is None:

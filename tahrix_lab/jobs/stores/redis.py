@@ -108,6 +108,13 @@ def _parse(reply: list[Any], since: int) -> dict[str, Any] | None:
     return state(header, chunks, since, int(header.get("next", 0)))
 
 
+def _admitted(got: int, cap: int | None) -> int:
+    """CREATE's answer: the queue's length, or -1 when the cap refused."""
+    if got < 0:
+        raise CapReached(cap or 0)
+    return got
+
+
 @dataclass
 class _OnLoop:
     """What ``aread`` and ``acreate`` use on one event loop."""
@@ -190,10 +197,7 @@ class RedisJobStore(JobStore):
         """Admit the job; with ``enqueue`` also push the request for a worker (one step).
         Returns the worker queue's length (0 without ``enqueue``)."""
         keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
-        got = int(self._call(self._scripts["CREATE"], keys=keys, args=args))
-        if got < 0:
-            raise CapReached(max_running or 0)
-        return got
+        return _admitted(int(self._call(self._scripts["CREATE"], keys=keys, args=args)), max_running)
 
     async def acreate(
         self, job_id: str, *, user: str, request: dict[str, Any], queue_position: int = 0,
@@ -206,9 +210,7 @@ class RedisJobStore(JobStore):
             got = int(await on.calls.call(on.create, keys, args))
         except self._redis.RedisError as exc:
             raise self._err(exc) from exc
-        if got < 0:
-            raise CapReached(max_running or 0)
-        return got
+        return _admitted(got, max_running)
 
     def _create_args(
         self, job_id: str, user: str, request: dict[str, Any], position: int, cap: int | None, enqueue: bool
