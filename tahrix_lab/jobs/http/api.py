@@ -187,6 +187,8 @@ def problem(status: int, detail: str, field: str | None = None, **headers: str) 
 
 
 class _Refused(Exception):
+    """An answer with headers of its own (the 401's ``WWW-Authenticate``)."""
+
     def __init__(self, response: JSONResponse) -> None:
         self.response = response
 
@@ -296,7 +298,7 @@ def create_app(service: Service) -> ASGIApp:
         finally:
             service.waiting -= 1
         if state is None:
-            raise _Refused(problem(404, "There is no job with this id (it may have expired)."))
+            raise JobRejected(404, "There is no job with this id (it may have expired).")
         state.pop("user", None)
         if not content:  # the client builds the text from the chunks: don't send it all again
             state.pop("content", None)
@@ -342,7 +344,7 @@ def create_app(service: Service) -> ASGIApp:
                 while not ended:
                     try:
                         state = await own_state(job_id, user, since, service.max_wait_s, content=False)
-                    except (_Refused, StoreUnavailable) as exc:  # headers are sent: say it in the stream
+                    except (JobRejected, StoreUnavailable) as exc:  # headers are sent: say it in the stream
                         log.error("stream of job %s stopped: %r", job_id, exc)
                         yield sse_frame(since, {"type": "error", "message": LOST})
                         return
@@ -401,5 +403,5 @@ def create_app(service: Service) -> ASGIApp:
     # An outer ASGI app, around FastAPI and all its layers: a well-formed poll or start skips
     # them all (the routes above stay the contract and answer everything else).
     fast = FastPaths(app, prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
-                     body_model=ChatJobBody, max_body=service.max_body_bytes, refused=(_Refused, JobRejected))  # fmt: skip
+                     body_model=ChatJobBody, max_body=service.max_body_bytes)  # fmt: skip
     return SecurityHeaders(SignInThrottle(fast, service.failed_sign_ins_per_minute), docs=docs)

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from tahrix_lab.jobs.contract import StoreUnavailable
+from tahrix_lab.jobs.contract import JobRejected, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,8 @@ STORE_DOWN = "The job store is unreachable right now. Please try again in a mome
 
 
 class FastPaths:
-    """The outer ASGI app: see the module docstring. ``read(job_id, user, since, wait, content)`` and
-    ``admit(body, user)`` are the routes' functions; an exception of a ``refused`` type
-    carries its answer (``response``, or ``status``/``message``/``field``)."""
+    """See the module docstring. ``read(job_id, user, since, wait, content)`` and ``admit(body,
+    user)`` are the routes' functions; they refuse with ``JobRejected``."""
 
     def __init__(
         self,
@@ -71,7 +70,6 @@ class FastPaths:
         admit: Callable[[Any, str], Awaitable[dict[str, Any]]],
         body_model: type[BaseModel],
         max_body: int,
-        refused: tuple[type[Exception], ...],
     ) -> None:
         self.app = app
         self.start_path = f"{prefix}/chat-stream-job"
@@ -81,7 +79,6 @@ class FastPaths:
         self.admit = admit
         self.body_model = body_model
         self.max_body = max_body
-        self.refused = refused
 
     def _user(self, scope: Scope) -> str | None:
         for name, value in scope["headers"]:
@@ -159,13 +156,8 @@ class FastPaths:
         except StoreUnavailable as exc:
             log.error("job store unavailable: %s", exc)
             await send_json(send, 503, {"detail": STORE_DOWN, "field": None})
-        except self.refused as exc:
-            response = getattr(exc, "response", None)
-            if response is not None:
-                await response(scope, receive, send)
-                return
-            problem = {"detail": getattr(exc, "message", str(exc)), "field": getattr(exc, "field", None)}
-            await send_json(send, int(getattr(exc, "status", 400)), problem)
+        except JobRejected as exc:
+            await send_json(send, exc.status, {"detail": exc.message, "field": exc.field})
         else:
             await send_json(send, 200, answer)
 
