@@ -312,7 +312,7 @@ class JobRunner:
         self._published = now
         return changed
 
-    # -- for the watcher (leases.Holder) ------------------------------------------------
+    # -- for the watcher (contract.Holder) ----------------------------------------------
     def _held(self) -> list[str]:
         with self._cond:
             return [*self._running, *self._pending]

@@ -28,7 +28,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -41,7 +41,7 @@ from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.jobs.contract import CapReached, JobRejected, JobRequest, JobStore, StoreUnavailable, Watcher
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, offered
 from tahrix_lab.jobs.http.api import Service, create_app
-from tahrix_lab.jobs.runner import DEFAULT_MAX_RUNNING, JobRunner
+from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
 from tahrix_lab.jobs.stores.redis import QUEUE_KEY, RedisJobStore
 
@@ -164,6 +164,7 @@ def build(
     if role != "worker":
         # The process that runs jobs starts its own requests directly; the others send
         # theirs through Redis to it.
+        submit: Callable[[JobRequest], Awaitable[dict[str, Any]]]
         if runner is not None:
             submit = runner.asubmit
         else:
@@ -172,8 +173,8 @@ def build(
                 model = settings.model_name
             except ConfigurationError:
                 model = ""  # the worker knows; an API process only admits
-            submit = RedisSubmitter(store, backend=settings.backend_name, model=model,
-                                    max_running_per_user=settings.max_running_per_user).asubmit  # fmt: skip
+            submit = redis_submit(store, backend=settings.backend_name, model=model,
+                                  max_running_per_user=settings.max_running_per_user)  # fmt: skip
         service = Service(
             store=store,
             submit=submit,
@@ -275,31 +276,21 @@ def run_http(service: Service, sock: socket.socket, settings: Settings | None = 
 # -- several processes, one transcript writer --------------------------------------
 
 
-class RedisSubmitter:
+def redis_submit(store: RedisJobStore, *, backend: str, model: str, max_running_per_user: int | None
+                 ) -> Callable[[JobRequest], Awaitable[dict[str, Any]]]:  # fmt: skip
     """The API side: admit and enqueue a request in one step; never waits for the worker."""
 
-    def __init__(
-        self,
-        store: RedisJobStore,
-        *,
-        backend: str,
-        model: str,
-        max_running_per_user: int | None = DEFAULT_MAX_RUNNING,
-    ) -> None:
-        self.store = store
-        self.backend = backend
-        self.model = model
-        self.max_running_per_user = max_running_per_user
-
-    async def asubmit(self, req: JobRequest) -> dict[str, Any]:
+    async def submit(req: JobRequest) -> dict[str, Any]:
         try:
-            waiting = await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(),
-                                               max_running=self.max_running_per_user, enqueue=True)  # fmt: skip
+            waiting = await store.acreate(req.job_id, user=req.user, request=req.to_dict(),
+                                          max_running=max_running_per_user, enqueue=True)  # fmt: skip
         except CapReached as exc:
             raise JobRejected(429, str(exc)) from None
-        meta = {"session_id": req.session_id, "backend": self.backend, "model": self.model,
+        meta = {"session_id": req.session_id, "backend": backend, "model": model,
                 "queue_position": max(0, waiting - 1)}  # fmt: skip
         return {"job_id": req.job_id, "meta": meta}
+
+    return submit
 
 
 class RedisIntake:
