@@ -1,14 +1,13 @@
 """The hybrid streaming job service: POST a job, long-poll its chunks.
 
 By concern: ``contract`` (what a job is, the store interface, the state a poll
-answers), ``runner`` + ``steps`` + ``leases`` (running jobs), ``stores``
-(``memory``; ``redis`` with its ``writer``, ``wake``-ups, Lua ``scripts`` and
-the API-to-worker ``broker``), ``http`` (the FastAPI ``api``, its ``models``
-and ``fastpaths``), ``server`` (``tahrix serve``: settings and wiring),
-``domain`` (how a domain plugs in) and ``scripted`` (the fake model's scripts).
+answers, leases), ``runner`` + ``steps`` (running jobs), ``stores`` (``memory``;
+``redis`` with its ``writer``, ``wake``-ups and Lua ``scripts``), ``http`` (the
+FastAPI ``api``, its outer ``layers`` and the page's ``workplace``), ``server``
+(``tahrix serve``: settings and wiring) and ``domain`` (how a domain plugs in;
+the fake model's scripts). The chunk vocabulary is ``tahrix_lab.flow``.
 
-Names load on first use, so importing one part does not import FastAPI or
-redis. The chunk vocabulary lives below this package, in ``tahrix_lab.flow``.
+Names load on first use, so importing one part does not import FastAPI or redis.
 """
 
 from __future__ import annotations
@@ -19,28 +18,28 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
     from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
-    from tahrix_lab.jobs.http.api import Service, create_app
-    from tahrix_lab.jobs.http.models import sse_events
+    from tahrix_lab.jobs.http.api import Service, create_app, sse_events
     from tahrix_lab.jobs.runner import JobRunner
     from tahrix_lab.jobs.server import Settings
-from tahrix_lab.jobs.stores.memory import MemoryJobStore
-from tahrix_lab.jobs.stores.redis import RedisJobStore
+    from tahrix_lab.jobs.stores.memory import MemoryJobStore
+    from tahrix_lab.jobs.stores.redis import RedisJobStore
 
 _WHERE = {
-    "Service": "http.api",
-    "create_app": "http.api",
     "ChatIntegration": "domain",
     "JobIntegration": "domain",
     "JobRejected": "contract",
     "JobRequest": "contract",
     "JobRunner": "runner",
-    "Settings": "server",
-    "sse_events": "http.models",
     "JobStore": "contract",
+    "MemoryJobStore": "stores.memory",
+    "RedisJobStore": "stores.redis",
+    "Service": "http.api",
+    "Settings": "server",
     "StoreUnavailable": "contract",
+    "create_app": "http.api",
+    "sse_events": "http.api",
 }
-
-__all__ = [
+__all__ = [  # the names of _WHERE, spelled out for type checkers
     "ChatIntegration",
     "JobIntegration",
     "JobRejected",

@@ -1,21 +1,17 @@
 """The runner: admits jobs at once, runs ``run_agent`` for each in a bounded pool.
 
 ``submit`` only admits (the per-user cap, the job in the store, a place in the
-queue) and returns, so a POST never waits on DuckDB. One of ``workers``
-threads takes the job and does the start (session, budget check, the user's
-message in the transcript); a refusal then ends the job with an ``error``
-chunk (``kind: "refused"``, the HTTP ``status`` it stands for and the
-``field``). The run maps each loop tuple to a chunk with ``to_chunk`` and
-appends it to the job store. A job ends ``done`` (``stop_reason`` says why,
-``cancelled`` when stopped) or ``error`` (the loop's calm message).
+queue), so a POST never waits on DuckDB. One of ``workers`` threads then starts
+the job (session, budget check, the user's message in the transcript; a
+refusal ends it with an ``error`` chunk of ``kind: "refused"`` carrying the
+HTTP ``status`` and ``field``) and drives the run (``steps.StreamSteps``),
+appending each loop event to the store as a chunk. A job ends ``done``
+(``stop_reason`` says why, ``cancelled`` when stopped) or ``error``.
 
-Cancelling is cooperative: the API marks the job in the store; the runner
-sees the mark (reported by the writes, or within ``watch_interval`` from a
-watcher thread when the run is quiet, e.g. inside a tool) and sets the loop's
-``cancel`` event. The loop persists what was produced and stops.
-
-Leases (a shared store) and cancels of quiet jobs are the watcher's
-(``leases.Watcher``, given this runner's side as a ``leases.Holder``).
+Cancelling is cooperative: the API marks the job in the store; the runner sees
+the mark (reported by the writes, or by the ``contract.Watcher`` when the run
+is quiet, e.g. in a tool) and sets the loop's ``cancel`` event; the loop keeps
+what was produced and stops.
 """
 
 from __future__ import annotations
@@ -26,10 +22,9 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from tahrix_lab.agent.approvals import pending_calls
 from tahrix_lab.agent.backends.base import Backend
@@ -46,14 +41,15 @@ from tahrix_lab.jobs.contract import (
     DEFAULT_LEASE_S,
     CapReached,
     EndStatus,
+    Holder,
     JobRejected,
     JobRequest,
     JobStore,
     StoreUnavailable,
+    Watcher,
 )
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, answer_events, offered
-from tahrix_lab.jobs.leases import Holder, Watcher
-from tahrix_lab.jobs.steps import StreamSteps
+from tahrix_lab.jobs.steps import BurstGate, StreamSteps
 
 # A start: session, the loop's context, messages before the question, the new session's messages.
 Prepared = tuple[Session, Any, int | None, list[Message] | None]
@@ -106,8 +102,10 @@ class JobRunner:
         self.lease_s = lease_s
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{new_id()[:8]}"
         self._pending: dict[str, _Job] = {}  # the queue, in order (a dict: membership is cheap)
-        self._starts: GroupStarts[_Job, Prepared] = GroupStarts(
-            self._start_one, lambda: transcripts.transaction(buffered=True)
+        # Starts waiting together share one transcript transaction: a burst of jobs starts in a
+        # few transactions instead of hundreds of threads taking turns; a refusal is refused alone.
+        self._starts: GroupCommit[_Job, Prepared] = GroupCommit(
+            self._start_one, lambda: transcripts.transaction(buffered=True), alone=(JobRejected,)
         )
         transcripts.group_writes()  # the loops' answers and turn ends, from many run threads
         self._burst = BurstGate()
@@ -153,11 +151,6 @@ class JobRunner:
             t.join(max(0.0, deadline - time.monotonic()))
         self._threads = []
         self._streams.close(max(0.5, deadline - time.monotonic()))
-
-    @property
-    def active(self) -> int:
-        with self._cond:
-            return len(self._running) + len(self._pending)
 
     def ready(self) -> dict[str, bool]:
         """Readiness of this process's side: worker threads alive, the transcript writer answers."""
@@ -284,9 +277,7 @@ class JobRunner:
                     self._cond.wait()
                 if self._stopping.is_set():
                     return
-            # Admissions first (starts.BurstGate): a burst of requests gets its job ids at once
-            # and its jobs start right after, instead of hundreds of woken threads taking the GIL.
-            self._burst.wait()
+            self._burst.wait()  # admissions first (steps.BurstGate)
             with self._cond:
                 if not self._pending:
                     continue
@@ -321,7 +312,7 @@ class JobRunner:
         self._published = now
         return changed
 
-    # -- for the watcher (leases.Holder) ------------------------------------------------
+    # -- for the watcher (contract.Holder) ----------------------------------------------
     def _held(self) -> list[str]:
         with self._cond:
             return [*self._running, *self._pending]
@@ -347,9 +338,7 @@ class JobRunner:
             self.store.set_queue_position(positions)
 
     def _start(self, job: _Job) -> tuple[Session, Any, list[Message] | None]:
-        # Starts waiting together share one transcript transaction (see starts.py): a burst of
-        # jobs starts in a few transactions instead of hundreds of threads taking turns.
-        session, context, before, history = self._starts.start(job)
+        session, context, before, history = self._starts.run(job)
         if before is not None:  # the question is committed: say where its session is
             with contextlib.suppress(StoreUnavailable):
                 self.store.set_session(job.job_id, session.id, message=job.req.message, history_len=before)
@@ -441,49 +430,3 @@ def client_history(items: list[dict[str, Any]]) -> Message:
         text = str(item.get("text") or item.get("content") or "")
         lines.append(f"[{item.get('role')}] {text}")
     return Message.user("\n".join(lines))
-
-
-J = TypeVar("J")
-R = TypeVar("R")
-
-
-class GroupStarts(GroupCommit[J, R]):
-    """``start(job)`` runs ``run_one(job)`` inside ``transaction()``, grouped with the starts
-    queued beside it; a refused start (``JobRejected``) is refused alone."""
-
-    def __init__(
-        self,
-        run_one: Callable[[J], R],
-        transaction: Callable[[], AbstractContextManager[object]],
-        *,
-        max_batch: int = 32,
-    ) -> None:
-        super().__init__(run_one, transaction, max_batch=max_batch, alone=(JobRejected,))
-
-    def start(self, job: J) -> R:
-        return self.run(job)
-
-
-class BurstGate:
-    """See the module docstring. ``admitted()`` at each admission; ``wait()`` in a worker
-    before it takes a job; ``watching`` tells the runner not to wake more workers."""
-
-    def __init__(self, *, quiet_s: float = 0.005, max_s: float = 0.25) -> None:
-        self.quiet_s = quiet_s
-        self.max_s = max_s
-        self.watching = False  # read without a lock: a stale value costs one wake-up at most
-        self._last = 0.0  # monotonic time of the last admission
-        self._lock = threading.Lock()  # one watcher; the other workers wait here, not waking
-
-    def admitted(self) -> None:
-        self._last = time.monotonic()
-
-    def wait(self) -> None:
-        with self._lock:
-            self.watching = True
-            try:
-                until = time.monotonic() + self.max_s
-                while (now := time.monotonic()) < until and now - self._last < self.quiet_s:
-                    time.sleep(self.quiet_s)
-            finally:
-                self.watching = False

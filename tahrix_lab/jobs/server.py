@@ -8,6 +8,13 @@ Roles (see docs/service.md):
   process on the same database finds the file taken and serves the API only.
 * ``api``: the API only (needs ``--redis-url``); never opens DuckDB.
 * ``worker``: takes jobs from Redis and writes the transcripts; no HTTP.
+
+DuckDB lets one process write a database file, so with ``--redis-url`` the
+transcripts have one writer, the worker. An API process admits a request (the
+per-user cap, the job's record and a push on ``chatjob:queue``, in one script:
+``RedisSubmitter``) and answers at once; the worker's ``RedisIntake`` pops it
+and queues it on its ``JobRunner``. A start refused there (unknown session,
+budget) ends the job with an ``error`` chunk naming the reason.
 """
 
 from __future__ import annotations
@@ -21,24 +28,22 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
 from tahrix_lab.agent.secrets import check_tokens_file, redact_url
 from tahrix_lab.agent.store import TranscriptStore
-from tahrix_lab.jobs.contract import JobStore, StoreUnavailable
-from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration
+from tahrix_lab.jobs.contract import CapReached, JobRejected, JobRequest, JobStore, StoreUnavailable, Watcher
+from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, offered
 from tahrix_lab.jobs.http.api import Service, create_app
-from tahrix_lab.jobs.leases import Watcher
 from tahrix_lab.jobs.runner import JobRunner
-from tahrix_lab.jobs.stores.broker import RedisIntake, RedisSubmitter
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
-from tahrix_lab.jobs.stores.redis import RedisJobStore
+from tahrix_lab.jobs.stores.redis import QUEUE_KEY, RedisJobStore
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +53,7 @@ IntegrationFactory = Callable[[TranscriptStore], JobIntegration]
 def make_backend(settings: Settings) -> Backend:
     name = settings.backend_name
     if name == "fake":
-        from tahrix_lab.jobs.scripted import scripted_backend
+        from tahrix_lab.jobs.domain import scripted_backend
 
         return scripted_backend(settings.fake_script or "echo")
     from tahrix_lab.agent.backends.registry import get_backend
@@ -121,11 +126,11 @@ def build(
         integration: JobIntegration = (
             integration_factory(transcripts) if integration_factory is not None else ChatIntegration()
         )
-        offline = getattr(integration, "offline_backend", None)
+        offline = offered(integration, "offline_backend")
         if backend is None and settings.backend_name == "fake" and not settings.fake_script and offline:
             backend = offline()  # the domain's own scripted model (the case demo's investigation)
         if settings.backend_name == "fake" and backend is None:
-            from tahrix_lab.jobs.scripted import WithDemoTools
+            from tahrix_lab.jobs.domain import WithDemoTools
 
             integration = WithDemoTools(integration)  # scripts may call pause/echo
         budget = None
@@ -159,6 +164,7 @@ def build(
     if role != "worker":
         # The process that runs jobs starts its own requests directly; the others send
         # theirs through Redis to it.
+        submit: Callable[[JobRequest], Awaitable[dict[str, Any]]]
         if runner is not None:
             submit = runner.asubmit
         else:
@@ -167,8 +173,8 @@ def build(
                 model = settings.model_name
             except ConfigurationError:
                 model = ""  # the worker knows; an API process only admits
-            submit = RedisSubmitter(store, backend=settings.backend_name, model=model,
-                                    max_running_per_user=settings.max_running_per_user).asubmit  # fmt: skip
+            submit = redis_submit(store, backend=settings.backend_name, model=model,
+                                  max_running_per_user=settings.max_running_per_user)  # fmt: skip
         service = Service(
             store=store,
             submit=submit,
@@ -246,7 +252,7 @@ def run_http(service: Service, sock: socket.socket, settings: Settings | None = 
     """Serve the API on ``sock`` until SIGTERM or SIGINT, with ``settings``' timeouts and limits."""
     import uvicorn
 
-    from tahrix_lab.jobs.http.limits import read_timeouts
+    from tahrix_lab.jobs.http.layers import read_timeouts
 
     limits = settings or Settings()
     config = uvicorn.Config(
@@ -265,6 +271,75 @@ def run_http(service: Service, sock: socket.socket, settings: Settings | None = 
         proxy_headers=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
+
+
+# -- several processes, one transcript writer --------------------------------------
+
+
+def redis_submit(store: RedisJobStore, *, backend: str, model: str, max_running_per_user: int | None
+                 ) -> Callable[[JobRequest], Awaitable[dict[str, Any]]]:  # fmt: skip
+    """The API side: admit and enqueue a request in one step; never waits for the worker."""
+
+    async def submit(req: JobRequest) -> dict[str, Any]:
+        try:
+            waiting = await store.acreate(req.job_id, user=req.user, request=req.to_dict(),
+                                          max_running=max_running_per_user, enqueue=True)  # fmt: skip
+        except CapReached as exc:
+            raise JobRejected(429, str(exc)) from None
+        meta = {"session_id": req.session_id, "backend": backend, "model": model,
+                "queue_position": max(0, waiting - 1)}  # fmt: skip
+        return {"job_id": req.job_id, "meta": meta}
+
+    return submit
+
+
+class RedisIntake:
+    """The worker side: a thread that pops requests and queues them on the runner."""
+
+    def __init__(self, store: RedisJobStore, runner: JobRunner, *, poll_s: float = 1.0) -> None:
+        self.store = store
+        self.runner = runner
+        self.poll_s = poll_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> RedisIntake:
+        self._thread = threading.Thread(target=self._loop, name="tahrix-intake", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        import redis
+
+        client = self.store.client
+        failing = False
+        while not self._stop.is_set():
+            try:
+                got = client.blpop([QUEUE_KEY], timeout=self.poll_s)
+                if failing:
+                    log.warning("Redis at %s is reachable again; taking jobs", redact_url(self.store.url))
+                    failing = False
+            except redis.RedisError as exc:
+                if not failing:
+                    log.error("Redis at %s is unreachable, retrying: %s", redact_url(self.store.url), exc)
+                    failing = True
+                self._stop.wait(0.5)
+                continue
+            if got is None:
+                continue
+            try:
+                req = JobRequest.from_dict(json.loads(got[1]))
+                # A burst of POSTs reaches here as a burst of pops: the starts wait for it to
+                # pause (steps.BurstGate), leaving the cores to the API processes admitting it.
+                self.runner.admitted()
+                self.runner.enqueue(req)
+            except (ValueError, TypeError, KeyError):
+                log.error("dropped an unreadable job request: %.200s", got[1])
 
 
 Role = Literal["all", "api", "worker"]

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -314,3 +315,31 @@ def _close(events: Any) -> None:
     close = getattr(events, "close", None)
     if close is not None:
         close()
+
+
+class BurstGate:
+    """Admissions first: while requests arrive in a burst, a worker about to take a job waits
+    (until ``quiet_s`` passes with no admission, at most ``max_s``), so the burst gets its job
+    ids at once and its jobs start right after, instead of hundreds of woken threads taking the
+    interpreter lock from the admissions. ``admitted()`` at each admission; ``wait()`` before
+    taking a job; ``watching``: one worker waits, so the runner wakes no more."""
+
+    def __init__(self, *, quiet_s: float = 0.005, max_s: float = 0.25) -> None:
+        self.quiet_s = quiet_s
+        self.max_s = max_s
+        self.watching = False  # read without a lock: a stale value costs one wake-up at most
+        self._last = 0.0  # monotonic time of the last admission
+        self._lock = threading.Lock()  # one watcher; the other workers wait here, not waking
+
+    def admitted(self) -> None:
+        self._last = time.monotonic()
+
+    def wait(self) -> None:
+        with self._lock:
+            self.watching = True
+            try:
+                until = time.monotonic() + self.max_s
+                while (now := time.monotonic()) < until and now - self._last < self.quiet_s:
+                    time.sleep(self.quiet_s)
+            finally:
+                self.watching = False

@@ -11,9 +11,8 @@ from typing import Any
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.jobs.contract import JobRequest
-from tahrix_lab.jobs.domain import ChatIntegration
+from tahrix_lab.jobs.domain import ChatIntegration, demo_registry
 from tahrix_lab.jobs.runner import JobRunner
-from tahrix_lab.jobs.scripted import demo_registry
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
 
 

@@ -14,10 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tahrix_lab.jobs.domain import ChatIntegration
+from tahrix_lab.jobs.domain import ChatIntegration, demo_registry, scripted_backend
 from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.runner import CLIENT_HISTORY
-from tahrix_lab.jobs.scripted import demo_registry, scripted_backend
 from tahrix_lab.jobs.server import Built, Settings, build
 
 from .conftest import AppServer

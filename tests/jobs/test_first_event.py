@@ -20,7 +20,7 @@ from tahrix_lab.agent.backends.base import stream_in_thread
 from tahrix_lab.agent.backends.bedrock import BedrockBackend
 from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.errors import BackendError
-from tahrix_lab.jobs.scripted import scripted_backend
+from tahrix_lab.jobs.domain import scripted_backend
 from tests.jobs.runs import Harness, ThreadOnly, asked
 from tests.wire import eventstream, sse
 from tests.wire.server import WireServer

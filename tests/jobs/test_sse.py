@@ -7,7 +7,7 @@ import json
 from tahrix_lab.agent import FakeBackend, TranscriptStore, ask
 from tahrix_lab.agent.backends.fake import reasoning, text
 from tahrix_lab.flow import chunks
-from tahrix_lab.jobs.http.models import sse_events
+from tahrix_lab.jobs.http.api import sse_events
 
 
 def test_sse_frames_carry_the_shared_chunks() -> None:

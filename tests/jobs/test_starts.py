@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
+from tahrix_lab.agent.storage.group_commit import GroupCommit
 from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.jobs.contract import JobRejected, JobRequest
-from tahrix_lab.jobs.domain import ChatIntegration
-from tahrix_lab.jobs.runner import BurstGate, GroupStarts, JobRunner
-from tahrix_lab.jobs.scripted import scripted_backend
+from tahrix_lab.jobs.domain import ChatIntegration, scripted_backend
+from tahrix_lab.jobs.runner import JobRunner
+from tahrix_lab.jobs.steps import BurstGate
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
 
 
@@ -53,14 +54,19 @@ class Recorder:
         return job.upper()
 
 
-def start_all(starts: GroupStarts[str, str], jobs: list[str]) -> dict[str, Any]:
+def group_starts(rec: Recorder, max_batch: int = 32) -> GroupCommit[str, str]:
+    """Starts as the runner groups them: a refusal (``JobRejected``) is refused alone."""
+    return GroupCommit(rec.run_one, rec.transaction, max_batch=max_batch, alone=(JobRejected,))
+
+
+def start_all(starts: GroupCommit[str, str], jobs: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     barrier = threading.Barrier(len(jobs))
 
     def one(job: str) -> None:
         barrier.wait()
         try:
-            out[job] = starts.start(job)
+            out[job] = starts.run(job)
         except Exception as exc:
             out[job] = exc
 
@@ -74,7 +80,7 @@ def start_all(starts: GroupStarts[str, str], jobs: list[str]) -> dict[str, Any]:
 
 def test_a_burst_of_starts_shares_few_transactions() -> None:
     rec = Recorder()
-    starts = GroupStarts(rec.run_one, rec.transaction, max_batch=8)
+    starts = group_starts(rec, max_batch=8)
     jobs = [f"j{i}" for i in range(40)]
     out = start_all(starts, jobs)
     assert out == {j: j.upper() for j in jobs}  # each thread gets its own result
@@ -87,7 +93,7 @@ def test_a_burst_of_starts_shares_few_transactions() -> None:
 
 def test_a_refused_start_is_refused_alone() -> None:
     rec = Recorder()
-    starts = GroupStarts(rec.run_one, rec.transaction)
+    starts = group_starts(rec)
     out = start_all(starts, ["a", "refused", "b", "c"])
     assert isinstance(out["refused"], JobRejected) and out["refused"].status == 404
     assert {k: v for k, v in out.items() if k != "refused"} == {"a": "A", "b": "B", "c": "C"}
@@ -96,7 +102,7 @@ def test_a_refused_start_is_refused_alone() -> None:
 
 def test_a_failing_transaction_runs_each_start_on_its_own() -> None:
     rec = Recorder(fail_group_with="bad")
-    starts = GroupStarts(rec.run_one, rec.transaction)
+    starts = group_starts(rec)
     jobs = ["a", "bad", "b", "c", "d"]
     out = start_all(starts, jobs)
     assert out == {j: j.upper() for j in jobs}  # the neighbours of the failure still start
@@ -106,7 +112,7 @@ def test_a_failing_transaction_runs_each_start_on_its_own() -> None:
 def test_the_lead_passes_on_when_the_leader_is_done() -> None:
     """Starts that arrive while a group runs are not stranded: the next thread leads."""
     rec = Recorder()
-    starts = GroupStarts(rec.run_one, rec.transaction, max_batch=1)
+    starts = group_starts(rec, max_batch=1)
     out = start_all(starts, [f"j{i}" for i in range(10)])
     assert len(out) == 10 and all(isinstance(v, str) for v in out.values())
     assert len(rec.groups) == 10

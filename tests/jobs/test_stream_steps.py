@@ -23,7 +23,7 @@ from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.flow import chunks
 from tahrix_lab.jobs.contract import JobRequest
-from tahrix_lab.jobs.scripted import scripted_backend
+from tahrix_lab.jobs.domain import scripted_backend
 from tahrix_lab.jobs.steps import StreamSteps
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
 from tests.jobs.runs import Harness, _plain_chunk, _plain_message

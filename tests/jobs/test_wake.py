@@ -150,7 +150,7 @@ def test_long_polls_answered_from_the_feed_see_the_whole_log(redis_url: str) -> 
         store.finish("j", "done", [{"type": "done", "stop_reason": "end_turn"}])
 
     async def client() -> tuple[list[dict[str, Any]], int, int]:
-        _client, _calls, waker = store._async_parts()
+        waker = store._on_loop().waker
         from_tail = 0
         answer = waker.answer
 

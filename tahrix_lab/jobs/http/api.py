@@ -5,12 +5,9 @@
     GET    /api/v1/agent/chat-stream-job/{job_id}?since=N&wait=S
     DELETE /api/v1/agent/chat-stream-job/{job_id}
     POST   /api/v1/agent/chat-stream                   {message, ...} -> text/event-stream (same admission)
-    GET    /api/v1/agent/me                             who the token belongs to (the page's sign-in)
-    GET    /api/v1/agent/sessions/{session_id}          the conversation so far + the job running in it
-    GET    /api/v1/agent/cases, /conversations, ...     the page's case picker, panels, conversations (workplace.py)
     GET    /healthz, /readyz                            liveness; readiness (store, worker, transcripts)
-    GET    /                                            the standalone chat page
-    GET    /static/...                                  widgets/ (flow.js, poll.js, ...)
+    GET    /, /static/..., /api/v1/agent/me, /sessions/{id}, /cases, /conversations, ...
+                                                        the page and its data (workplace.py)
 
 Every ``/api`` call needs ``Authorization: Bearer <token>``. A job is visible
 only to the user who created it: anyone else gets the same 404 as for an
@@ -21,42 +18,132 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from fastapi.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.types import ASGIApp
 
-from tahrix_lab.flow import history_chunks
-from tahrix_lab.flow.resources import widgets_dir
+from tahrix_lab.flow import chunks
 from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
 from tahrix_lab.jobs.http import workplace
-from tahrix_lab.jobs.http.fastpaths import FastPaths
-from tahrix_lab.jobs.http.limits import SecurityHeaders, SignInThrottle
-from tahrix_lab.jobs.http.models import (
-    CONTENT_HELP,
-    ERRORS,
-    CancelAnswer,
-    ChatJobBody,
-    JobCreated,
-    JobState,
-    Problem,
-    sse_frame,
-)
+from tahrix_lab.jobs.http.layers import BodyLimit, FastPaths, SecurityHeaders, SignInThrottle
 from tahrix_lab.jobs.runner import JobRunner
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1/agent"
+# -- the OpenAPI models ----------------------------------------------------------------
+
+MAX_TEXT = 32_000
+
+
+class HistoryItem(BaseModel):
+    """An earlier turn: ``text``, or ``content`` as in the seed's chat messages."""
+
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant"]
+    text: str | None = Field(default=None, max_length=MAX_TEXT)
+    content: str | None = Field(default=None, max_length=MAX_TEXT)
+
+    @model_validator(mode="after")
+    def _one_text(self) -> HistoryItem:
+        if self.text is None and self.content is None:
+            raise ValueError("each history item needs text (or content)")
+        return self
+
+    def plain(self) -> dict[str, str]:
+        return {"role": self.role, "text": self.text if self.text is not None else self.content or ""}
+
+
+class ChatJobBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    message: str = Field(min_length=1, max_length=MAX_TEXT, description="The user's question.")
+    case_id: str | None = Field(default=None, max_length=200, description="Link a new session to this case.")
+    session_id: str | None = Field(default=None, max_length=200, description="Continue this conversation.")
+    history: list[HistoryItem] | None = Field(
+        default=None, max_length=200, description="Earlier turns to seed a new session with."
+    )
+
+
+class JobMeta(BaseModel):
+    session_id: str | None = Field(description="Known at once when continuing; else in the job's state.")
+    backend: str
+    model: str
+    queue_position: int = Field(description="0: running now; k: k-th in line for a worker.")
+
+
+class JobCreated(BaseModel):
+    job_id: str
+    meta: JobMeta
+
+
+class ToolCallState(BaseModel):
+    id: str | None
+    name: str | None
+    status: str
+
+
+CONTENT_HELP = (
+    "false: leave out `content` and `reasoning`, the whole text so far, which the chunks carry "
+    "piece by piece; a client that keeps the chunks then receives each word once, not once per poll."
+)
+
+
+class JobState(BaseModel):
+    status: Literal["streaming", "done", "error"]
+    stop_reason: str | None = Field(description="From the last chunk: end_turn, cancelled, error...")
+    content: str | None = Field(None, description="The answer's text so far; left out with content=false")
+    reasoning: str | None = Field(None, description="Its reasoning so far; left out with content=false")
+    chunks: list[dict[str, Any]]
+    next: int
+    tool_calls: list[ToolCallState]
+    usage: dict[str, Any]
+    session_id: str | None
+    queue_position: int
+
+
+class CancelAnswer(BaseModel):
+    job_id: str
+    status: str
+    cancel_requested: bool
+
+
+class Problem(BaseModel):
+    detail: str
+    field: str | None = None
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "Missing or unknown bearer token."},
+    429: {"model": Problem, "description": "Too many answers running for this user."},
+    404: {"model": Problem, "description": "No such job (or not yours, or expired)."},
+    413: {"model": Problem, "description": "The request body is too large."},
+    503: {"model": Problem, "description": "The job store or worker is unreachable."},
+}
+
+
+def sse_events(events: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[str]:
+    """``text/event-stream`` frames, one per chunk: ``id`` is the chunk index, ``data`` its JSON."""
+    for i, chunk in enumerate(chunks(events)):
+        yield sse_frame(i, chunk)
+
+
+def sse_frame(index: int, chunk: dict[str, Any]) -> str:
+    """One ``text/event-stream`` frame: ``id`` is the chunk index, ``data`` its JSON."""
+    return f"id: {index}\ndata: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+
+
 LOST = "The answer's stream was interrupted; its job may still finish (see the job API)."
 
 
@@ -79,15 +166,17 @@ class Service:
     busy_polls: int = 64
     waiting: int = 0
 
+    async def admit(self, req: JobRequest) -> dict[str, Any]:
+        try:
+            async with asyncio.timeout(1.0):  # admission is one script: a frozen Redis answers 503
+                return await self.submit(req)
+        except TimeoutError:
+            raise StoreUnavailable("the job store did not admit the job in time") from None
+
     def linger(self) -> float:
         if self.waiting < self.busy_polls:
             return 0.0
         return self.linger_s * min(1.0, self.waiting / 500)
-
-    @classmethod
-    def local(cls, runner: JobRunner, tokens: dict[str, str], **kwargs: Any) -> Service:
-        """Everything in this process: the runner's store, submit straight to the runner."""
-        return cls(store=runner.store, submit=runner.asubmit, tokens=tokens, runner=runner, **kwargs)
 
 
 # -- plumbing ------------------------------------------------------------------------
@@ -98,52 +187,10 @@ def problem(status: int, detail: str, field: str | None = None, **headers: str) 
 
 
 class _Refused(Exception):
+    """An answer with headers of its own (the 401's ``WWW-Authenticate``)."""
+
     def __init__(self, response: JSONResponse) -> None:
         self.response = response
-
-
-class BodyLimit:
-    """Refuse bodies over ``limit`` bytes with 413, by Content-Length or by counting the stream."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS", "DELETE"):
-            await self.app(scope, receive, send)
-            return
-        too_big = problem(413, f"The request body is larger than {self.limit} bytes.")
-        for name, value in scope.get("headers", []):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = -1
-                if declared > self.limit:
-                    await too_big(scope, receive, send)
-                    return
-        body = bytearray()
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > self.limit:
-                await too_big(scope, receive, send)
-                return
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
 
 
 _bearer = HTTPBearer(auto_error=False, description="A token from the server's tokens file.")
@@ -233,19 +280,9 @@ def create_app(service: Service) -> ASGIApp:
         return await admit(body, user)
 
     async def admit(body: ChatJobBody, user: str) -> dict[str, Any]:
-        req = JobRequest(
-            user=user,
-            message=body.message,
-            case_id=body.case_id,
-            session_id=body.session_id,
-            history=[h.plain() for h in body.history] if body.history else None,
-        )
-        try:
-            async with asyncio.timeout(1.0):  # admission is one script: a frozen Redis answers 503
-                result: dict[str, Any] = await service.submit(req)
-        except TimeoutError:
-            raise StoreUnavailable("the job store did not admit the job in time") from None
-        return result
+        history = [h.plain() for h in body.history] if body.history else None
+        return await service.admit(JobRequest(user=user, message=body.message, case_id=body.case_id,
+                                              session_id=body.session_id, history=history))  # fmt: skip
 
     async def own_state(
         job_id: str, user: str, since: int, wait: float, content: bool = True
@@ -261,7 +298,7 @@ def create_app(service: Service) -> ASGIApp:
         finally:
             service.waiting -= 1
         if state is None:
-            raise _Refused(problem(404, "There is no job with this id (it may have expired)."))
+            raise JobRejected(404, "There is no job with this id (it may have expired).")
         state.pop("user", None)
         if not content:  # the client builds the text from the chunks: don't send it all again
             state.pop("content", None)
@@ -307,7 +344,7 @@ def create_app(service: Service) -> ASGIApp:
                 while not ended:
                     try:
                         state = await own_state(job_id, user, since, service.max_wait_s, content=False)
-                    except (_Refused, StoreUnavailable) as exc:  # headers are sent: say it in the stream
+                    except (JobRejected, StoreUnavailable) as exc:  # headers are sent: say it in the stream
                         log.error("stream of job %s stopped: %r", job_id, exc)
                         yield sse_frame(since, {"type": "error", "message": LOST})
                         return
@@ -333,21 +370,6 @@ def create_app(service: Service) -> ASGIApp:
             "questions in URLs are no longer accepted.",
             Allow="POST",
         )
-
-    @app.get(f"{PREFIX}/me", responses=ERRORS)
-    async def who_am_i(user: User) -> dict[str, str]:
-        """Who this token belongs to (the page checks the token at sign-in)."""
-        return {"user": user}
-
-    @app.get(f"{PREFIX}/sessions/{{session_id}}", responses=ERRORS)
-    async def session_history(session_id: str, user: User) -> dict[str, Any]:
-        """The conversation as chunks, and the job still running in it (to reattach to)."""
-        runner = service.runner
-        if runner is None:
-            raise _Refused(
-                problem(503, "This process does not hold the transcripts; ask the worker's process.")
-            )
-        return dict(await in_thread(_history, runner, session_id, user))
 
     @app.get("/healthz", include_in_schema=False)
     async def health() -> dict[str, Any]:
@@ -375,28 +397,11 @@ def create_app(service: Service) -> ASGIApp:
             {"ready": ok, "role": service.role, "checks": checks}, status_code=200 if ok else 503
         )
 
-    app.include_router(workplace.router(current_user), prefix=PREFIX, responses=ERRORS)  # the page's data
-    widgets = widgets_dir()
-
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def page() -> HTMLResponse:
-        return HTMLResponse((widgets / "page.html").read_text())
-
-    app.mount("/static", StaticFiles(directory=widgets), name="static")
-    # Refuse big bodies before anything parses them.
-    app.add_middleware(BodyLimit, limit=service.max_body_bytes)
+    app.include_router(workplace.router(current_user), prefix=PREFIX, responses=ERRORS)
+    workplace.mount_page(app)
+    app.add_middleware(BodyLimit, limit=service.max_body_bytes)  # before anything parses a body
     # An outer ASGI app, around FastAPI and all its layers: a well-formed poll or start skips
     # them all (the routes above stay the contract and answer everything else).
     fast = FastPaths(app, prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
-                     body_model=ChatJobBody, max_body=service.max_body_bytes, refused=(_Refused, JobRejected))  # fmt: skip
+                     body_model=ChatJobBody, max_body=service.max_body_bytes)  # fmt: skip
     return SecurityHeaders(SignInThrottle(fast, service.failed_sign_ins_per_minute), docs=docs)
-
-
-def _history(runner: JobRunner, session_id: str, user: str) -> dict[str, Any]:
-    session = runner.own_session(session_id, user)
-    messages = runner.transcripts.load_messages(session.id)
-    job = runner.store.session_job(session.id)
-    if job is not None:  # the running job replays its own turn from its first chunk
-        messages = messages[: job["history_len"]]
-        job = {"job_id": job["job_id"], "message": job["message"]}
-    return {"session_id": session.id, "chunks": history_chunks(messages), "job": job}

@@ -1,5 +1,8 @@
 """The service page's own routes: what an analyst needs beside the chat.
 
+    GET /                                         the standalone chat page (and /static/...: widgets/)
+    GET /api/v1/agent/me                          who the token belongs to (the page's sign-in)
+    GET /api/v1/agent/sessions/{session_id}       the conversation so far + the job running in it
     GET /api/v1/agent/cases                       the cases the signed-in user may open (the picker)
     GET /api/v1/agent/cases/{case_id}             the case and example questions to start from
     GET /api/v1/agent/cases/{case_id}/flags       the flags panel's rows (triage, each with its flags)
@@ -9,7 +12,7 @@
     GET /api/v1/agent/conversations/{id}/citations  each stored turn's citations line (not in the transcript)
     POST /api/v1/agent/conversations/{id}/decisions  {call_id, approve, reason}: Approve / Deny, as a job
 
-Same bearer token as every ``/api`` route. A case the user may not open answers
+Same bearer token as every other ``/api`` route. A case the user may not open answers
 exactly like an unknown one (404). The data comes from the domain through the
 integration's optional methods (``cases_for``, ``case_view``, ``session_cases``,
 see ``tahrix_lab.app.case_service``): this package never imports the case domain.
@@ -17,29 +20,41 @@ see ``tahrix_lab.app.case_service``): this package never imports the case domain
 
 # No `from __future__ import annotations`: FastAPI must see the local `User` dependency type itself.
 
-import asyncio
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.flow import history_chunks
-from tahrix_lab.jobs.contract import JobRequest, StoreUnavailable
+from tahrix_lab.flow.resources import widgets_dir
+from tahrix_lab.jobs.contract import JobRejected, JobRequest
 from tahrix_lab.jobs.domain import offered
 
 MAX_CONVERSATIONS = 100
 NO_CASE = "There is no case with this id."
 NO_CASES = "This service runs plain chat sessions: it has no cases."
-
-
 NO_RUNNER = "This process does not hold the cases and transcripts; ask the worker's process."
 
 
-def _refuse(status: int, detail: str, field: str | None = None) -> JSONResponse:
-    return JSONResponse({"detail": detail, "field": field}, status_code=status)
+def _runner(request: Request) -> Any:
+    """The process's runner, which holds the cases and transcripts (an API process has none)."""
+    runner = request.app.state.service.runner
+    if runner is None:
+        raise JobRejected(503, NO_RUNNER)
+    return runner
+
+
+Runner = Annotated[Any, Depends(_runner)]
+
+
+def _found(found: Any) -> JSONResponse:
+    if found is None:
+        raise JobRejected(404, NO_CASE, "case_id")
+    return JSONResponse(found)
 
 
 async def _thread(fn: Any, *args: Any) -> Any:
@@ -68,73 +83,77 @@ class OnwardBody(BaseModel):
         return node
 
 
+def mount_page(app: FastAPI) -> None:
+    """The page and its static files (no token: the page asks for one)."""
+    widgets = widgets_dir()
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse((widgets / "page.html").read_text())
+
+    app.mount("/static", StaticFiles(directory=widgets), name="static")
+
+
 def router(user_dependency: Any) -> APIRouter:
     """The routes, behind ``user_dependency`` (the API's bearer-token check, which returns the user)."""
     User = Annotated[str, Depends(user_dependency)]
     api = APIRouter()
 
-    async def _case_part(request: Request, user: str, case_id: str, part: str) -> JSONResponse:
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, NO_RUNNER)
+    @api.get("/me")
+    async def who_am_i(user: User) -> dict[str, str]:
+        """Who this token belongs to (the page checks the token at sign-in)."""
+        return {"user": user}
+
+    @api.get("/sessions/{session_id}")
+    async def session_history(session_id: str, user: User, runner: Runner) -> JSONResponse:
+        """The conversation as chunks, and the job still running in it (to reattach to)."""
+        return JSONResponse(await _thread(_history, runner, session_id, user))
+
+    async def _case_part(runner: Any, user: str, case_id: str, part: str) -> JSONResponse:
         view = offered(runner.integration, "case_view")
-        found = None if view is None else await _thread(view, user, case_id, part)
-        return _refuse(404, NO_CASE, "case_id") if found is None else JSONResponse(found)
+        return _found(None if view is None else await _thread(view, user, case_id, part))
 
     @api.get("/cases")
-    async def cases(request: Request, user: User) -> JSONResponse:
+    async def cases(user: User, runner: Runner) -> JSONResponse:
         """The cases this user may open (none when the service runs plain chat)."""
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, NO_RUNNER)
         listed = offered(runner.integration, "cases_for")
         found = [] if listed is None else await _thread(listed, user)
         return JSONResponse({"cases": found, "note": None if listed is not None else NO_CASES})
 
     @api.get("/cases/{case_id}")
-    async def case(request: Request, user: User, case_id: str) -> JSONResponse:
+    async def case(user: User, runner: Runner, case_id: str) -> JSONResponse:
         """The case and questions to start from."""
-        return await _case_part(request, user, case_id, "examples")
+        return await _case_part(runner, user, case_id, "examples")
 
     @api.get("/cases/{case_id}/{part}")
     async def case_panel(
-        request: Request, user: User, case_id: str, part: Literal["flags", "graph"]
+        user: User, runner: Runner, case_id: str, part: Literal["flags", "graph"]
     ) -> JSONResponse:
         """What the flags panel or the fund-flow graph panel draws for this case."""
-        return await _case_part(request, user, case_id, part)
+        return await _case_part(runner, user, case_id, part)
 
     @api.post("/cases/{case_id}/graph/onward")
-    async def trace_onward(request: Request, user: User, case_id: str, body: OnwardBody) -> JSONResponse:
+    async def trace_onward(user: User, runner: Runner, case_id: str, body: OnwardBody) -> JSONResponse:
         """What "Trace onward" adds to the graph (the page merges it in)."""
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, NO_RUNNER)
         onward = offered(runner.integration, "trace_onward")
         try:
-            found = None if onward is None else await _thread(onward, user, case_id, body.node, body.edges_in)
+            return _found(
+                None if onward is None else await _thread(onward, user, case_id, body.node, body.edges_in)
+            )
         except UserFacingError as exc:  # e.g. a bridge contract with no deposit in this graph
-            return _refuse(422, str(exc), "node")
-        return _refuse(404, NO_CASE, "case_id") if found is None else JSONResponse(found)
+            raise JobRejected(422, str(exc), "node") from None
 
     @api.get("/conversations")
     async def conversations(
-        request: Request,
-        user: User,
-        limit: Annotated[int, Query(ge=1, le=MAX_CONVERSATIONS)] = 30,
+        user: User, runner: Runner, limit: Annotated[int, Query(ge=1, le=MAX_CONVERSATIONS)] = 30
     ) -> JSONResponse:
         """The user's conversations, newest first: id, title, first question, case, time."""
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, NO_RUNNER)
         return JSONResponse({"conversations": await _thread(_conversations, runner, user, limit)})
 
     @api.get("/conversations/{session_id}/citations")
-    async def conversation_citations(request: Request, user: User, session_id: str) -> JSONResponse:
+    async def conversation_citations(user: User, runner: Runner, session_id: str) -> JSONResponse:
         """Per turn of the stored conversation, its citations chunk's fields (or null): for a page that
         reads a conversation again (``GET /sessions/{id}``) and wants the lines its live run showed."""
-        runner = request.app.state.service.runner
-        if runner is None:
-            return _refuse(503, NO_RUNNER)
         return JSONResponse({"turns": await _thread(_citations, runner, session_id, user)})
 
     @api.post("/conversations/{session_id}/decisions")
@@ -142,14 +161,19 @@ def router(user_dependency: Any) -> APIRouter:
         """The signed-in user's Approve or Deny on a call that waits, as a job (admitted, capped and run
         like a question): poll it like one; it goes on with the call's result or the denial."""
         req = JobRequest(user=user, message="", session_id=session_id, decision=body.model_dump())
-        try:
-            async with asyncio.timeout(1.0):  # admission is one script: a frozen Redis answers 503
-                created = await request.app.state.service.submit(req)
-        except TimeoutError:
-            raise StoreUnavailable("the job store did not admit the job in time") from None
-        return JSONResponse(created)
+        return JSONResponse(await request.app.state.service.admit(req))
 
     return api
+
+
+def _history(runner: Any, session_id: str, user: str) -> dict[str, Any]:
+    session = runner.own_session(session_id, user)
+    messages = runner.transcripts.load_messages(session.id)
+    job = runner.store.session_job(session.id)
+    if job is not None:  # the running job replays its own turn from its first chunk
+        messages = messages[: job["history_len"]]
+        job = {"job_id": job["job_id"], "message": job["message"]}
+    return {"session_id": session.id, "chunks": history_chunks(messages), "job": job}
 
 
 def _citations(runner: Any, session_id: str, user: str) -> list[Any]:

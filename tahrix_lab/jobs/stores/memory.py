@@ -32,12 +32,9 @@ class _MemJob:
     queue_position: int = 0
     cancel: bool = False
     expires: float | None = None  # set when the job ends
-    cond: threading.Condition | None = None  # long-polls of this job wait here (threads)
     waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(default_factory=list)
 
     def wake(self) -> None:
-        assert self.cond is not None
-        self.cond.notify_all()
         for loop, fut in self.waiters:
             loop.call_soon_threadsafe(_resolve, fut)
         self.waiters.clear()
@@ -49,8 +46,7 @@ def _resolve(fut: asyncio.Future[None]) -> None:
 
 
 class MemoryJobStore(JobStore):
-    """Jobs in a dict under one lock; each job has its own condition on that lock, so a
-    chunk wakes only the long-polls of its own job."""
+    """Jobs in a dict under one lock; a chunk wakes only the long-polls of its own job."""
 
     def __init__(self, ttl: float = DEFAULT_TTL_S) -> None:
         self.ttl = ttl
@@ -85,7 +81,6 @@ class MemoryJobStore(JobStore):
                 request=request,
                 session_id=request.get("session_id"),
                 queue_position=queue_position,
-                cond=threading.Condition(self._cond),
             )
             return 0
 
@@ -133,19 +128,10 @@ class MemoryJobStore(JobStore):
                 self._sessions.pop(job.session_id, None)
             job.wake()
 
-    def read(self, job_id: str, since: int = 0, wait: float = 0.0) -> dict[str, Any] | None:
-        deadline = time.monotonic() + max(wait, 0.0)
+    def read(self, job_id: str, since: int = 0) -> dict[str, Any] | None:
         with self._cond:
-            while True:
-                job = self._get(job_id)
-                if job is None:
-                    return None
-                remaining = deadline - time.monotonic()
-                if job.log.next > since or job.status in TERMINAL or remaining <= 0:
-                    break
-                assert job.cond is not None
-                job.cond.wait(remaining)
-            return self._snapshot(job, since)
+            job = self._get(job_id)
+            return None if job is None else self._snapshot(job, since)
 
     async def aread(
         self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
@@ -187,11 +173,6 @@ class MemoryJobStore(JobStore):
             header = {"status": job.status, **job.fold.summary(), "session_id": job.session_id,
                       "queue_position": job.queue_position, "user": job.user}  # fmt: skip
             return state(header, job.log.since(since), since, job.log.next)
-
-    def owner(self, job_id: str) -> str | None:
-        with self._cond:
-            job = self._get(job_id)
-            return job.user if job else None
 
     def request_cancel(self, job_id: str) -> bool:
         with self._cond:

@@ -1,25 +1,12 @@
-"""Jobs in Redis, shared by several processes (layout in ``scripts``).
+"""Jobs in Redis, shared by several processes (key layout and Lua in ``scripts``).
 
-Writes (``writer``): the runner's ``append`` only queues chunks. One
-writer thread sends, per batch, one script call for every job that has news
-(its consecutive text deltas merged), which also publishes one wake-up
-carrying the news. Idle, a batch is one chunk and leaves at once; under load a
-short window lets chunks gather.
-
-The writer keeps each running job's whole log. When Redis loses a job (it
-restarted empty) or a write's answer was lost, the next write finds the log
-elsewhere than expected and the writer writes the job anew under the same
-indexes: numbering continues. While Redis is down the run goes on and the
-writer retries; ``finish`` waits (at most ``grace_s``) for the end to land.
-
-Reads (the API, ``aread``): one script returns the state and the chunks from
-``since``; a long-poll waits for the wake-up message of its job (one pubsub
-connection per process) and answers from the tail the messages keep
-(``wake``), reading Redis again only when the tail cannot answer. The
-reads and admissions asked in one event-loop turn share one pipeline
-(``ScriptBatcher`` below). Commands have short socket timeouts and a dead pooled
-connection is retried once; no command blocks in Redis, so no request outlives
-its ``wait`` by more than the socket timeout.
+Writes go through ``writer``: one thread, one script call per batch, and a job
+Redis lost is written anew under the same indexes. Reads (the API, ``aread``):
+one script returns the state and the chunks from ``since``; a long-poll waits
+for its job's wake-up and answers from the tail the messages keep, reading
+Redis only when the tail cannot answer (``wake``). Commands have short socket
+timeouts and a dead pooled connection is retried once; no command blocks in
+Redis, so no request outlives its ``wait`` by more than the socket timeout.
 """
 
 from __future__ import annotations
@@ -28,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
+from dataclasses import dataclass
 from typing import Any
 
 from tahrix_lab.agent.secrets import redact_url
@@ -46,7 +33,7 @@ from tahrix_lab.jobs.contract import (
     state,
 )
 from tahrix_lab.jobs.stores import scripts as lua
-from tahrix_lab.jobs.stores.wake import Waker
+from tahrix_lab.jobs.stores.wake import ScriptBatcher, Waker
 from tahrix_lab.jobs.stores.writer import Writer, job_key
 
 log = logging.getLogger(__name__)
@@ -58,22 +45,16 @@ MAX_CONNECTIONS = 4096
 ASYNC_POOL = 64
 
 
-def _client_options() -> dict[str, Any]:
+def _options(module: Any) -> dict[str, Any]:
+    """Short timeouts; one retry, only for a connection that died in the pool (not for a
+    timeout: a frozen server would double every wait). ``module``: redis or redis.asyncio."""
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    # One retry, only for a connection that died in the pool (not for a timeout: a frozen
-    # server would double every wait); redis-py's default retries three times with backoff.
     return {"decode_responses": True, "socket_connect_timeout": SOCKET_TIMEOUT_S,
             "socket_timeout": SOCKET_TIMEOUT_S, "health_check_interval": 10,
-            "max_connections": MAX_CONNECTIONS, "retry_on_error": [RedisConnectionError],
-            "retry_on_timeout": False, "_retry": NoBackoff}  # fmt: skip
-
-
-def _make_client(module: Any, url: str) -> Any:
-    opts = _client_options()
-    backoff = opts.pop("_retry")
-    return module.Redis.from_url(url, retry=module.retry.Retry(backoff(), 1), **opts)
+            "retry": module.retry.Retry(NoBackoff(), 1), "retry_on_error": [RedisConnectionError],
+            "retry_on_timeout": False}  # fmt: skip
 
 
 def _make_async_client(url: str) -> Any:
@@ -82,11 +63,8 @@ def _make_async_client(url: str) -> Any:
     POSTs does not open hundreds of connections at once."""
     import redis.asyncio
 
-    opts = _client_options()
-    backoff = opts.pop("_retry")
-    opts["max_connections"] = ASYNC_POOL
     pool = redis.asyncio.BlockingConnectionPool.from_url(
-        url, timeout=SOCKET_TIMEOUT_S, retry=redis.asyncio.retry.Retry(backoff(), 1), **opts
+        url, timeout=SOCKET_TIMEOUT_S, max_connections=ASYNC_POOL, **_options(redis.asyncio)
     )
     pool.connection_class = packing_with_hiredis(pool.connection_class)  # TCP, TLS or a socket file
     return redis.asyncio.Redis.from_pool(pool)  # the client owns the pool: aclose closes it
@@ -130,6 +108,25 @@ def _parse(reply: list[Any], since: int) -> dict[str, Any] | None:
     return state(header, chunks, since, int(header.get("next", 0)))
 
 
+def _admitted(got: int, cap: int | None) -> int:
+    """CREATE's answer: the queue's length, or -1 when the cap refused."""
+    if got < 0:
+        raise CapReached(cap or 0)
+    return got
+
+
+@dataclass
+class _OnLoop:
+    """What ``aread`` and ``acreate`` use on one event loop."""
+
+    loop: asyncio.AbstractEventLoop
+    client: Any
+    calls: ScriptBatcher
+    waker: Waker
+    read: Any  # the READ and CREATE scripts, registered with this client
+    create: Any
+
+
 class RedisJobStore(JobStore):
     """See the module docstring. ``check()`` pings at start so a wrong URL fails at once."""
 
@@ -143,12 +140,12 @@ class RedisJobStore(JobStore):
         self.ttl = ttl
         self.grace_s = grace_s
         self._redis = redis
-        self.client: Any = _make_client(redis, url)
+        self.client: Any = redis.Redis.from_url(url, max_connections=MAX_CONNECTIONS, **_options(redis))
         self._scripts = {name: self.client.register_script(getattr(lua, name)) for name in
                          ("CREATE", "APPENDS", "RESTORE", "READ", "CANCEL", "CANCELS", "POSITIONS",
                           "SESSION", "RENEW", "WORKERS", "CLAIM", "UNSAVED", "EPOCH")}  # fmt: skip
         self._writer = Writer(self.client, redis, self._scripts, url, grace_s, self._ttl)
-        self._async: Any = None  # (loop, client, read script, waker)
+        self._async: _OnLoop | None = None  # the event loop's client, batcher and wake-ups
         self._epoch: str | None = None  # when Redis began holding jobs, as first seen here
 
     def _err(self, exc: Exception) -> StoreUnavailable:
@@ -200,25 +197,20 @@ class RedisJobStore(JobStore):
         """Admit the job; with ``enqueue`` also push the request for a worker (one step).
         Returns the worker queue's length (0 without ``enqueue``)."""
         keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
-        got = int(self._call(self._scripts["CREATE"], keys=keys, args=args))
-        if got < 0:
-            raise CapReached(max_running or 0)
-        return got
+        return _admitted(int(self._call(self._scripts["CREATE"], keys=keys, args=args)), max_running)
 
     async def acreate(
         self, job_id: str, *, user: str, request: dict[str, Any], queue_position: int = 0,
         max_running: int | None = None, enqueue: bool = False,
     ) -> int:  # fmt: skip
         """``create`` on the event loop (a POST parks no thread)."""
-        _client, calls, _waker = self._async_parts()  # the event loop's client and scripts
+        on = self._on_loop()
         keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
         try:  # a burst of POSTs shares one pipeline
-            got = int(await calls.call(self._async[4]["CREATE"], keys, args))
+            got = int(await on.calls.call(on.create, keys, args))
         except self._redis.RedisError as exc:
             raise self._err(exc) from exc
-        if got < 0:
-            raise CapReached(max_running or 0)
-        return got
+        return _admitted(got, max_running)
 
     def _create_args(
         self, job_id: str, user: str, request: dict[str, Any], position: int, cap: int | None, enqueue: bool
@@ -261,36 +253,26 @@ class RedisJobStore(JobStore):
         return {"job_id": job_id, "message": found[1] or "", "history_len": int(found[2] or 0)}
 
     # -- reading -----------------------------------------------------------------
-    def read(self, job_id: str, since: int = 0, wait: float = 0.0) -> dict[str, Any] | None:
+    def read(self, job_id: str, since: int = 0) -> dict[str, Any] | None:
         key = job_key(job_id)
-        since = max(0, since)
-        deadline = time.monotonic() + max(0.0, wait)
-        while True:
-            reply = self._call(self._scripts["READ"], keys=[key, key + ":chunks"], args=[since])
-            got = self._parse(reply, since)
-            remaining = deadline - time.monotonic()
-            if got is None or got["chunks"] or got["status"] in TERMINAL or remaining <= 0:
-                return got
-            # Short blocking slices: a command never outlives the socket timeout.
-            block = max(1, int(min(remaining, SOCKET_TIMEOUT_S / 2) * 1000))
-            self._call(self.client.xread, {key + ":chunks": f"0-{since}"}, count=1, block=block)
+        return self._parse(
+            self._call(self._scripts["READ"], keys=[key, key + ":chunks"], args=[since]), since
+        )
 
-    def _async_parts(self) -> tuple[Any, Any, Waker]:
+    def _on_loop(self) -> _OnLoop:
         loop = asyncio.get_running_loop()
-        if self._async is None or self._async[0] is not loop:
+        if self._async is None or self._async.loop is not loop:
             client = _make_async_client(self.url)
-            calls = ScriptBatcher(client, self._redis)
-            self._async = (loop, client, calls, Waker(client),
-                           {"READ": client.register_script(lua.READ),
-                            "CREATE": client.register_script(lua.CREATE)})  # fmt: skip
-        return self._async[1], self._async[2], self._async[3]
+            self._async = _OnLoop(loop, client, ScriptBatcher(client, self._redis), Waker(client),
+                                  client.register_script(lua.READ), client.register_script(lua.CREATE))  # fmt: skip
+        return self._async
 
     async def aread(
         self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
         linger: float = 0.0,
     ) -> dict[str, Any] | None:  # fmt: skip
-        _client, calls, waker = self._async_parts()
-        read_script = self._async[4]["READ"]
+        on = self._on_loop()
+        waker = on.waker
         key = job_key(job_id)
         since = max(0, since)
         loop = asyncio.get_running_loop()
@@ -303,7 +285,7 @@ class RedisJobStore(JobStore):
                 return got
             asked = waker.messages
             try:
-                reply = await calls.call(read_script, [key, key + ":chunks"], [since])
+                reply = await on.calls.call(on.read, [key, key + ":chunks"], [since])
             except self._redis.RedisError as exc:
                 raise self._err(exc) from exc
             got = self._parse(reply, since)
@@ -344,10 +326,6 @@ class RedisJobStore(JobStore):
         finally:
             if fut is not None:
                 waker.unregister(job_id, fut)
-
-    def owner(self, job_id: str) -> str | None:
-        user = self._call(self.client.hget, job_key(job_id), "user")
-        return str(user) if user is not None else None
 
     def request_cancel(self, job_id: str) -> bool:
         return bool(self._call(self._scripts["CANCEL"], keys=[job_key(job_id)]))
@@ -401,59 +379,9 @@ class RedisJobStore(JobStore):
         self.client.close()
 
     async def aclose(self) -> None:
-        if self._async is not None and self._async[0] is asyncio.get_running_loop():
-            await self._async[3].close()
+        on = self._async
+        if on is not None and on.loop is asyncio.get_running_loop():
+            await on.waker.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._async[1].aclose(), SOCKET_TIMEOUT_S)
+                await asyncio.wait_for(on.client.aclose(), SOCKET_TIMEOUT_S)
         self._async = None
-
-
-_Call = tuple[Any, list[str], list[Any], "asyncio.Future[Any]"]
-
-
-class ScriptBatcher:
-    """``await call(script, keys, args)`` answers that registered script's reply."""
-
-    def __init__(self, client: Any, redis_module: Any) -> None:
-        self.client = client
-        self.redis = redis_module
-        self.pending: list[_Call] = []
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    async def call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
-        if not self.pending:
-            loop.call_soon(self._kick)  # after the other requests of this turn asked too
-        self.pending.append((script, keys, args, fut))
-        return await fut
-
-    def _kick(self) -> None:
-        batch, self.pending = self.pending, []
-        if batch:
-            task = asyncio.get_running_loop().create_task(self._flush(batch))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
-
-    async def _send(self, batch: list[_Call]) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
-        for script, keys, args, _fut in batch:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        return list(await pipe.execute(raise_on_error=False))
-
-    async def _flush(self, batch: list[_Call]) -> None:
-        try:
-            results = await self._send(batch)
-            if any(isinstance(r, self.redis.exceptions.NoScriptError) for r in results):
-                for script in {id(c[0]): c[0] for c in batch}.values():  # a fresh or restarted Redis
-                    await self.client.script_load(script.script)
-                results = await self._send(batch)
-        except Exception as exc:  # unreachable, timed out: each call raises it
-            results = [exc] * len(batch)
-        for (_script, _keys, _args, fut), res in zip(batch, results, strict=True):
-            if fut.done():  # its request gave up (deadline)
-                continue
-            if isinstance(res, BaseException):
-                fut.set_exception(res)
-            else:
-                fut.set_result(res)
