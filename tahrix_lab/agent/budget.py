@@ -6,8 +6,10 @@ days. Dollars come from ``genai-prices`` through a ``Pricer``'s rate rows
 (the rate in force at each call's time, for its input-token tier).
 
 ``check`` must stay cheap however long the transcript grows, so the budget
-keeps a ledger in memory: it reads the store once (last 30 days), then the
-store tells it of every message this process appends, and it keeps running
+keeps a ledger in memory: it reads the store once (last 30 days: the last
+hour call by call, the rest summed in the engine per user and hour, each
+group's spend placed at its latest call, so it expires late by up to an hour,
+never early), then the store tells it of every message this process appends, and it keeps running
 sums in time-ordered deques that drop expired entries from the front. A check
 is memory work only; every ``sync_every`` seconds (1 s) it also asks the
 database for the calls written since the last one it saw — by another store
@@ -29,14 +31,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from tahrix_lab.agent.errors import BudgetExceeded
 from tahrix_lab.agent.pricing import Pricer, Rate
 from tahrix_lab.agent.transcript import Message, Usage, utcnow
 
 if TYPE_CHECKING:
+    from tahrix_lab.agent.storage.interface import LedgerRow
     from tahrix_lab.agent.store import TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,9 @@ log = logging.getLogger(__name__)
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 MONTH = timedelta(days=30)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")  # Usage's order
 
 BUCKETS = ("per_minute_tokens", "per_hour_tokens", "monthly_usd", "global_monthly_usd")
 
@@ -188,9 +194,51 @@ class Budget:
         if time.monotonic() - self._synced_at < self.sync_every:
             return
         self._synced_at = time.monotonic()
-        rows, top = store.ledger_calls(after_seq=self._watermark, since=now - MONTH)
         if self._watermark is None:
-            self._watermark = top
+            self._first_read(store, now)
+            return
+        rows, top = store.ledger_calls(after_seq=self._watermark, since=now - MONTH)
+        self._count_rows(store, rows)
+        self._watermark = max(self._watermark, top)
+
+    def _first_read(self, store: TranscriptStore, now: datetime) -> None:
+        """The last hour call by call (the token windows need each call's time), the rest of
+        the month summed in the engine per user, hour, model, backend and input-token tier
+        (one grouped query, never a million rows into Python), both cut at the same seq so
+        the syncs that follow count each call once. ``ledger_calls`` keeps ``created_at >
+        since``, ``usage_sums`` ``created_at < until``: a microsecond apart, the two meet
+        without a gap at the timestamps' resolution."""
+        boundary = now - HOUR
+        rows, top = store.ledger_calls(after_seq=None, since=boundary - timedelta(microseconds=1))
+        _, tiers = self.pricer.breaks(store.models_used())
+        names, groups = store.usage_sums(
+            ["user", "hour"], tiers=tiers, since=now - MONTH, until=boundary, through_seq=top
+        )
+        last = names.index("_last")
+        for g in sorted(groups, key=lambda g: g[last]):  # oldest first: each deque fills in order
+            self._add_group(tiers, dict(zip(names, g, strict=True)))
+        self._count_rows(store, sorted(rows, key=lambda r: r[2]))
+        self._watermark = top
+
+    def _add_group(self, tiers: list[int], g: dict[str, Any]) -> None:
+        """One group of the first read: its spend placed at its latest call, so it never
+        leaves the month window before that call does. Prices are linear within a (model,
+        backend, hour, tier), so the group's sums cost what its calls cost one by one."""
+        if not g["_reported"]:
+            return  # no call of the group reported usage: nothing to price, nothing unknown
+        ledger = self._ledger(g["user"])
+        usage = Usage(*(round(g[k] or 0) for k in _TOKENS))
+        model, backend, tier = g["model"], g["backend"], g["_tier"]
+        at = _EPOCH + g["hour"] * HOUR  # price changes fall on midnights: the hour's start says the period
+        rate = self.pricer.rate(model, backend, at=at, input_tokens=tiers[tier - 1] + 1 if tier else 0)
+        usd = rate.cost(usage) if rate is not None else self._assumed(model, backend, usage)
+        if usd is None:
+            ledger.unknown_cost_calls += g["_reported"]
+        elif usd:
+            ledger.month.add(g["_last"], usd)
+            self._global.add(g["_last"], usd)
+
+    def _count_rows(self, store: TranscriptStore, rows: list[LedgerRow]) -> None:
         if not rows:
             return
         self._learn_users(store, {r[0] for r in rows})
@@ -233,10 +281,14 @@ class Budget:
                 message.backend,
             )
 
-    def _add(self, user: str, at: datetime, usage: Usage, model: str | None, backend: str | None) -> None:
+    def _ledger(self, user: str) -> _UserLedger:
         ledger = self._users.get(user)
         if ledger is None:
             ledger = self._users[user] = _UserLedger()
+        return ledger
+
+    def _add(self, user: str, at: datetime, usage: Usage, model: str | None, backend: str | None) -> None:
+        ledger = self._ledger(user)
         tokens = usage.total_tokens
         if tokens:
             ledger.minute.add(at, tokens)
@@ -252,9 +304,13 @@ class Budget:
 
     def _usd(self, usage: Usage, model: str | None, backend: str | None, at: datetime) -> float | None:
         usd = self.pricer.price_from_rates(model, usage, backend=backend, at=at)
-        if usd is None and self.assume_unknown is not None and usage.known:
-            usd = Rate.flat(model or "?", backend, *self.assume_unknown).cost(usage)
-        return usd
+        return self._assumed(model, backend, usage) if usd is None and usage.known else usd
+
+    def _assumed(self, model: str | None, backend: str | None, usage: Usage) -> float | None:
+        """An unknown price at the assumed rate, if one was given (else unknown)."""
+        if self.assume_unknown is None:
+            return None
+        return Rate.flat(model or "?", backend, *self.assume_unknown).cost(usage)
 
     def _message(self, bucket: str) -> str:
         if bucket == "per_minute_tokens":
