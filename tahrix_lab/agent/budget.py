@@ -19,7 +19,7 @@ file). "Since" is the ``seq`` the messages were written in, not their
 still seen. A call counted by the listener is never counted again.
 
 A model with no known price is priced as unknown, not as zero: it is logged
-once and counted in ``unknown_cost_calls``; pass ``assume_unknown=(in, out)``
+once and counted in ``unknown_cost_calls`` (over the same 30 days); pass ``assume_unknown=(in, out)``
 (USD per million tokens) to charge such calls at an assumed rate.
 """
 
@@ -86,7 +86,7 @@ class _UserLedger:
     minute: _Window = field(default_factory=lambda: _Window(MINUTE))
     hour: _Window = field(default_factory=lambda: _Window(HOUR))
     month: _Window = field(default_factory=lambda: _Window(MONTH))
-    unknown_cost_calls: int = 0
+    unknown: _Window = field(default_factory=lambda: _Window(MONTH))  # calls of unknown cost
 
 
 class Budget:
@@ -164,7 +164,7 @@ class Budget:
                 "per_hour_tokens": ledger.hour.value(now),
                 "monthly_usd": ledger.month.value(now),
                 "global_monthly_usd": self._global.value(now),
-                "unknown_cost_calls": float(ledger.unknown_cost_calls),
+                "unknown_cost_calls": ledger.unknown.value(now),
             }
 
     def caps(self) -> dict[str, float | None]:
@@ -233,7 +233,7 @@ class Budget:
         rate = self.pricer.rate(model, backend, at=at, input_tokens=tiers[tier - 1] + 1 if tier else 0)
         usd = rate.cost(usage) if rate is not None else self._assumed(model, backend, usage)
         if usd is None:
-            ledger.unknown_cost_calls += g["_reported"]
+            ledger.unknown.add(g["_last"], g["_reported"])
         elif usd:
             ledger.month.add(g["_last"], usd)
             self._global.add(g["_last"], usd)
@@ -296,7 +296,7 @@ class Budget:
         usd = self._usd(usage, model, backend, at)
         if usd is None:
             if usage.known:
-                ledger.unknown_cost_calls += 1
+                ledger.unknown.add(at, 1)
             return
         if usd:
             ledger.month.add(at, usd)
