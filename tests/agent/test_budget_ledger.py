@@ -48,7 +48,8 @@ class Call:
 def usages(draw: st.DrawFn) -> Usage:
     if draw(st.integers(0, 9)) == 0:
         return Usage()  # no usage reported: neither priced nor unknown
-    inp = draw(st.integers(0, 300_000))
+    # around each tier threshold (128k, 200k) as often as anywhere else
+    inp = draw(st.one_of(st.integers(0, 300_000), st.sampled_from([128_000, 128_001, 200_000, 200_001, 250_000])))
     read = draw(st.integers(0, inp))
     write = draw(st.integers(0, inp - read))
     return Usage(inp, draw(st.integers(0, 20_000)), read, write)
@@ -63,6 +64,7 @@ def calls(draw: st.DrawFn, now: datetime = NOW) -> Call:
             st.integers(0, 3_600_000_000),
             st.integers(-5_000_000, 5_000_000).map(lambda us: int(MONTH.total_seconds() * 1e6) + us),
             st.integers(0, 40 * 86_400_000_000),
+            st.integers(1, 40).map(lambda days: days * 86_400_000_000 + 1),
         )
     )
     model, backend = draw(st.sampled_from(MODELS))
@@ -138,9 +140,9 @@ def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callab
     PostgresStore.close_pools()
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    before=st.lists(calls(), max_size=40),
+    before=st.lists(calls(), min_size=5, max_size=40),
     after=st.lists(calls(NOW + timedelta(seconds=30)), max_size=8),
     mine=st.lists(st.booleans(), min_size=8, max_size=8),
 )
