@@ -49,7 +49,9 @@ def usages(draw: st.DrawFn) -> Usage:
     if draw(st.integers(0, 9)) == 0:
         return Usage()  # no usage reported: neither priced nor unknown
     # around each tier threshold (128k, 200k) as often as anywhere else
-    inp = draw(st.one_of(st.integers(0, 300_000), st.sampled_from([128_000, 128_001, 200_000, 200_001, 250_000])))
+    inp = draw(
+        st.one_of(st.integers(0, 300_000), st.sampled_from([128_000, 128_001, 200_000, 200_001, 250_000]))
+    )
     read = draw(st.integers(0, inp))
     write = draw(st.integers(0, inp - read))
     return Usage(inp, draw(st.integers(0, 20_000)), read, write)
@@ -68,7 +70,9 @@ def calls(draw: st.DrawFn, now: datetime = NOW) -> Call:
         )
     )
     model, backend = draw(st.sampled_from(MODELS))
-    return Call(draw(st.sampled_from(USERS)), model, backend, now - timedelta(microseconds=age), draw(usages()))
+    return Call(
+        draw(st.sampled_from(USERS)), model, backend, now - timedelta(microseconds=age), draw(usages())
+    )
 
 
 def expected(ledger: list[Call], now: datetime) -> dict[str, dict[str, float]]:
