@@ -214,29 +214,50 @@ class Budget:
         names, groups = store.usage_sums(
             ["user", "hour"], tiers=tiers, since=now - MONTH, until=boundary, through_seq=top
         )
-        last = names.index("_last")
-        for g in sorted(groups, key=lambda g: g[last]):  # oldest first: each deque fills in order
-            self._add_group(tiers, dict(zip(names, g, strict=True)))
+        hours = self._price_groups(tiers, names, groups)
+        for (user, _), (last, usd, unknown) in sorted(hours.items(), key=lambda h: h[1][0]):
+            ledger = self._ledger(user)  # oldest first: each deque fills in order
+            if unknown:
+                ledger.unknown.add(last, unknown)
+            if usd:
+                ledger.month.add(last, usd)
+                self._global.add(last, usd)
         self._count_rows(store, sorted(rows, key=lambda r: r[2]))
         self._watermark = top
 
-    def _add_group(self, tiers: list[int], g: dict[str, Any]) -> None:
-        """One group of the first read: its spend placed at its latest call, so it never
-        leaves the month window before that call does. Prices are linear within a (model,
-        backend, hour, tier), so the group's sums cost what its calls cost one by one."""
-        if not g["_reported"]:
-            return  # no call of the group reported usage: nothing to price, nothing unknown
-        ledger = self._ledger(g["user"])
-        usage = Usage(*(round(g[k] or 0) for k in _TOKENS))
-        model, backend, tier = g["model"], g["backend"], g["_tier"]
-        at = _EPOCH + g["hour"] * HOUR  # price changes fall on midnights: the hour's start says the period
-        rate = self.pricer.rate(model, backend, at=at, input_tokens=tiers[tier - 1] + 1 if tier else 0)
-        usd = rate.cost(usage) if rate is not None else self._assumed(model, backend, usage)
-        if usd is None:
-            ledger.unknown.add(g["_last"], g["_reported"])
-        elif usd:
-            ledger.month.add(g["_last"], usd)
-            self._global.add(g["_last"], usd)
+    def _price_groups(
+        self, tiers: list[int], names: list[str], groups: list[tuple[Any, ...]]
+    ) -> dict[tuple[str, int], tuple[datetime, float, int]]:
+        """Each user's hour of the first read: its latest call, its USD, and its calls of
+        unknown cost. Prices are linear within a (model, backend, hour, tier), so a group's
+        sums cost what its calls cost one by one. The spend sits at the hour's latest call:
+        it never leaves the month window before that call does."""
+        col = {n: i for i, n in enumerate(names)}
+        user, hour, model, backend, tier, reported, last = (
+            col[n] for n in ("user", "hour", "model", "backend", "_tier", "_reported", "_last")
+        )
+        tokens = [col[n] for n in _TOKENS]
+        rates: dict[tuple[Any, ...], Rate | None] = {}
+        out: dict[tuple[str, int], tuple[datetime, float, int]] = {}
+        for g in groups:
+            if not g[reported]:
+                continue  # no call of the group reported usage: nothing to price, nothing unknown
+            key = (g[model], g[backend], g[hour] // 24, g[tier])  # price changes fall on midnights
+            if key not in rates:
+                size = tiers[g[tier] - 1] + 1 if g[tier] else 0
+                rates[key] = self.pricer.rate(
+                    g[model], g[backend], at=_EPOCH + g[hour] * HOUR, input_tokens=size
+                )
+            rate = rates[key]
+            usage = Usage(*(round(g[i] or 0) for i in tokens))
+            usd = rate.cost(usage) if rate is not None else self._assumed(g[model], g[backend], usage)
+            at, total, unknown = out.get((g[user], g[hour]), (g[last], 0.0, 0))
+            out[g[user], g[hour]] = (
+                max(at, g[last]),
+                total + (usd or 0.0),
+                unknown + (g[reported] if usd is None else 0),
+            )
+        return out
 
     def _count_rows(self, store: TranscriptStore, rows: list[LedgerRow]) -> None:
         if not rows:

@@ -187,3 +187,18 @@ def test_month_spend_expires_never_early(new_store: Callable[[], Stores]) -> Non
     assert budget.spent("ana")["monthly_usd"] == pytest.approx(2 * one)
     clock.now = NOW + 10 * second  # the group's latest call has expired: all of it goes
     assert budget.spent("ana")["monthly_usd"] == 0
+
+
+def test_groups_priced_in_their_price_period_and_tier(new_store: Callable[[], Stores]) -> None:
+    store, _ = new_store()
+    # claude-sonnet-4-6 over 200k input tokens: $6 per million before 2026-03-13, $3 after
+    long, short = Usage(250_000, 0), Usage(1000, 0)
+    ledger = [
+        Call("ana", "claude-sonnet-4-6", "openai", datetime(2026, 3, 10, 9, tzinfo=UTC), long),
+        Call("ana", "claude-sonnet-4-6", "openai", datetime(2026, 3, 10, 9, 30, tzinfo=UTC), short),
+        Call("ana", "claude-sonnet-4-6", "openai", datetime(2026, 3, 20, 9, tzinfo=UTC), long),
+    ]
+    write(store, ledger)
+    budget = Budget(store=store, clock=Clock(NOW), pricer=PRICER)
+    assert budget.spent("ana")["monthly_usd"] == pytest.approx(1.5 + 0.003 + 0.75)
+    assert_spent(budget, ledger, NOW)
