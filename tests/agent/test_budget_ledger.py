@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tahrix_lab.agent import Budget, Message, Pricer, TranscriptStore, Usage
 from tahrix_lab.agent.budget import HOUR, MINUTE, MONTH
 from tahrix_lab.agent.storage import PostgresStore
+from tahrix_lab.agent.storage.usage_sql import as_dicts
 from tests.agent.storage.conftest import pg_server  # noqa: F401 (a fixture, by name below)
 from tests.agent.storage.pg_server import PgServer
 
@@ -202,3 +203,19 @@ def test_groups_priced_in_their_price_period_and_tier(new_store: Callable[[], St
     budget = Budget(store=store, clock=Clock(NOW), pricer=PRICER)
     assert budget.spent("ana")["monthly_usd"] == pytest.approx(1.5 + 0.003 + 0.75)
     assert_spent(budget, ledger, NOW)
+
+
+def test_usage_sums_through_seq_stops_at_a_seq_and_gives_each_group_its_last_call(
+    new_store: Callable[[], Stores],
+) -> None:
+    store, _ = new_store()
+    first, second = NOW - timedelta(days=2, minutes=30), NOW - timedelta(days=2, minutes=10)
+    usage = Usage(1000, 10)
+    write(store, [Call("ana", "gpt-4o-mini", "openai", first, usage)])
+    _, top = store.ledger_calls(after_seq=None, since=NOW)  # the seq written so far
+    write(store, [Call("ana", "gpt-4o-mini", "openai", at, usage) for at in (second, first)])
+    by = ["user", "hour"]
+    for through, want in ((top, [(1, first)]), (top + 1000, [(3, second)])):
+        groups = as_dicts(*store.usage_sums(by, since=NOW - MONTH, until=NOW, through_seq=through))
+        assert [(g["calls"], g["_last"]) for g in groups] == want
+    assert "_last" not in store.usage_sums(by)[0]  # only asked for with through_seq
