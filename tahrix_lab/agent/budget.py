@@ -124,6 +124,7 @@ class Budget:
         self._counted: set[tuple[str, int]] = set()  # calls the listener counted, not yet read back
         self._read: deque[tuple[str, int]] = deque(maxlen=100_000)  # calls read back lately
         self._read_set: set[tuple[str, int]] = set()
+        self._grouped_before: datetime | None = None  # the first read summed the calls before this
 
     # -- public -------------------------------------------------------------
     def check(self, user: str, *, store: TranscriptStore | None = None) -> None:
@@ -208,7 +209,7 @@ class Budget:
         the syncs that follow count each call once. ``ledger_calls`` keeps ``created_at >
         since``, ``usage_sums`` ``created_at < until``: a microsecond apart, the two meet
         without a gap at the timestamps' resolution."""
-        boundary = now - HOUR
+        boundary = self._grouped_before = now - HOUR
         rows, top = store.ledger_calls(after_seq=None, since=boundary - timedelta(microseconds=1))
         _, tiers = self.pricer.breaks(store.models_used())
         names, groups = store.usage_sums(
@@ -290,6 +291,8 @@ class Budget:
             key = (session_id, message.position)
             if key in self._read_set:
                 return  # a sync already read it back from the store
+            if self._grouped_before is not None and message.created_at < self._grouped_before:
+                return  # maybe in the first read's sums, which keep no keys: left to the next sync (seq)
             if session_id not in self._session_users and self._loaded_from is not None:
                 self._learn_users(self._loaded_from, {session_id})
             self._counted.add(key)
