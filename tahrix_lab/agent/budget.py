@@ -8,9 +8,10 @@ days. Dollars come from ``genai-prices`` through a ``Pricer``'s rate rows
 ``check`` must stay cheap however long the transcript grows, so the budget
 keeps a ledger in memory: it reads the store once (last 30 days: the last
 hour call by call, the rest summed in the engine per user and hour, each
-group's spend placed at its latest call, so it expires late by up to an hour,
-never early), then the store tells it of every message this process appends, and it keeps running
-sums in time-ordered deques that drop expired entries from the front. A check
+hour's spend placed at its latest call, so it expires late by up to an hour,
+never early), then the store tells it of every message this process appends,
+and it keeps running sums in time-ordered deques that drop expired entries
+from the front. A check
 is memory work only; every ``sync_every`` seconds (1 s) it also asks the
 database for the calls written since the last one it saw — by another store
 object or another process (notebook kernels, the service, the CLI share the
@@ -19,8 +20,9 @@ file). "Since" is the ``seq`` the messages were written in, not their
 still seen. A call counted by the listener is never counted again.
 
 A model with no known price is priced as unknown, not as zero: it is logged
-once and counted in ``unknown_cost_calls`` (over the same 30 days); pass ``assume_unknown=(in, out)``
-(USD per million tokens) to charge such calls at an assumed rate.
+once and counted in ``unknown_cost_calls`` (over the same 30 days); pass
+``assume_unknown=(in, out)`` (USD per million tokens) to charge such calls at
+an assumed rate.
 """
 
 from __future__ import annotations
