@@ -6,9 +6,12 @@ days. Dollars come from ``genai-prices`` through a ``Pricer``'s rate rows
 (the rate in force at each call's time, for its input-token tier).
 
 ``check`` must stay cheap however long the transcript grows, so the budget
-keeps a ledger in memory: it reads the store once (last 30 days), then the
-store tells it of every message this process appends, and it keeps running
-sums in time-ordered deques that drop expired entries from the front. A check
+keeps a ledger in memory: it reads the store once (last 30 days: the last
+hour call by call, the rest summed in the engine per user and hour, each
+hour's spend placed at its latest call, so it expires late by up to an hour,
+never early), then the store tells it of every message this process appends,
+and it keeps running sums in time-ordered deques that drop expired entries
+from the front. A check
 is memory work only; every ``sync_every`` seconds (1 s) it also asks the
 database for the calls written since the last one it saw — by another store
 object or another process (notebook kernels, the service, the CLI share the
@@ -17,8 +20,9 @@ file). "Since" is the ``seq`` the messages were written in, not their
 still seen. A call counted by the listener is never counted again.
 
 A model with no known price is priced as unknown, not as zero: it is logged
-once and counted in ``unknown_cost_calls``; pass ``assume_unknown=(in, out)``
-(USD per million tokens) to charge such calls at an assumed rate.
+once and counted in ``unknown_cost_calls`` (over the same 30 days); pass
+``assume_unknown=(in, out)`` (USD per million tokens) to charge such calls at
+an assumed rate.
 """
 
 from __future__ import annotations
@@ -29,14 +33,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from tahrix_lab.agent.errors import BudgetExceeded
 from tahrix_lab.agent.pricing import Pricer, Rate
 from tahrix_lab.agent.transcript import Message, Usage, utcnow
 
 if TYPE_CHECKING:
+    from tahrix_lab.agent.storage.interface import LedgerRow
     from tahrix_lab.agent.store import TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,9 @@ log = logging.getLogger(__name__)
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 MONTH = timedelta(days=30)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")  # Usage's order
 
 BUCKETS = ("per_minute_tokens", "per_hour_tokens", "monthly_usd", "global_monthly_usd")
 
@@ -80,7 +88,7 @@ class _UserLedger:
     minute: _Window = field(default_factory=lambda: _Window(MINUTE))
     hour: _Window = field(default_factory=lambda: _Window(HOUR))
     month: _Window = field(default_factory=lambda: _Window(MONTH))
-    unknown_cost_calls: int = 0
+    unknown: _Window = field(default_factory=lambda: _Window(MONTH))  # calls of unknown cost
 
 
 class Budget:
@@ -118,6 +126,7 @@ class Budget:
         self._counted: set[tuple[str, int]] = set()  # calls the listener counted, not yet read back
         self._read: deque[tuple[str, int]] = deque(maxlen=100_000)  # calls read back lately
         self._read_set: set[tuple[str, int]] = set()
+        self._grouped_before: datetime | None = None  # the first read summed the calls before this
 
     # -- public -------------------------------------------------------------
     def check(self, user: str, *, store: TranscriptStore | None = None) -> None:
@@ -158,7 +167,7 @@ class Budget:
                 "per_hour_tokens": ledger.hour.value(now),
                 "monthly_usd": ledger.month.value(now),
                 "global_monthly_usd": self._global.value(now),
-                "unknown_cost_calls": float(ledger.unknown_cost_calls),
+                "unknown_cost_calls": ledger.unknown.value(now),
             }
 
     def caps(self) -> dict[str, float | None]:
@@ -188,9 +197,72 @@ class Budget:
         if time.monotonic() - self._synced_at < self.sync_every:
             return
         self._synced_at = time.monotonic()
-        rows, top = store.ledger_calls(after_seq=self._watermark, since=now - MONTH)
         if self._watermark is None:
-            self._watermark = top
+            self._first_read(store, now)
+            return
+        rows, top = store.ledger_calls(after_seq=self._watermark, since=now - MONTH)
+        self._count_rows(store, rows)
+        self._watermark = max(self._watermark, top)
+
+    def _first_read(self, store: TranscriptStore, now: datetime) -> None:
+        """The last hour call by call (the token windows need each call's time), the rest of
+        the month summed in the engine per user, hour, model, backend and input-token tier
+        (one grouped query, never a million rows into Python), both cut at the same seq so
+        the syncs that follow count each call once. ``ledger_calls`` keeps ``created_at >
+        since``, ``usage_sums`` ``created_at < until``: a microsecond apart, the two meet
+        without a gap at the timestamps' resolution."""
+        boundary = self._grouped_before = now - HOUR
+        rows, top = store.ledger_calls(after_seq=None, since=boundary - timedelta(microseconds=1))
+        _, tiers = self.pricer.breaks(store.models_used())
+        names, groups = store.usage_sums(
+            ["user", "hour"], tiers=tiers, since=now - MONTH, until=boundary, through_seq=top
+        )
+        hours = self._price_groups(tiers, names, groups)
+        for (user, _), (last, usd, unknown) in sorted(hours.items(), key=lambda h: h[1][0]):
+            ledger = self._ledger(user)  # oldest first: each deque fills in order
+            if unknown:
+                ledger.unknown.add(last, unknown)
+            if usd:
+                ledger.month.add(last, usd)
+                self._global.add(last, usd)
+        self._count_rows(store, sorted(rows, key=lambda r: r[2]))
+        self._watermark = top
+
+    def _price_groups(
+        self, tiers: list[int], names: list[str], groups: list[tuple[Any, ...]]
+    ) -> dict[tuple[str, int], tuple[datetime, float, int]]:
+        """Each user's hour of the first read: its latest call, its USD, and its calls of
+        unknown cost. Prices are linear within a (model, backend, hour, tier), so a group's
+        sums cost what its calls cost one by one. The spend sits at the hour's latest call:
+        it never leaves the month window before that call does."""
+        col = {n: i for i, n in enumerate(names)}
+        user, hour, model, backend, tier, reported, last = (
+            col[n] for n in ("user", "hour", "model", "backend", "_tier", "_reported", "_last")
+        )
+        tokens = [col[n] for n in _TOKENS]
+        rates: dict[tuple[Any, ...], Rate | None] = {}
+        out: dict[tuple[str, int], tuple[datetime, float, int]] = {}
+        for g in groups:
+            if not g[reported]:
+                continue  # no call of the group reported usage: nothing to price, nothing unknown
+            key = (g[model], g[backend], g[hour] // 24, g[tier])  # price changes fall on midnights
+            if key not in rates:
+                size = tiers[g[tier] - 1] + 1 if g[tier] else 0
+                rates[key] = self.pricer.rate(
+                    g[model], g[backend], at=_EPOCH + g[hour] * HOUR, input_tokens=size
+                )
+            rate = rates[key]
+            usage = Usage(*(round(g[i] or 0) for i in tokens))
+            usd = rate.cost(usage) if rate is not None else self._assumed(g[model], g[backend], usage)
+            at, total, unknown = out.get((g[user], g[hour]), (g[last], 0.0, 0))
+            out[g[user], g[hour]] = (
+                max(at, g[last]),
+                total + (usd or 0.0),
+                unknown + (g[reported] if usd is None else 0),
+            )
+        return out
+
+    def _count_rows(self, store: TranscriptStore, rows: list[LedgerRow]) -> None:
         if not rows:
             return
         self._learn_users(store, {r[0] for r in rows})
@@ -221,6 +293,8 @@ class Budget:
             key = (session_id, message.position)
             if key in self._read_set:
                 return  # a sync already read it back from the store
+            if self._grouped_before is not None and message.created_at < self._grouped_before:
+                return  # maybe in the first read's sums, which keep no keys: left to the next sync (seq)
             if session_id not in self._session_users and self._loaded_from is not None:
                 self._learn_users(self._loaded_from, {session_id})
             self._counted.add(key)
@@ -233,10 +307,14 @@ class Budget:
                 message.backend,
             )
 
-    def _add(self, user: str, at: datetime, usage: Usage, model: str | None, backend: str | None) -> None:
+    def _ledger(self, user: str) -> _UserLedger:
         ledger = self._users.get(user)
         if ledger is None:
             ledger = self._users[user] = _UserLedger()
+        return ledger
+
+    def _add(self, user: str, at: datetime, usage: Usage, model: str | None, backend: str | None) -> None:
+        ledger = self._ledger(user)
         tokens = usage.total_tokens
         if tokens:
             ledger.minute.add(at, tokens)
@@ -244,7 +322,7 @@ class Budget:
         usd = self._usd(usage, model, backend, at)
         if usd is None:
             if usage.known:
-                ledger.unknown_cost_calls += 1
+                ledger.unknown.add(at, 1)
             return
         if usd:
             ledger.month.add(at, usd)
@@ -252,9 +330,13 @@ class Budget:
 
     def _usd(self, usage: Usage, model: str | None, backend: str | None, at: datetime) -> float | None:
         usd = self.pricer.price_from_rates(model, usage, backend=backend, at=at)
-        if usd is None and self.assume_unknown is not None and usage.known:
-            usd = Rate.flat(model or "?", backend, *self.assume_unknown).cost(usage)
-        return usd
+        return self._assumed(model, backend, usage) if usd is None and usage.known else usd
+
+    def _assumed(self, model: str | None, backend: str | None, usage: Usage) -> float | None:
+        """An unknown price at the assumed rate, if one was given (else unknown)."""
+        if self.assume_unknown is None:
+            return None
+        return Rate.flat(model or "?", backend, *self.assume_unknown).cost(usage)
 
     def _message(self, bucket: str) -> str:
         if bucket == "per_minute_tokens":

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -182,6 +183,19 @@ class Pricer:
             return None
         rate = self.rate(model_id, backend, at=at, input_tokens=usage.input_tokens or 0)
         return None if rate is None else rate.cost(usage)
+
+    def breaks(self, pairs: Iterable[tuple[str, str | None]]) -> tuple[list[datetime], list[int]]:
+        """Every price-change instant and input-token tier threshold of these (model, backend)
+        pairs: where sums of calls must be cut so that each piece is priced by one rate row."""
+        changes: set[datetime] = set()
+        tiers: set[int] = set()
+        for model, backend in pairs:
+            for r in self.rates(model, backend):
+                if r.valid_from is not None:
+                    changes.add(r.valid_from)
+                if r.min_input_tokens >= 0:
+                    tiers.add(r.min_input_tokens)
+        return sorted(changes), sorted(tiers)
 
     def _derive_rates(self, model_id: str, backend: str | None) -> list[Rate]:
         """One row per (price period, input-token tier), each probed from genai-prices

@@ -65,19 +65,6 @@ def _dims(by: str | Iterable[str]) -> list[str]:
     return names
 
 
-def _breaks(pricer: Pricer, pairs: Iterable[tuple[str, str | None]]) -> tuple[list[datetime], list[int]]:
-    """Every price-change instant and input-token tier threshold of these models."""
-    changes: set[datetime] = set()
-    tiers: set[int] = set()
-    for model, backend in pairs:
-        for r in pricer.rates(model, backend):
-            if r.valid_from is not None:
-                changes.add(r.valid_from)
-            if r.min_input_tokens >= 0:
-                tiers.add(r.min_input_tokens)
-    return sorted(changes), sorted(tiers)
-
-
 def _sums(
     store: TranscriptStore, sql_by: list[str], filters: dict[str, Any], pricer: Pricer
 ) -> tuple[pd.DataFrame, tuple[list[datetime], list[int]]]:
@@ -85,7 +72,7 @@ def _sums(
     look at which models those are, then one grouped query)."""
     import pandas as pd
 
-    breaks = _breaks(pricer, store.models_used())
+    breaks = pricer.breaks(store.models_used())
     names, rows = store.usage_sums(sql_by, changes=breaks[0], tiers=breaks[1], **filters)
     return pd.DataFrame.from_records(rows, columns=names), breaks
 

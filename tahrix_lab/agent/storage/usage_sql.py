@@ -74,7 +74,10 @@ def usage_sums_sql(
     """The grouped query, its parameters and the names of its columns.
 
     ``by``: dimensions from ``DIMENSIONS`` (model and backend are always keys); ``filters``:
-    since, until, user, team, purpose, case (``None`` means no filter)."""
+    since, until, user, team, purpose, case, through_seq (``None`` means no filter).
+    ``through_seq`` keeps the calls written at or before that ``seq`` (the budget's first
+    read, so the calls it syncs afterwards are never counted twice) and adds a ``_last``
+    column, each group's latest ``created_at`` (where the budget places the group's spend)."""
     unknown = [d for d in by if d not in DIMENSIONS]
     if unknown:
         raise ValueError(f"unknown cost dimension(s) {unknown}; choose from {DIMENSIONS}")
@@ -102,6 +105,7 @@ def usage_sums_sql(
         ("team", f"s.team = {q}"),
         ("purpose", f"s.purpose = {q}"),
         ("case", f"c.case_id = {q}"),
+        ("through_seq", f"m.seq <= {q}"),
     ):
         if filters.get(name) is not None:
             where.append(clause)
@@ -113,14 +117,15 @@ def usage_sums_sql(
     if "case" in used:
         joins += " LEFT JOIN session_cases c ON c.session_id = m.session_id"
     d = dialect.double
+    last = filters.get("through_seq") is not None
     sql = (
         f"SELECT {', '.join(f'{expr} AS k{i}' for i, (_, expr) in enumerate(keys))}, count(*) AS calls, "
         f"sum(m.input_tokens::{d}), sum(m.output_tokens::{d}), sum(m.cache_read_tokens::{d}), "
-        f"sum(m.cache_write_tokens::{d}), count(coalesce(m.input_tokens, m.output_tokens)) "
-        f"FROM messages m{joins} WHERE {' AND '.join(where)} "
+        f"sum(m.cache_write_tokens::{d}), count(coalesce(m.input_tokens, m.output_tokens))"
+        f"{', max(m.created_at)' if last else ''} FROM messages m{joins} WHERE {' AND '.join(where)} "
         f"GROUP BY {', '.join(str(i + 1) for i in range(len(keys)))}"
     )
-    return sql, params + wparams, [name for name, _ in keys] + list(SUM_COLUMNS)
+    return sql, params + wparams, [name for name, _ in keys] + list(SUM_COLUMNS) + (["_last"] if last else [])
 
 
 def _midnight(at: datetime | None) -> bool:
@@ -132,7 +137,8 @@ def _rollup_answers(
 ) -> bool:
     """Whether ``usage_daily`` gives the exact answer (see the module docstring)."""
     return (
-        "hour" not in by
+        filters.get("through_seq") is None  # the rollup keeps no seq
+        and "hour" not in by
         and _midnight(filters.get("since"))
         and _midnight(filters.get("until"))
         and all(_midnight(c) for c in changes)
