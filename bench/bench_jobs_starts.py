@@ -34,7 +34,7 @@ from bench_jobs_latency import RedisProc, cpu_seconds, serve_child
 
 def worker(grouped: bool, *args: Any) -> None:
     if not grouped:  # the previous design: every write its own transaction, history read back
-        from tahrix_lab.agent.store import TranscriptStore
+        from tahrix_lab.agent.storage import TranscriptStore
         from tahrix_lab.jobs import runner
 
         TranscriptStore.group_writes = lambda self, **kw: None  # type: ignore[method-assign]

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from tahrix_lab.agent.duck import connect  # noqa: E402
+from tahrix_lab.agent.storage.duck import connect  # noqa: E402
 from tahrix_lab.case.db import CaseDB  # noqa: E402
 from tahrix_lab.case.detectors import run_detectors  # noqa: E402
 from tahrix_lab.case.labels import load_labels  # noqa: E402

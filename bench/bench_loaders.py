@@ -23,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from tahrix_lab.agent.duck import connect
+from tahrix_lab.agent.storage.duck import connect
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.loaders import load_files
 

@@ -96,7 +96,7 @@ def kernel(db: str, seconds: float, name: str, control: Path) -> dict[str, Any]:
 
 def reader(db: str, seconds: float, control: Path) -> dict[str, Any]:
     """The CLI reading costs every second: each read's latency, lock wait included."""
-    from tahrix_lab.agent.store import TranscriptStore
+    from tahrix_lab.agent.storage import TranscriptStore
     from tahrix_lab.app.commands.transcripts import _costs_frame
 
     store = TranscriptStore(db)

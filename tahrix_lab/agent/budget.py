@@ -41,8 +41,8 @@ from tahrix_lab.agent.pricing import Pricer, Rate
 from tahrix_lab.agent.transcript import Message, Usage, utcnow
 
 if TYPE_CHECKING:
+    from tahrix_lab.agent.storage import TranscriptStore
     from tahrix_lab.agent.storage.interface import LedgerRow
-    from tahrix_lab.agent.store import TranscriptStore
 
 log = logging.getLogger(__name__)
 

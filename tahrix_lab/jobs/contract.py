@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part, new_id
 from tahrix_lab.flow import Chunk
 from tahrix_lab.flow.chunklog import in_flight

@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from tahrix_lab.agent.backends.fake import FakeBackend, ScriptItem, reasoning, text, tool_call
 from tahrix_lab.agent.errors import BackendError, ConfigurationError, UserFacingError
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import REGISTRY, ToolRegistry
 from tahrix_lab.agent.transcript import Message, Session
 

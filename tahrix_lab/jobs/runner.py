@@ -33,8 +33,8 @@ from tahrix_lab.agent.decisions import decide
 from tahrix_lab.agent.errors import BudgetExceeded, ConfigurationError, UserFacingError
 from tahrix_lab.agent.loop import LoopEvent, run_agent
 from tahrix_lab.agent.retry import INTERNAL_ERROR_MESSAGE
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.storage.group_commit import GroupCommit
-from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Session, new_id
 from tahrix_lab.flow import Chunk, to_chunk
 from tahrix_lab.jobs.contract import (

@@ -37,7 +37,7 @@ from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
 from tahrix_lab.agent.secrets import check_tokens_file, redact_url
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.jobs.contract import CapReached, JobRejected, JobRequest, JobStore, StoreUnavailable, Watcher
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, offered
 from tahrix_lab.jobs.http.api import Service, create_app

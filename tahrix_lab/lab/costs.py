@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.pricing import DEFAULT_PRICER, Pricer
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.storage.usage_sql import TIME_KEYS
-from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Usage
 from tahrix_lab.lab.costs_rates import create_views
 

@@ -156,7 +156,7 @@ def test_cli_labels_load_find_sources(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_a_case_database_from_before_the_library_migrates(tmp_path: Path) -> None:
-    from tahrix_lab.agent.migrations import applied_migrations, apply_migrations
+    from tahrix_lab.agent.storage.migrations import applied_migrations, apply_migrations
     from tahrix_lab.case.schema import MIGRATIONS
 
     conn = duckdb.connect(str(tmp_path / "old.duckdb"))

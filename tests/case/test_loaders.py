@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tahrix_lab.agent.duck import connect
+from tahrix_lab.agent.storage.duck import connect
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.loaders import LoadError, export_case, load_case_folder, load_etherscan_csv, load_etl_csv
 

@@ -6,8 +6,8 @@ from types import ModuleType
 import duckdb
 
 import tahrix_lab.case as case
-from tahrix_lab.agent.migrations import applied_migrations
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
+from tahrix_lab.agent.storage.migrations import applied_migrations
 from tahrix_lab.case.schema import MIGRATIONS
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 
 pytestmark = pytest.mark.e2e
 

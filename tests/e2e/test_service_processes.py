@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis
 
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.jobs.contract import JobRequest
 from tahrix_lab.jobs.domain import ChatIntegration, demo_registry

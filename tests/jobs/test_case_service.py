@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.app.case_service import case_integration
 from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.server import Settings, build

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.storage.group_commit import GroupCommit
-from tahrix_lab.agent.store import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.jobs.contract import JobRejected, JobRequest
 from tahrix_lab.jobs.domain import ChatIntegration, scripted_backend

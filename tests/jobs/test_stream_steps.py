@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.loop import run_agent
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.flow import chunks
 from tahrix_lab.jobs.contract import JobRequest

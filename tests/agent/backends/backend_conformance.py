@@ -13,7 +13,7 @@ from harness import Drop, Fail, Harness
 from tahrix_lab.agent.backends.fake import reasoning, text, tool_call
 from tahrix_lab.agent.loop import run_agent
 from tahrix_lab.agent.retry import RetryPolicy
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import Tool, ToolRegistry
 from tahrix_lab.agent.transcript import Message
 

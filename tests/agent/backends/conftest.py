@@ -15,7 +15,7 @@ for _path in (_HERE, _HERE.parents[1]):
 
 from harness import HARNESSES, Harness  # noqa: E402
 
-from tahrix_lab.agent.store import TranscriptStore  # noqa: E402
+from tahrix_lab.agent.storage import TranscriptStore  # noqa: E402
 
 
 @pytest.fixture(params=sorted(HARNESSES))

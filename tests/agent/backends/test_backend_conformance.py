@@ -18,7 +18,7 @@ from backend_conformance import (
 )
 from harness import Harness
 
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 
 
 def test_text_stream(harness: Harness, store: TranscriptStore) -> None:

@@ -23,7 +23,7 @@ from tahrix_lab.agent.backends.bedrock import BedrockBackend, as_wire_request, m
 from tahrix_lab.agent.errors import BackendError, ConfigurationError
 from tahrix_lab.agent.loop import run_agent
 from tahrix_lab.agent.retry import RetryPolicy
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.transcript import Message, Part
 
 HELLO = [Message.user("Hello")]

@@ -25,7 +25,7 @@ from tahrix_lab.agent.backends.bedrock_caching import (
 )
 from tahrix_lab.agent.loop import run_agent
 from tahrix_lab.agent.pricing import Pricer
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import Tool, ToolRegistry
 from tahrix_lab.agent.transcript import Message, Part, Usage
 

@@ -13,7 +13,7 @@ from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.history import build_messages
 from tahrix_lab.agent.loop import run_agent
 from tahrix_lab.agent.retry import RetryPolicy
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 
 BAD_ARGS = {

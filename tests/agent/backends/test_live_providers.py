@@ -15,7 +15,7 @@ from backend_conformance import REGISTRY, SPECS
 
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.loop import run_agent
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 
 pytestmark = pytest.mark.live

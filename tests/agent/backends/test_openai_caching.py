@@ -17,7 +17,7 @@ from wire.server import WireServer
 
 from tahrix_lab.agent.backends.openai import OpenAIBackend, accepts_prompt_cache_key, as_wire_request
 from tahrix_lab.agent.loop import run_agent
-from tahrix_lab.agent.store import TranscriptStore
+from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import Tool, ToolRegistry
 from tahrix_lab.agent.transcript import Message
 

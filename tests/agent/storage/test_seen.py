@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 
 from tahrix_lab.agent import TranscriptStore
-from tahrix_lab.agent.migrations import applied_migrations, apply_migrations
+from tahrix_lab.agent.storage.migrations import applied_migrations, apply_migrations
 from tahrix_lab.agent.storage.schema import MIGRATIONS
 
 T0 = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)

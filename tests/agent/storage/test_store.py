@@ -15,9 +15,9 @@ import pytest
 
 from tahrix_lab.agent import Message, Part, Session, StoreLockedError, TranscriptStore, Usage
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.migrations import Migration, applied_migrations, apply_migrations
 from tahrix_lab.agent.storage import PostgresStore
-from tahrix_lab.agent.store import MIGRATIONS
+from tahrix_lab.agent.storage.migrations import Migration, applied_migrations, apply_migrations
+from tahrix_lab.agent.storage.schema import MIGRATIONS
 
 
 def rich_conversation() -> list[Message]:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tahrix_lab.agent.duck import connect
+from tahrix_lab.agent.storage.duck import connect
 from tahrix_lab.case.db import CaseDB
 
 _path = Path(__file__).parent

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from export_fixtures import ERC20_HEADER, a, erc20_row, write_csv
 
-from tahrix_lab.agent.duck import connect
+from tahrix_lab.agent.storage.duck import connect
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.loaders import load_case_folder
 from tahrix_lab.case.loaders.labels import _KEY_SQL

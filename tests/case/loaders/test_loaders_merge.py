@@ -10,7 +10,7 @@ import pytest
 from export_fixtures import DAI, ERC20_HEADER, USDT, a, erc20_row, write_csv
 from hypothesis import HealthCheck, given, settings
 
-from tahrix_lab.agent.duck import connect
+from tahrix_lab.agent.storage.duck import connect
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.loaders import LoadError, load_file, load_files
 
