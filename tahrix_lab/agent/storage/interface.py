@@ -357,7 +357,9 @@ class TranscriptStore:
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Token sums of the model calls grouped, in the engine, by ``by`` plus model, backend,
         price period and input-token tier (``usage_sql``); ``filters``: since, until, user,
-        team, purpose, case. Hours and days come back as whole hours or days since 1970.
+        team, purpose, case, and through_seq (only calls up to that ledger seq; the rows then
+        end with ``_last``, each group's latest call time, where the budget places its spend).
+        Hours and days come back as whole hours or days since 1970.
         Returns the column names and the rows (tuples: a DataFrame is made of them at once)."""
         raise NotImplementedError
 
