@@ -267,7 +267,8 @@ def _new_steps(
         elif key in have:
             problems.append(
                 f"{at} is another step there (step_id {have[key]}, here {step_id}): importing it would "
-                "fork the case's evidence history; open the case from one record or the other"
+                "fork the case's evidence history (import the case into a record without steps of it, "
+                "then load or `tahrix case open` it there)"
             )
         elif step_id in ids:
             problems.append(f"line {r.line}: step_id: {step_id} is already step {ids[step_id][1]} of case "
