@@ -118,23 +118,21 @@ def guard(db: CaseDB, case_id: str, kind: str, work: Callable[[], dict[str, Any]
     files' SHA-256, options; detectors and parameters). ``None``: the copy here is up to date
     (or the case has no manifest), record the step after it; a step: the work repeats it,
     replay it without recording. Else ``StaleCopy``."""
-    steps = db.record.case_manifest(case_id.strip())
+    case_id = case_id.strip()
+    steps = db.record.case_manifest(case_id)
     if not steps:
         return None
-    here = fingerprint(db, case_id.strip()) if db.case_exists(case_id.strip()) else None
+    here = fingerprint(db, case_id) if db.case_exists(case_id) else None
     if here == steps[-1]["fingerprint"]:
         return None
+    # the steps the copy here is at (a fresh copy: before step 0); the latest is where it stands
     at = [-1] if here is None else [i for i, s in enumerate(steps) if s["fingerprint"] == here]
     if at and _work(kind, work()) == _work(steps[at[-1] + 1]["kind"], steps[at[-1] + 1]["entry"]):
         return steps[at[-1] + 1]
     last = steps[-1]
-    state = (
-        "there is no copy of it here"
-        if here is None
-        else f"the copy here is at step {at[-1]}"
-        if at
-        else ("the copy here matches no step of it")
-    )
+    state = f"the copy here is at step {at[-1]}" if at else "the copy here matches no step of it"
+    if here is None:
+        state = "there is no copy of it here"
     raise StaleCopy(
         f"Case {case_id!r} has {len(steps)} steps in the record's manifest (the last, step {last['step']}, "
         f"recorded by {last['recorded_by'] or 'an unnamed user'}); {state}, so a {kind} here "
