@@ -9,8 +9,10 @@ carries its case link with the assistant's grant (``case_sessions``) and what it
 (``case_session_seen``). Then one line per case-level row of the record, every column, times
 in UTC to the microsecond: who may open the case (``tahrix-case-access/1``), what analysts
 wrote (``tahrix-annotation/1``: flag decisions, roles, analysts' labels, notes, reviews; a
-removed one with ``"value": null``) and the audit entries with before and after
-(``tahrix-audit/1``).
+removed one with ``"value": null``), the audit entries with before and after
+(``tahrix-audit/1``) and how the case's evidence was made (``tahrix-manifest/1``: one line per
+step of its manifest, number and id kept, entry and fingerprint with sorted keys), so
+``tahrix case open CASE`` rebuilds and verifies the evidence on the target's hosts.
 
 Everything here is the record, read and written through the store, so the same file moves a
 workspace between engines: ``tahrix export`` from the DuckDB file, ``tahrix import`` with
@@ -21,6 +23,9 @@ lays the case's annotations over that evidence (``record_sync.take_record``).
 Import reads and checks every line first (``transfer_read``); one bad line (named by its
 number and field) and nothing is written. Then everything is written in one transaction. A
 session or row already in the target is an error, or left as it is with ``on_conflict="skip"``.
+A manifest step is one of a history: it is skipped only when the target has that very step (same
+case, number and ``step_id``); another step at its number, or a gap before it, would fork or
+break the history and is always refused.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from tahrix_lab.lab.transfer_read import (
     AUDIT_FORMAT,
     FORMAT,
     LINK_TABLE,
+    MANIFEST_FORMAT,
     SEEN_TABLE,
     ImportRefused,
     Record,
@@ -122,7 +128,8 @@ def export_sessions(
         for c in cases:
             for fmt, rows in ((ACCESS_FORMAT, store.case_access(case_id=c)),
                               (ANNOTATION_FORMAT, store.annotations(c)),
-                              (AUDIT_FORMAT, store.audit_entries(c))):  # fmt: skip
+                              (AUDIT_FORMAT, store.audit_entries(c)),
+                              (MANIFEST_FORMAT, store.case_manifest(c))):  # fmt: skip
                 for row in rows:
                     out.write(_line({"format": fmt, **{k: _plain(v) for k, v in row.items()}}))
     return len(ids)
@@ -135,7 +142,7 @@ def export_sessions(
 class ImportReport:
     imported: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    case_rows: int = 0  # case rows written: links, what sessions saw, access, annotations, audit
+    case_rows: int = 0  # case rows written: links, what sessions saw, access, annotations, audit, steps
     case_rows_skipped: int = 0  # case rows already in the target, left as they are
     missing_cases: list[str] = field(default_factory=list)  # cases whose evidence is not loaded here
 
@@ -156,7 +163,8 @@ def import_sessions(
         todo = _new_sessions(store, batch.sessions, on_conflict, report, problems)
         # audit entries of older exports rode on their session: they join the audit rows
         rows = batch.rows + [Row(r.line, "audit", a) for r in todo for a in r.audit]
-        fresh = _new_rows(store, rows, on_conflict, report, problems)
+        fresh = _new_rows(store, [r for r in rows if r.kind != "manifests"], on_conflict, report, problems)
+        steps = _new_steps(store, [r for r in rows if r.kind == "manifests"], on_conflict, report, problems)
         if problems:
             raise ImportRefused(source, problems, len(batch.sessions) + len(batch.rows))
         links = [_link(r.session.id, r.link) for r in todo if r.link is not None]
@@ -165,8 +173,9 @@ def import_sessions(
         )
         seen = [row for r in todo for row in r.seen]
         store.import_case_rows(seen=seen, **fresh)
+        store.import_manifest_steps(steps)
         report.imported = [r.session.id for r in todo]
-        report.case_rows = len(links) + len(seen) + sum(len(v) for v in fresh.values())
+        report.case_rows = len(links) + len(seen) + len(steps) + sum(len(v) for v in fresh.values())
         # every case of the input, skipped rows too: importing again after loading a case's
         # evidence (``--skip-existing``) lays its record over it
         cases = {r.link["case_id"] for r in batch.sessions if r.link is not None} | {
@@ -229,6 +238,46 @@ def _new_rows(
             continue
         known.add(key)
         fresh[r.kind].append(r.row)
+    return fresh
+
+
+def _new_steps(
+    store: TranscriptStore,
+    rows: list[Row],
+    on_conflict: OnConflict,
+    report: ImportReport,
+    problems: list[str],
+) -> list[dict[str, Any]]:
+    """The manifest steps to write. A step the target has (same case, number and id) is a clash
+    (or skipped); another step at its number, its id elsewhere, or a gap before it is always
+    refused: the evidence's history would fork or break, and no host could replay it."""
+    have: dict[tuple[str, int], str] = {}  # (case, step) -> step_id, in the target or earlier lines
+    for case_id in sorted({r.row["case_id"] for r in rows}):
+        have |= {(case_id, s["step"]): s["step_id"] for s in store.case_manifest(case_id)}
+    ids = {step_id: key for key, step_id in have.items()}
+    fresh: list[dict[str, Any]] = []
+    for r in rows:
+        key, step_id = (r.row["case_id"], r.row["step"]), r.row["step_id"]
+        at = f"line {r.line}: step: step {key[1]} of case {key[0]!r}"
+        if have.get(key) == step_id:
+            if on_conflict == "skip":
+                report.case_rows_skipped += 1
+                continue
+            problems.append(f"{at} is already in {store.path!r} (use --skip-existing to leave it as it is)")
+        elif key in have:
+            problems.append(
+                f"{at} is another step there (step_id {have[key]}, here {step_id}): importing it would "
+                "fork the case's evidence history (import the case into a record without steps of it, "
+                "then load or `tahrix case open` it there)"
+            )
+        elif step_id in ids:
+            problems.append(f"line {r.line}: step_id: {step_id} is already step {ids[step_id][1]} of case "
+                            f"{ids[step_id][0]!r}")  # fmt: skip
+        elif key[1] > 0 and (key[0], key[1] - 1) not in have:
+            problems.append(f"{at} follows no step {key[1] - 1}: the case's history would have a gap")
+        else:
+            have[key], ids[step_id] = step_id, key
+            fresh.append(r.row)
     return fresh
 
 

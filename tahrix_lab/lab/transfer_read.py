@@ -3,7 +3,8 @@
 A line is one JSON object whose ``format`` says what it is: a session
 (``tahrix-session/1``: the session, its messages, turn ends, its case link and what it has
 seen) or one of a case's record rows (``tahrix-case-access/1``, ``tahrix-annotation/1``,
-``tahrix-audit/1``: a flat row, every column, times in ISO 8601 with their zone). A bad line
+``tahrix-audit/1``, ``tahrix-manifest/1``: a flat row, every column, times in ISO 8601 with
+their zone; a manifest step's entry and fingerprint as JSON objects). A bad line
 is named with its number and its field; one bad line and nothing is imported.
 """
 
@@ -16,21 +17,23 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from tahrix_lab.agent.errors import ConfigurationError
-from tahrix_lab.agent.storage.interface import ANNOTATION_KINDS, ROLES
+from tahrix_lab.agent.storage.interface import ANNOTATION_KINDS, MANIFEST_KINDS, ROLES
 from tahrix_lab.agent.transcript import Message, Session
 
 FORMAT = "tahrix-session/1"
 ACCESS_FORMAT = "tahrix-case-access/1"
 ANNOTATION_FORMAT = "tahrix-annotation/1"
 AUDIT_FORMAT = "tahrix-audit/1"
-RowKind = Literal["access", "annotations", "audit"]
+MANIFEST_FORMAT = "tahrix-manifest/1"
+RowKind = Literal["access", "annotations", "audit", "manifests"]
 ROW_FORMATS: dict[str, RowKind] = {
     ACCESS_FORMAT: "access",
     ANNOTATION_FORMAT: "annotations",
     AUDIT_FORMAT: "audit",
+    MANIFEST_FORMAT: "manifests",
 }
-# What each field of a row must be: text, text or null, a timestamp, an object or null, any
-# JSON; or one of the known roles / annotation kinds.
+# What each field of a row must be: text, text or null, a timestamp, a step number, an object
+# (or null), any JSON; or one of the known roles / annotation kinds / manifest step kinds.
 SPECS: dict[str, dict[str, str]] = {
     "access": {"case_id": "text", "user": "text", "role": "role", "granted_by": "text?", "granted_at": "time"},
     "annotations": {"case_id": "text", "kind": "kind", "key": "text", "value": "object?",
@@ -39,6 +42,8 @@ SPECS: dict[str, dict[str, str]] = {
               "action": "text", "target_kind": "text", "target_id": "text", "before": "json", "after": "json",
               "reverted_by": "text?"},
     "seen": {"session_id": "text", "kind": "text", "key": "text", "first_at": "time"},
+    "manifests": {"case_id": "text", "step": "step", "step_id": "text", "kind": "step kind", "entry": "object",
+                  "fingerprint": "object", "recorded_by": "text?", "recorded_at": "time"},
 }  # fmt: skip
 # A session's ``case``: its link, what it has seen and (in exports made before audit entries
 # travelled as rows of their own) its audit entries, which are read into the record's.
@@ -121,6 +126,9 @@ def check_row(kind: str, raw: Any, where: str, what: str, *, naive_ok: bool = Fa
             "text": isinstance(value, str) and value != "",
             "text?": value is None or isinstance(value, str),
             "object?": value is None or isinstance(value, dict),
+            "object": isinstance(value, dict),
+            "step": isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31,
+            "step kind": value in MANIFEST_KINDS,
             "role": value in ROLES,
             "kind": value in ANNOTATION_KINDS,
         }.get(must, True)
@@ -131,6 +139,8 @@ def check_row(kind: str, raw: Any, where: str, what: str, *, naive_ok: bool = Fa
 
 
 _WHAT = {"text": "a non-empty string", "text?": "a string or null", "object?": "an object or null",
+         "object": "an object", "step": "a step number (0, 1, 2…)",
+         "step kind": "one of " + ", ".join(MANIFEST_KINDS),
          "role": "one of " + ", ".join(ROLES), "kind": "one of " + ", ".join(ANNOTATION_KINDS)}  # fmt: skip
 
 

@@ -164,23 +164,6 @@ def test_a_later_step_on_a_is_caught_up_on_b(hosts: tuple[Workspace, Workspace, 
     assert evidence(ws_b) == evidence(ws_a)
 
 
-@pytest.mark.parametrize("hosts", ["postgresql"], indirect=True)
-def test_a_step_made_on_a_stale_copy_is_named_when_another_host_opens(
-    hosts: tuple[Workspace, Workspace, Path],
-    pg_url: str,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    _, ws_b, copy = hosts
-    monkeypatch.setenv("TAHRIX_USER", "bob")
-    ws_b.load_file(CASE, copy / "usdt.csv", chain="ethereum")  # B never opened the case
-    stale = r"after step 3 \(load of usdt\.csv, recorded by bob\)"
-    with (
-        Workspace(copy.parent / "c.duckdb", record=TranscriptStore(pg_url)) as ws_c,
-        pytest.raises(UserFacingError, match=stale),
-    ):
-        ws_c.open_case(CASE, files=copy)
-
-
 def tahrix(cwd: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TAHRIX_DB": url, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     env.pop("TAHRIX_EVIDENCE_DB", None)

@@ -88,7 +88,7 @@ def test_a_duckdb_workspace_moves_to_postgresql_and_back_losing_nothing(tmp_path
     pg = TranscriptStore(pg_url)
     report = import_sessions(pg, io.StringIO(text))
     assert sorted(report.imported) == sorted(ids)
-    assert report.case_rows == 2  # the two links (with their grants) are in the record
+    assert report.case_rows == 4  # the two links (with their grants) and the case's two manifest steps
     back = TranscriptStore(tmp_path / "back.duckdb")
     import_sessions(back, io.StringIO(exported(pg)))
 

@@ -220,10 +220,13 @@ def test_a_case_session_moves_between_workspaces_with_its_case_grant_and_history
     assert record["case"]["case_sessions"][0]["grant"]["may_write"] is True
 
     b = Workspace(tmp_path / "b.duckdb")
-    b.load_sample_case()
     report = import_sessions(b.store, io.StringIO(out.getvalue()))
     assert sorted(report.imported) == sorted([session.id, plain.id])
-    assert report.case_rows >= 2 and report.missing_cases == []
+    assert report.case_rows >= 2 and report.missing_cases == [case_id]
+    b.load_sample_case()  # repeats the manifest's steps: the same evidence, nothing recorded
+    assert b.store.case_manifest(case_id) == a.store.case_manifest(case_id)
+    again = import_sessions(b.store, io.StringIO(out.getvalue()), on_conflict="skip")  # laid over it now
+    assert again.imported == [] and again.missing_cases == []
 
     assert b.case_of(session.id) == case_id
     assert b.grant(session.id) == a.grant(session.id)

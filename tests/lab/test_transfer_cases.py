@@ -73,6 +73,7 @@ def record(store: TranscriptStore, case_id: str) -> dict[str, Any]:
         "access": store.case_access(case_id=case_id),
         "annotations": store.annotations(case_id),
         "audit": store.audit_entries(case_id),
+        "manifest": store.case_manifest(case_id),
     }
 
 
@@ -113,9 +114,10 @@ def test_duckdb_to_postgresql_and_back_every_row_equal(tmp_path: Path, pg_url: s
     assert {a["kind"] for a in want["annotations"]} == {"flag", "role", "label", "note"}
     assert any(a["value"] is None for a in want["annotations"])  # the reverted label
     assert any(e["reverted_by"] for e in want["audit"]) and any(e["before"] for e in want["audit"])
+    assert [s["kind"] for s in want["manifest"]] == ["load", "detect"]
     text = exported(duck.store)
     assert {json.loads(line)["format"] for line in text.splitlines()} == {
-        "tahrix-session/1", "tahrix-case-access/1", "tahrix-annotation/1", "tahrix-audit/1",
+        "tahrix-session/1", "tahrix-case-access/1", "tahrix-annotation/1", "tahrix-audit/1", "tahrix-manifest/1",
     }  # fmt: skip
 
     pg = TranscriptStore(pg_url)
@@ -125,8 +127,12 @@ def test_duckdb_to_postgresql_and_back_every_row_equal(tmp_path: Path, pg_url: s
     assert exported(pg) == text  # byte for byte: timestamps to the microsecond, before/after kept
 
     back = Workspace(tmp_path / "back.duckdb")
-    back.load_sample_case()  # the evidence first: the import lays the record over it
-    assert import_sessions(back.store, io.StringIO(exported(pg))).missing_cases == []
+    # the record first; its manifest says how the evidence was made, and open makes it so
+    assert import_sessions(back.store, io.StringIO(exported(pg))).missing_cases == [case_id]
+    assert back.open_case(case_id)["status"] == "rebuilt"
+    assert back.open_case(case_id, verify=True)["status"] == "identical"
+    again = import_sessions(back.store, io.StringIO(exported(pg)), on_conflict="skip")  # laid over it
+    assert again.missing_cases == [] and again.case_rows == 0
     assert record(back.store, case_id) == want
     assert exported(back.store) == text
     assert evidence_view(back, case_id) == evidence_view(duck, case_id)

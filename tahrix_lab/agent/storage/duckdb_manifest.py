@@ -4,9 +4,11 @@ was made, step by step, so another host can rebuild or verify it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tahrix_lab.agent.storage.interface import MANIFEST_COLUMNS, check_manifest_kind, parsed
+from tahrix_lab.agent.storage.schema import json_row, quoted
 from tahrix_lab.agent.transcript import utcnow
 
 if TYPE_CHECKING:
@@ -61,3 +63,12 @@ class DuckDBManifests:
     def manifest_cases(self) -> list[str]:
         rows = self.cursor().execute("SELECT DISTINCT case_id FROM case_manifests ORDER BY 1")
         return [r[0] for r in rows.fetchall()]
+
+    def import_manifest_steps(self, steps: Sequence[dict[str, Any]]) -> None:
+        with self._db.write() as cur:
+            for step in steps:
+                cur.execute(
+                    f"INSERT INTO case_manifests ({quoted(MANIFEST_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(MANIFEST_COLUMNS))})",
+                    json_row(step, MANIFEST_COLUMNS),
+                )

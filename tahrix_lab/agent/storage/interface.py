@@ -308,7 +308,8 @@ class TranscriptStore:
         raise NotImplementedError
 
     def record_cases(self) -> list[str]:
-        """Every case the record holds anything of (links, access, annotations, audit), sorted."""
+        """Every case the record holds anything of (links, access, annotations, audit, manifest
+        steps), sorted."""
         raise NotImplementedError
 
     def import_case_rows(
@@ -344,6 +345,12 @@ class TranscriptStore:
 
     def manifest_cases(self) -> list[str]:
         """Every case with a manifest, sorted."""
+        raise NotImplementedError
+
+    def import_manifest_steps(self, steps: Sequence[dict[str, Any]]) -> None:
+        """Write manifest steps as exported (``MANIFEST_COLUMNS``: numbers, ids, who and when
+        kept; entry and fingerprint as dicts) in the caller's ``transaction()``. The caller has
+        checked that they follow on from the steps there (``lab.transfer``)."""
         raise NotImplementedError
 
     # -- reports -----------------------------------------------------------

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tahrix_lab.agent.storage.interface import MANIFEST_COLUMNS, check_manifest_kind, parsed
+from tahrix_lab.agent.storage.schema import json_row, quoted
 from tahrix_lab.agent.transcript import utcnow
 
 if TYPE_CHECKING:
@@ -19,9 +20,11 @@ _STEP_LOCK = 0x7A1A_5E03
 
 
 class PostgresManifests:
-    """Mixed into ``PostgresStore``, which gives ``_run`` and ``_rows``."""
+    """Mixed into ``PostgresStore``, which gives ``_run``, ``_rows`` and ``_rows_written``."""
 
     if TYPE_CHECKING:
+
+        def _rows_written(self, sql: str, params: Sequence[Any]) -> None: ...
 
         def _run(self, work: Callable[[psycopg.Connection[Any], bool], T]) -> T: ...
 
@@ -76,3 +79,11 @@ class PostgresManifests:
         return [
             r[0] for r in self._rows('SELECT DISTINCT case_id COLLATE "C" FROM case_manifests ORDER BY 1')
         ]
+
+    def import_manifest_steps(self, steps: Sequence[dict[str, Any]]) -> None:
+        for step in steps:  # inside the caller's transaction: all steps or none
+            self._rows_written(
+                f"INSERT INTO case_manifests ({quoted(MANIFEST_COLUMNS)}) "
+                f"VALUES ({', '.join(['%s'] * len(MANIFEST_COLUMNS))})",
+                json_row(step, MANIFEST_COLUMNS),
+            )

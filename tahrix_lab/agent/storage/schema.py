@@ -6,7 +6,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tahrix_lab.agent.storage.interface import ACCESS_COLUMNS, ANNOTATION_COLUMNS, AUDIT_COLUMNS, SEEN_COLUMNS
+from tahrix_lab.agent.storage.interface import (
+    ACCESS_COLUMNS,
+    ANNOTATION_COLUMNS,
+    AUDIT_COLUMNS,
+    SEEN_COLUMNS,
+)
 from tahrix_lab.agent.storage.migrations import Migration
 
 
@@ -239,19 +244,22 @@ def quoted(columns: Sequence[str]) -> str:
     return ", ".join(f'"{c}"' for c in columns)
 
 
+_JSON = ("before", "after", "entry", "fingerprint")
+
+
 def json_row(row: dict[str, Any], columns: Sequence[str]) -> list[Any]:
     """A case row's values to write, its JSON columns as text as ``record_annotation`` writes
     them (an audit entry's missing before/after as JSON ``null``, a removed annotation's value
     as SQL NULL)."""
     return [
-        json.dumps(row[c]) if c in ("before", "after") or (c == "value" and row[c] is not None) else row[c]
-        for c in columns
+        json.dumps(row[c]) if c in _JSON or (c == "value" and row[c] is not None) else row[c] for c in columns
     ]
 
 
 RECORD_CASES = (
     "SELECT case_id FROM session_cases UNION SELECT case_id FROM case_access "
-    "UNION SELECT case_id FROM case_annotations UNION SELECT case_id FROM case_audit"
+    "UNION SELECT case_id FROM case_annotations UNION SELECT case_id FROM case_audit "
+    "UNION SELECT case_id FROM case_manifests"
 )
 
 MESSAGE_COLUMNS = (

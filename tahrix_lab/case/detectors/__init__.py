@@ -22,7 +22,7 @@ from tahrix_lab.case.db import CaseDB, jsonable
 from tahrix_lab.case.detectors import amounts, exposure, hops, utxo
 from tahrix_lab.case.detectors.common import DEFAULTS, DETECTORS, VERSION, Detector
 from tahrix_lab.case.detectors.triage import triage
-from tahrix_lab.case.loaders.manifest import record_detect
+from tahrix_lab.case.loaders.manifest import guard, record_detect
 from tahrix_lab.case.schema import FLAG_TYPES
 
 del amounts, exposure, hops, utxo  # imported to register their detectors
@@ -67,6 +67,10 @@ def run_detectors(
     unknown = [n for n in names if n not in DETECTORS]
     if unknown:
         raise ValueError(f"Unknown detector(s) {unknown}; known: {sorted(DETECTORS)}")
+    planned = {n: jsonable({**DEFAULTS[n], **((overrides or {}).get(n) or {})}) for n in names}
+    replayed = (
+        guard(db, case_id, "detect", lambda: {"detectors": names, "params": planned}) if manifest else None
+    )
     summary: dict[str, Any] = {}
     all_ids: list[str] = []
     for name in names:
@@ -81,7 +85,7 @@ def run_detectors(
             "seconds": round((datetime.now() - started).total_seconds(), 3),  # noqa: DTZ005
         }
     if manifest:
-        record_detect(db, case_id, {name: info["params"] for name, info in summary.items()})
+        record_detect(db, case_id, {name: info["params"] for name, info in summary.items()}, replayed)
     return {
         "case_id": case_id,
         "flag_ids": all_ids,

@@ -6,17 +6,27 @@ the format and counts of each file's load report, the load's options, the detect
 parameters, and the evidence's ``fingerprint`` after the step. Evidence is made from
 files by content identity, so replaying the steps over the same bytes makes the same
 evidence on any host (``case.manifest_open``), and the fingerprint proves it.
+
+A step is only recorded on a copy that is up to date: ``guard`` runs before every load and
+detector run. A host whose copy lacks steps of the manifest (it never ran ``tahrix case
+open``) would record a step over partial evidence that no later host can replay, so its load
+is refused, naming the case and who recorded the last step. One exception keeps teams simple:
+work that repeats the manifest's next step on a copy at the step before it (the same files by
+SHA-256, the same detectors with the same parameters; a fresh copy is before step 0) is the
+same evidence, so it is done, checked against that step's fingerprint, and not recorded again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.loaders.report import FileReport, LoadReport
 
@@ -86,16 +96,82 @@ def report_counts(fr: FileReport | None) -> dict[str, Any]:
             "skipped": sum(fr.skipped.values()), "tables": dict(fr.tables)}  # fmt: skip
 
 
-def record_step(db: CaseDB, case_id: str, kind: str, entry: dict[str, Any]) -> None:
-    """Append a step, with the evidence's fingerprint after it, to the case's manifest."""
-    db.record.add_manifest_step(
-        case_id, kind, entry, fingerprint(db, case_id),
-        step_id=str(uuid.uuid4()), recorded_by=os.environ.get("TAHRIX_USER"),
-    )  # fmt: skip
+Step = dict[str, Any]  # a manifest step as ``case_manifest`` returns it
+
+
+class StaleCopy(UserFacingError):
+    """This host's copy of a case lacks steps of its manifest: nothing was loaded or run."""
+
+
+def _work(kind: str, entry: dict[str, Any]) -> str:
+    """What a step did, to compare (not its counts or paths): the files' bytes and the load's
+    options, or the detectors and their parameters; JSON with sorted keys."""
+    if kind == "load":
+        entry = {k: v for k, v in entry.items() if k in ("source", "chain", "token", "force")} | {
+            "files": [f["sha256"] for f in entry["files"]]
+        }
+    return kind + json.dumps(entry, sort_keys=True, default=str)
+
+
+def guard(db: CaseDB, case_id: str, kind: str, work: Callable[[], dict[str, Any]]) -> Step | None:
+    """Before a load or detector run (``work()``: its entry as far as known beforehand: the
+    files' SHA-256, options; detectors and parameters). ``None``: the copy here is up to date
+    (or the case has no manifest), record the step after it; a step: the work repeats it,
+    replay it without recording. Else ``StaleCopy``."""
+    case_id = case_id.strip()
+    steps = db.record.case_manifest(case_id)
+    if not steps:
+        return None
+    here = fingerprint(db, case_id) if db.case_exists(case_id) else None
+    if here == steps[-1]["fingerprint"]:
+        return None
+    # the steps the copy here is at (a fresh copy: before step 0); the latest is where it stands
+    at = [-1] if here is None else [i for i, s in enumerate(steps) if s["fingerprint"] == here]
+    if at and _work(kind, work()) == _work(steps[at[-1] + 1]["kind"], steps[at[-1] + 1]["entry"]):
+        return steps[at[-1] + 1]
+    last = steps[-1]
+    state = f"the copy here is at step {at[-1]}" if at else "the copy here matches no step of it"
+    if here is None:
+        state = "there is no copy of it here"
+    raise StaleCopy(
+        f"Case {case_id!r} has {len(steps)} steps in the record's manifest (the last, step {last['step']}, "
+        f"recorded by {last['recorded_by'] or 'an unnamed user'}); {state}, so a {kind} here "
+        "would record a step over partial evidence that no other host could replay. Nothing was "
+        f"loaded or run: bring the copy up to date with `tahrix case open {case_id}` (--files DIR "
+        "where the files are), then try again."
+    )
+
+
+def record_step(
+    db: CaseDB, case_id: str, kind: str, entry: dict[str, Any], replayed: Step | None = None
+) -> None:
+    """Append a step, with the evidence's fingerprint after it, to the case's manifest; for a
+    step ``guard`` found repeated, check the evidence is that step's instead."""
+    after = fingerprint(db, case_id)
+    if replayed is None:
+        db.record.add_manifest_step(
+            case_id, kind, entry, after, step_id=str(uuid.uuid4()), recorded_by=os.environ.get("TAHRIX_USER")
+        )
+    elif after != replayed["fingerprint"]:
+        raise UserFacingError(
+            f"Case {case_id!r}: this {kind} repeats step {replayed['step']} of the manifest (recorded by "
+            f"{replayed['recorded_by'] or 'an unnamed user'}) but the evidence here differs from it: was it "
+            "made by another version of Tahrix Lab, or with another label library or prices?"
+        )
+
+
+def files_work(paths: Iterable[Path], **options: Any) -> dict[str, Any]:
+    """A load's entry as known before it runs, for ``guard``."""
+    return {**options, "files": [{"sha256": sha256_file(p)} for p in paths]}
 
 
 def record_folder_load(
-    db: CaseDB, folder: Path, files: Iterable[Path], report: LoadReport, loaded_by: str
+    db: CaseDB,
+    folder: Path,
+    files: Iterable[Path],
+    report: LoadReport,
+    loaded_by: str,
+    replayed: Step | None = None,
 ) -> None:
     by_file = {fr.file: fr for fr in report.files}
     entry = {
@@ -105,7 +181,7 @@ def record_folder_load(
         "files": [file_entry(f, **report_counts(by_file.get(str(f)))) for f in files],
         "inserted": report.inserted,
     }
-    record_step(db, report.case_id, "load", entry)
+    record_step(db, report.case_id, "load", entry, replayed)
 
 
 def record_files_load(
@@ -116,6 +192,7 @@ def record_files_load(
     chain: str | None,
     token: str | None,
     force: bool,
+    replayed: Step | None = None,
 ) -> None:
     by_file: dict[str, FileReport] = {}
     for fr in report.files:
@@ -126,10 +203,12 @@ def record_files_load(
         files.append(file_entry(p, found.sha256 if found else None, **report_counts(found)))
     entry = {"source": "files", "chain": chain, "token": token, "force": force, "files": files,
              "inserted": report.inserted}  # fmt: skip
-    record_step(db, report.case_id, "load", entry)
+    record_step(db, report.case_id, "load", entry, replayed)
 
 
-def record_detect(db: CaseDB, case_id: str, params: dict[str, dict[str, Any]]) -> None:
+def record_detect(
+    db: CaseDB, case_id: str, params: dict[str, dict[str, Any]], replayed: Step | None = None
+) -> None:
     """A detector run: the detectors in order with every parameter used (defaults included,
     so a rebuild by a later version with other defaults uses these thresholds)."""
-    record_step(db, case_id, "detect", {"detectors": list(params), "params": params})
+    record_step(db, case_id, "detect", {"detectors": list(params), "params": params}, replayed)

@@ -1,0 +1,89 @@
+"""A stale host cannot fork a shared case's evidence history (issue 26): a load or detector
+run on a copy that lacks steps of the record's manifest is refused before anything is loaded,
+naming the case and who recorded the last step, and telling the analyst to run ``tahrix case
+open``; after that the same load is recorded. Loading the very files of the manifest's next
+step (or running its detectors) on a copy at the step before is the same evidence: it is done,
+checked against that step's fingerprint, and not recorded again. On PostgreSQL and on a
+DuckDB record file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tahrix_lab.case.loaders.manifest import StaleCopy, fingerprint
+from tahrix_lab.case.workspace import SAMPLE_CASE_ID as CASE
+from tahrix_lab.case.workspace import Workspace
+from tests.agent.storage.conftest import pg_server, pg_url  # noqa: F401
+from tests.case.loaders.export_fixtures import ERC20_HEADER, a, erc20_row, write_csv
+from tests.case.test_case_open import OVERRIDE, evidence, hosts  # noqa: F401
+
+Hosts = tuple[Workspace, Workspace, Path]
+
+
+def steps(ws: Workspace) -> list[tuple[int, str, str | None]]:
+    return [(s["step"], s["kind"], s["recorded_by"]) for s in ws.store.case_manifest(CASE)]
+
+
+def test_a_load_on_a_copy_that_never_opened_the_case_is_refused(
+    hosts: Hosts,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, ws_b, copy = hosts
+    before = steps(ws_b)
+    monkeypatch.setenv("TAHRIX_USER", "bob")
+    with pytest.raises(StaleCopy) as info:
+        ws_b.load_file(CASE, copy / "usdt.csv", chain="ethereum")  # not what step 0 did
+    message = str(info.value)
+    assert f"Case {CASE!r} has 3 steps" in message and "there is no copy of it here" in message
+    assert f"tahrix case open {CASE}" in message and "Nothing was loaded" in message
+    assert not ws_b.cases.case_exists(CASE) and steps(ws_b) == before
+
+
+def test_a_copy_behind_the_manifest_is_refused_then_recorded_after_open(
+    hosts: Hosts,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ws_a, ws_b, copy = hosts
+    ws_b.open_case(CASE, files=copy)
+    monkeypatch.setenv("TAHRIX_USER", "ana")
+    ws_a.run_detectors(CASE, ["repeated_amount"], OVERRIDE)  # step 3, on A only
+    monkeypatch.setenv("TAHRIX_USER", "bob")
+    more = copy / "more.csv"
+    write_csv(more, ERC20_HEADER, [erc20_row(i, a(3000 + i), a(4000 + i), "7", "$7.00") for i in range(1, 4)])
+    held = fingerprint(ws_b.cases, CASE)
+    for attempt in (
+        lambda: ws_b.load_file(CASE, more, chain="ethereum"),
+        lambda: ws_b.run_detectors(CASE, ["repeated_amount"]),  # not step 3's parameters
+    ):
+        with pytest.raises(
+            StaleCopy, match=r"the last, step 3, recorded by ana\); the copy here is at step 2"
+        ):
+            attempt()
+    assert fingerprint(ws_b.cases, CASE) == held and len(steps(ws_b)) == 4  # nothing loaded or recorded
+
+    assert ws_b.open_case(CASE, files=copy)["status"] == "caught up"
+    ws_b.load_file(CASE, more, chain="ethereum")
+    assert steps(ws_b)[-1] == (4, "load", "bob")
+    assert ws_a.open_case(CASE, files=copy)["status"] == "caught up"  # A replays B's step
+    assert evidence(ws_a) == evidence(ws_b)
+
+
+def test_loading_the_same_files_is_the_same_evidence_and_no_new_step(
+    hosts: Hosts,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """B does on its own what A did (its own copy of the files, the same detectors): each
+    action repeats the manifest's next step, so B ends with A's evidence and nothing is added."""
+    ws_a, ws_b, copy = hosts
+    before = ws_b.store.case_manifest(CASE)
+    monkeypatch.setenv("TAHRIX_USER", "bob")
+    ws_b.load_case_folder(copy / "case")
+    ws_b.load_file(CASE, copy / "usdt.csv", chain="ethereum")
+    ws_b.run_detectors(CASE)
+    assert ws_b.store.case_manifest(CASE) == before
+    assert evidence(ws_b) == evidence(ws_a)
+    assert ws_b.open_case(CASE, verify=True)["status"] == "identical"
+    ws_b.run_detectors(CASE, ["repeated_amount"], OVERRIDE)  # up to date now: a new step, B's
+    assert steps(ws_b)[-1] == (3, "detect", "bob")
