@@ -5,15 +5,25 @@ round trips through ``run_agent`` with a file store. Printed: the total
 overhead per event (which includes persisting 401 messages and running 200
 tools) and, apart, the pure streaming overhead of 100,000 text events in one
 answer. Scale with BENCH_EVENTS / BENCH_TOOL_TRIPS.
+
+``--record postgresql`` measures the same loop with the record in PostgreSQL (a
+fresh database per run on a server of its own, or $TAHRIX_BENCH_PG) beside the
+DuckDB file in one run: the loop writes per message, never per token, so the
+per-event overhead stays the same on either engine (issue 26).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.agent.storage.pg_server
 
 from tahrix_lab.agent import FakeBackend, ToolRegistry, TranscriptStore, ask
 from tahrix_lab.agent.backends.fake import text, tool_call
@@ -38,7 +48,7 @@ def bare(turns: list[list[Any]]) -> float:
     return time.perf_counter() - started
 
 
-def through_loop(turns: list[list[Any]], db: Path) -> float:
+def through_loop(turns: list[list[Any]], db: Path | str) -> float:
     registry = ToolRegistry()
     registry.register(name="noop")(lambda args, ctx: {"ok": True})
     store = TranscriptStore(db)
@@ -54,18 +64,48 @@ def through_loop(turns: list[list[Any]], db: Path) -> float:
     return elapsed
 
 
-def measure(label: str, events: int, trips: int) -> None:
+def measure(label: str, events: int, trips: int, records: dict[str, Callable[[], Path | str]]) -> None:
     turns = script(events, trips)
-    with tempfile.TemporaryDirectory() as tmp:
-        t_bare = min(bare(turns) for _ in range(3))
-        t_loop = min(through_loop(turns, Path(tmp) / f"{label}-{i}.duckdb") for i in range(3))
-    per_event = (t_loop - t_bare) / events * 1e6
+    t_bare = min(bare(turns) for _ in range(3))
     print(f"{label}: {events:,} text events, {trips} tool round trips")
     print(f"  bare fake backend   {t_bare * 1000:9.1f} ms")
-    print(f"  through run_agent   {t_loop * 1000:9.1f} ms")
-    print(f"  loop overhead       {per_event:9.2f} µs per event (target ≤ 2 µs)")
+    for name, fresh in records.items():
+        t_loop = min(through_loop(turns, fresh()) for _ in range(3))
+        per_event = (t_loop - t_bare) / events * 1e6
+        print(f"  through run_agent, record in {name}: {t_loop * 1000:9.1f} ms, "
+              f"overhead {per_event:6.2f} µs per event (target ≤ 2 µs)")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--record", choices=["duckdb", "postgresql"], action="append",
+                    help="where the record is (repeatable; default: the DuckDB file)")  # fmt: skip
+    args = ap.parse_args()
+    wanted = args.record or ["duckdb"]
+    server = None
+    with tempfile.TemporaryDirectory() as tmp:
+        files = iter(range(1_000_000))
+        records: dict[str, Callable[[], Path | str]] = {}
+        if "duckdb" in wanted:
+            records["a DuckDB file"] = lambda: Path(tmp) / f"loop-{next(files)}.duckdb"
+        if "postgresql" in wanted:
+            url = os.environ.get("TAHRIX_BENCH_PG")
+            if url:
+                records["PostgreSQL"] = lambda: url
+            else:
+                from tests.agent.storage.pg_server import PgServer
+
+                server = PgServer()
+                server.start()
+                pg = server
+                records["PostgreSQL"] = lambda: pg.url(pg.create_database())
+        try:
+            measure("streaming only", EVENTS, 0, records)
+            measure("with tools", EVENTS, TRIPS, records)
+        finally:
+            if server is not None:
+                server.stop()
 
 
 if __name__ == "__main__":
-    measure("streaming only", EVENTS, 0)
-    measure("with tools", EVENTS, TRIPS)
+    main()
