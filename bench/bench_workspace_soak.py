@@ -97,7 +97,7 @@ def kernel(db: str, seconds: float, name: str, control: Path) -> dict[str, Any]:
 def reader(db: str, seconds: float, control: Path) -> dict[str, Any]:
     """The CLI reading costs every second: each read's latency, lock wait included."""
     from tahrix_lab.agent.storage import TranscriptStore
-    from tahrix_lab.app.commands.transcripts import _costs_frame
+    from tahrix_lab.app.commands.costs import costs_frame
 
     store = TranscriptStore(db)
     latencies: list[float] = []
@@ -106,7 +106,7 @@ def reader(db: str, seconds: float, control: Path) -> dict[str, Any]:
     while time.monotonic() < end:
         started = time.perf_counter()
         try:
-            _costs_frame(store, by=("user",))  # what `tahrix costs` does: one burst on the file
+            costs_frame(store, by=("user",))  # what `tahrix costs` does: one burst on the file
             store.list_sessions(limit=50)
         except Exception as exc:
             errors.append(f"{type(exc).__name__}: {exc}")

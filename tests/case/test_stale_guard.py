@@ -87,3 +87,22 @@ def test_loading_the_same_files_is_the_same_evidence_and_no_new_step(
     assert ws_b.open_case(CASE, verify=True)["status"] == "identical"
     ws_b.run_detectors(CASE, ["repeated_amount"], OVERRIDE)  # up to date now: a new step, B's
     assert steps(ws_b)[-1] == (3, "detect", "bob")
+
+
+def test_an_analysts_label_is_no_step_so_detectors_run_again_on_the_same_copy(
+    hosts: Hosts,  # noqa: F811
+) -> None:
+    """An analyst's label is an annotation (it lives in the record and reaches every host), not
+    evidence a load made: labelling an address leaves the copy at its step, and detectors run."""
+    ws_a, _, _ = hosts
+    before = fingerprint(ws_a.cases, CASE)
+    address = (
+        ws_a.cases.cursor()
+        .execute("SELECT to_address FROM transfers WHERE case_id = ? AND chain = 'ethereum' LIMIT 1", [CASE])
+        .fetchone()[0]
+    )
+    ws_a.annotate(CASE, "address", address, "add_label", {"label": "seen at a desk", "category": "otc"},
+                  analyst="ana", chain="ethereum")  # fmt: skip
+    assert fingerprint(ws_a.cases, CASE) == before
+    ws_a.run_detectors(CASE, ["repeated_amount"], OVERRIDE)  # no StaleCopy
+    assert steps(ws_a)[-1][1] == "detect"

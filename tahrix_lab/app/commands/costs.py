@@ -39,7 +39,7 @@ def _date(value: str) -> datetime:
         raise argparse.ArgumentTypeError(f"{value!r} is not a date like 2026-01-31") from None
 
 
-def _costs_frame(store: TranscriptStore, **kwargs: Any) -> Any:
+def costs_frame(store: TranscriptStore, **kwargs: Any) -> Any:
     """``costs`` in one burst on the file: genai-prices' data is loaded before the lease,
     so pricing a model seen for the first time does not hold the file that long."""
     from genai_prices import data_snapshot
@@ -80,7 +80,7 @@ def _costs(args: argparse.Namespace) -> int:
     from tahrix_lab.flow.textsafe import safe, shown
 
     store = open_store()
-    df = _costs_frame(
+    df = costs_frame(
         store, by=args.by, since=args.since, until=args.until, user=args.user, team=args.team, case=args.case
     )
     if args.json:

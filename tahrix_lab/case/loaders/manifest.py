@@ -45,6 +45,9 @@ FINGERPRINT_COLUMNS: dict[str, tuple[str, ...]] = {
     "anomaly_flags": ("flag_id", "flag_type", "severity", "score", "subject_kind", "chain", "address",
                       "tx_hash", "window_start", "window_end", "evidence", "params", "detector_version"),
 }  # fmt: skip
+# Analysts' labels (``LBL-A-`` ids) are annotations: they live in the record and reach every
+# host through it, so they are not evidence a load or detector run made.
+FINGERPRINT_WHERE = {"labels": "label_id NOT LIKE 'LBL-A-%'"}
 _COUNTS = ("rows_read", "inserted", "merged", "filled", "conflicting", "unpriced", "unknown_decimals")
 
 
@@ -63,13 +66,14 @@ def fingerprint(db: CaseDB, case_id: str) -> dict[str, Any]:
     sort: order-free, one parallel pass, and any changed, missing or extra row changes it."""
     out: dict[str, Any] = {}
     for table, cols in FINGERPRINT_COLUMNS.items():
+        only = f" AND {FINGERPRINT_WHERE[table]}" if table in FINGERPRINT_WHERE else ""
         row = f"list_value({', '.join(f'{c}::VARCHAR' for c in cols)})::VARCHAR"
         n, hi, lo = (
             db.cursor()
             .execute(
                 f"SELECT count(*), coalesce(sum(('0x' || h[1:16])::UBIGINT::HUGEINT), 0), "
                 f"coalesce(sum(('0x' || h[17:32])::UBIGINT::HUGEINT), 0) "
-                f"FROM (SELECT md5({row}) AS h FROM {table} WHERE case_id = ?)",
+                f"FROM (SELECT md5({row}) AS h FROM {table} WHERE case_id = ?{only})",
                 [case_id],
             )
             .fetchall()[0]
