@@ -106,3 +106,15 @@ def test_an_analysts_label_is_no_step_so_detectors_run_again_on_the_same_copy(
     assert fingerprint(ws_a.cases, CASE) == before
     ws_a.run_detectors(CASE, ["repeated_amount"], OVERRIDE)  # no StaleCopy
     assert steps(ws_a)[-1][1] == "detect"
+
+
+def test_the_same_work_again_on_the_same_evidence_adds_no_step(hosts: Hosts) -> None:  # noqa: F811
+    """A notebook run twice runs the same detectors again: the evidence is unchanged, so the
+    manifest does not grow a step for each run; other parameters do make one."""
+    ws_a, _, _ = hosts
+    ws_a.run_detectors(CASE, ["repeated_amount"], OVERRIDE)
+    once = steps(ws_a)
+    ws_a.run_detectors(CASE, ["repeated_amount"], OVERRIDE)
+    assert steps(ws_a) == once
+    ws_a.run_detectors(CASE, ["repeated_amount"], {"repeated_amount": {"min_count": 4}})
+    assert len(steps(ws_a)) == len(once) + 1

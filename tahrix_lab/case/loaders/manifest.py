@@ -153,6 +153,10 @@ def record_step(
     step ``guard`` found repeated, check the evidence is that step's instead."""
     after = fingerprint(db, case_id)
     if replayed is None:
+        steps = db.record.case_manifest(case_id)
+        last = steps[-1] if steps else None
+        if last and last["fingerprint"] == after and _work(kind, entry) == _work(last["kind"], last["entry"]):
+            return  # the same work again on the same evidence (a notebook run twice): nothing to replay
         db.record.add_manifest_step(
             case_id, kind, entry, after, step_id=str(uuid.uuid4()), recorded_by=os.environ.get("TAHRIX_USER")
         )
