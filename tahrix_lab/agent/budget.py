@@ -247,9 +247,8 @@ class Budget:
                 continue  # no call of the group reported usage: nothing to price, nothing unknown
             key = (g[model], g[backend], g[hour] // 24, g[tier])  # price changes fall on midnights
             if key not in rates:
-                size = tiers[g[tier] - 1] + 1 if g[tier] else 0
-                rates[key] = self.pricer.rate(
-                    g[model], g[backend], at=_EPOCH + g[hour] * HOUR, input_tokens=size
+                rates[key] = self.pricer.tier_rate(
+                    g[model], g[backend], at=_EPOCH + g[hour] * HOUR, tier=g[tier], tiers=tiers
                 )
             rate = rates[key]
             usage = Usage(*(round(g[i] or 0) for i in tokens))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -183,6 +183,14 @@ class Pricer:
             return None
         rate = self.rate(model_id, backend, at=at, input_tokens=usage.input_tokens or 0)
         return None if rate is None else rate.cost(usage)
+
+    def tier_rate(
+        self, model_id: str | None, backend: str | None, *, at: datetime, tier: int, tiers: Sequence[int]
+    ) -> Rate | None:
+        """The rate of a group of calls summed within one input-token tier (``usage_sums``'
+        ``_tier``: 0 below the first of ``tiers``, else the index of the threshold it is past),
+        priced at an input size inside that tier."""
+        return self.rate(model_id, backend, at=at, input_tokens=tiers[tier - 1] + 1 if tier else 0)
 
     def breaks(self, pairs: Iterable[tuple[str, str | None]]) -> tuple[list[datetime], list[int]]:
         """Every price-change instant and input-token tier threshold of these (model, backend)

@@ -103,8 +103,7 @@ def _rate_columns(
                 at = _EPOCH + timedelta(seconds=int(at_key) * TIME_KEYS[time_key])
             else:
                 at = changes[int(at_key) - 1] if at_key else _EPOCH
-            size = tiers[int(tier) - 1] + 1 if tier else 0
-            rate = pricer.rate(model, backend, at=at, input_tokens=size) if model is not None else None
+            rate = pricer.tier_rate(model, backend, at=at, tier=int(tier), tiers=tiers)
             nan = float("nan")
             table.append(
                 (

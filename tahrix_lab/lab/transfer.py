@@ -301,7 +301,9 @@ def _link(session_id: str, row: dict[str, Any]) -> dict[str, Any]:
 def _lay_over_evidence(store: TranscriptStore, cases: list[str]) -> list[str]:
     """In a DuckDB workspace, lay each imported case's record over its loaded evidence (flag
     decisions, roles, labels, notes, the audit log); the cases not loaded here."""
-    if not cases or store.engine != "duckdb" or not _has_table(store.cursor(), "cases"):
+    from tahrix_lab.agent.storage.schema import has_table
+
+    if not cases or store.engine != "duckdb" or not has_table(store.cursor(), "cases"):
         return []
     from tahrix_lab.case.db import CaseDB
     from tahrix_lab.case.record_sync import take_record
@@ -314,14 +316,6 @@ def _lay_over_evidence(store: TranscriptStore, cases: list[str]) -> list[str]:
         else:
             missing.append(case_id)
     return missing
-
-
-def _has_table(cur: Any, name: str) -> bool:
-    row = cur.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = ? AND table_schema = current_schema()",
-        [name],
-    ).fetchone()
-    return bool(row and row[0])
 
 
 __all__ = [

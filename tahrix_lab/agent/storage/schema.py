@@ -15,14 +15,19 @@ from tahrix_lab.agent.storage.interface import (
 from tahrix_lab.agent.storage.migrations import Migration
 
 
+def has_table(cur: Any, name: str) -> bool:
+    """Whether the DuckDB file holds a table of that name in the current schema."""
+    found = cur.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ? AND table_schema = current_schema()",
+        [name],
+    ).fetchone()
+    return bool(found and found[0])
+
+
 def _copy_case_sessions(cur: Any) -> None:
     """Keep the links of a workspace made before 0004: the case package's ``case_sessions``
     rows (naive UTC timestamps) move into the record's ``session_cases``."""
-    found = cur.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'case_sessions' "
-        "AND table_schema = current_schema()"
-    ).fetchone()
-    if found and found[0]:
+    if has_table(cur, "case_sessions"):
         cur.execute(
             'INSERT INTO session_cases (session_id, case_id, "grant", created_by, created_at, updated_at) '
             'SELECT session_id, CAST(case_id AS VARCHAR), "grant", created_by, '
@@ -34,11 +39,7 @@ def _copy_case_sessions(cur: Any) -> None:
 def _copy_case_session_seen(cur: Any) -> None:
     """Keep what sessions saw in a workspace made before 0007: the case package's
     ``case_session_seen`` rows (naive UTC timestamps) move into the record's ``session_seen``."""
-    found = cur.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'case_session_seen' "
-        "AND table_schema = current_schema()"
-    ).fetchone()
-    if found and found[0]:
+    if has_table(cur, "case_session_seen"):
         cur.execute(
             "INSERT INTO session_seen (session_id, kind, key, first_at) SELECT session_id, kind, key, "
             "timezone('UTC', coalesce(first_at, current_timestamp::TIMESTAMP)) FROM case_session_seen "
