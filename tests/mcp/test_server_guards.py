@@ -104,6 +104,7 @@ def test_failed_sign_ins_are_throttled_per_address(strict_server: HttpServer) ->
         throttled = client.post(url, json=INIT, headers=GOOD)  # a valid token included
         assert throttled.status_code == 429 and "sign-ins" in throttled.json()["detail"]
         assert int(throttled.headers["retry-after"]) >= 1
+        assert throttled.headers["content-security-policy"] == API_CSP  # refusals carry the headers too
     # Another client address is not affected.
     other = httpx.HTTPTransport(local_address="127.0.0.2")
     with httpx.Client(timeout=30, transport=other) as client:
