@@ -85,7 +85,7 @@ class BearerTokens:
         if session is not None and self._owners.get(session, user) != user:
             # Another user's session answers as an unknown one would: no hint that it exists.
             await send_json(send, 404, {"jsonrpc": "2.0", "id": "server-error",
-                                    "error": {"code": -32600, "message": "Session not found"}})  # fmt: skip
+                                        "error": {"code": -32600, "message": "Session not found"}})  # fmt: skip
             return
 
         async def bind(message: Any) -> None:
