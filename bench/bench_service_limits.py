@@ -16,7 +16,7 @@ import os
 import time
 from typing import Any
 
-from tahrix_lab.jobs.http.layers import SecurityHeaders, SignInThrottle
+from tahrix_lab.web.guards import SecurityHeaders, SignInThrottle
 
 N = int(os.environ.get("TAHRIX_BENCH_N", "200000"))
 SCOPE = {"type": "http", "method": "GET", "path": "/api/v1/agent/chat-stream-job/abc", "client": ("10.0.0.1", 5),

@@ -23,20 +23,18 @@ import gc
 import json
 import logging
 import os
-import secrets
 import signal
 import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from tahrix_lab.agent.backends.base import Backend
 from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
-from tahrix_lab.agent.secrets import check_tokens_file, redact_url
+from tahrix_lab.agent.secrets import redact_url
 from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.jobs.contract import CapReached, JobRejected, JobRequest, JobStore, StoreUnavailable, Watcher
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, offered
@@ -44,6 +42,7 @@ from tahrix_lab.jobs.http.api import Service, create_app
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
 from tahrix_lab.jobs.stores.redis import QUEUE_KEY, RedisJobStore
+from tahrix_lab.web.tokens import dev_token
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +251,7 @@ def run_http(service: Service, sock: socket.socket, settings: Settings | None = 
     """Serve the API on ``sock`` until SIGTERM or SIGINT, with ``settings``' timeouts and limits."""
     import uvicorn
 
-    from tahrix_lab.jobs.http.layers import read_timeouts
+    from tahrix_lab.web.guards import read_timeouts
 
     limits = settings or Settings()
     config = uvicorn.Config(
@@ -397,30 +396,3 @@ class Settings:
                 self.budget_global_monthly_usd,
             )
         )
-
-
-def load_tokens(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read a tokens file, naming what is wrong with it: mode 0600 and strong tokens first
-    (``agent.secrets.check_tokens_file``, the same check as ``tahrix mcp serve``)."""
-    check_tokens_file(path)
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigurationError(f"Could not read the tokens file {str(path)!r}: {exc.strerror}.") from None
-    except ValueError as exc:
-        raise ConfigurationError(f"The tokens file {str(path)!r} is not valid JSON: {exc}.") from None
-    if not isinstance(data, dict) or not data:
-        raise ConfigurationError(
-            f'The tokens file {str(path)!r} must be a JSON object like {{"<token>": "<user>"}}.'
-        )
-    for user in data.values():
-        if not isinstance(user, str) or not user:
-            raise ConfigurationError(
-                f"The tokens file {str(path)!r} maps each token to a user name; check the entry for user {user!r}."
-            )
-    return {str(k): str(v) for k, v in data.items()}
-
-
-def dev_token() -> str:
-    """A throw-away token for a server started without a tokens file."""
-    return secrets.token_urlsafe(32)  # as strong as the tokens file must hold

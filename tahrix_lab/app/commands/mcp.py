@@ -6,7 +6,10 @@ import argparse
 import getpass
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the guards (uvicorn, starlette) are imported when the server starts
+    from tahrix_lab.web.guards import Limits
 
 
 def add_commands(sub: Any) -> None:
@@ -37,11 +40,46 @@ def add_commands(sub: Any) -> None:
         help="let callers run annotate and run_detectors (default: read-only)",
     )
     serve.add_argument("--user", help="the user stdio calls are recorded for (default: the login name)")
+    _add_limit_options(serve)
     serve.set_defaults(func=_serve)
     tools = ms.add_parser("tools", help="connect to the servers in the MCP servers file and list their tools")
     tools.add_argument("--config", help="the MCP servers file (default: $TAHRIX_MCP_CONFIG)")
     tools.set_defaults(func=_tools)
     mcp.set_defaults(func=lambda a: (mcp.print_help(), 2)[1])
+
+
+def _add_limit_options(serve: Any) -> None:
+    """The guards of ``--http``, named as ``tahrix serve``'s (docs/security.md); unset, the
+    server's defaults (``serving.LIMITS``)."""
+    limits = serve.add_argument_group("HTTP limits (with --http)")
+    limits.add_argument("--max-body-bytes", type=int, help="larger request bodies answer 413 (default 1 MiB)")
+    limits.add_argument(
+        "--keep-alive-timeout", type=float, help="seconds an idle connection stays open (default 5)"
+    )
+    limits.add_argument(
+        "--header-timeout", type=float, help="seconds to send a request's headers (default 10)"
+    )
+    limits.add_argument("--body-timeout", type=float, help="seconds to send a request's body (default 30)")
+    limits.add_argument("--limit-concurrency", type=int,
+                        help="connections and requests at once; more answer 503 (0: no limit; default 1000)")  # fmt: skip
+    limits.add_argument("--failed-sign-ins-per-minute", type=int,
+                        help="failed token checks one client address may make a minute; more answer 429 (0: off; default 30)")  # fmt: skip
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    from dataclasses import replace
+
+    from tahrix_lab.mcp.server.serving import LIMITS
+
+    given = {
+        "max_body_bytes": args.max_body_bytes,
+        "keep_alive_s": args.keep_alive_timeout,
+        "header_timeout_s": args.header_timeout,
+        "body_timeout_s": args.body_timeout,
+        "limit_concurrency": args.limit_concurrency,
+        "failed_sign_ins_per_minute": args.failed_sign_ins_per_minute,
+    }
+    return replace(LIMITS, **{k: v for k, v in given.items() if v is not None})
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -67,19 +105,17 @@ def _serve(args: argparse.Namespace) -> int:
             flush=True,
         )
         run_http(server, tokens, host=args.host, port=args.http, allowed_hosts=args.allowed_host,
-                 allowed_origins=args.allowed_origin)  # fmt: skip
+                 allowed_origins=args.allowed_origin, limits=_limits(args))  # fmt: skip
         return 0
     finally:
         ws.close()
 
 
 def _tokens(path: str | None, user: str) -> dict[str, str]:
-    from tahrix_lab.agent.secrets import check_tokens_file
-    from tahrix_lab.jobs.server import dev_token, load_tokens
+    from tahrix_lab.web.tokens import dev_token, load_tokens
 
     path = path or os.environ.get("TAHRIX_TOKENS_FILE")
-    if path:
-        check_tokens_file(path)  # mode 0600 and strong tokens, before the server starts
+    if path:  # mode 0600 and strong tokens, before the server starts
         return load_tokens(path)
     token = dev_token()
     print(f"tahrix mcp: no tokens file; use this bearer token (user {user}): {token}", file=sys.stderr)

@@ -76,7 +76,8 @@ def case_access_note() -> str:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    from tahrix_lab.jobs.server import Settings, load_tokens
+    from tahrix_lab.jobs.server import Settings
+    from tahrix_lab.web.tokens import load_tokens
 
     tokens = load_tokens(args.tokens_file) if args.tokens_file else {}
     return Settings(

@@ -37,8 +37,9 @@ from starlette.types import ASGIApp
 from tahrix_lab.flow import chunks
 from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
 from tahrix_lab.jobs.http import workplace
-from tahrix_lab.jobs.http.layers import BodyLimit, FastPaths, SecurityHeaders, SignInThrottle
+from tahrix_lab.jobs.http.fastpaths import FastPaths
 from tahrix_lab.jobs.runner import JobRunner
+from tahrix_lab.web.guards import BodyLimit, SecurityHeaders, SignInThrottle
 
 log = logging.getLogger(__name__)
 

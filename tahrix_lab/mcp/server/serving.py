@@ -4,12 +4,16 @@ The tokens file is the job service's (``{"<token>": "<user>"}``); the token
 names the user the calls are recorded for. The SDK's own auth support is
 built for OAuth authorization servers; a static token table needs only this
 small check (constant-time compare, ``401`` with ``WWW-Authenticate``).
+
+Over HTTP the server has the job service's guards (``tahrix_lab.web.guards``):
+read timeouts, a body limit, failed sign-ins throttled per client address,
+security headers for an API (``API_CSP``), a keep-alive timeout and a
+concurrency limit.
 """
 
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,17 +23,22 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.mcp.server.case_server import USER_KEY, CaseMcpServer
+from tahrix_lab.web.guards import (
+    API_CSP,
+    BodyLimit,
+    Limits,
+    SecurityHeaders,
+    SignInThrottle,
+    send_json,
+    uvicorn_limits,
+)
 
 MCP_PATH = "/mcp"
 SESSION_HEADER = b"mcp-session-id"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-async def _json(send: Any, status: int, body: Any) -> None:
-    await send(
-        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
-    )
-    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+# The job service's limits, but a body may be a JSON-RPC message with a tool's arguments: far
+# below 1 MiB (the SDK's own cap is 4 MB).
+LIMITS = Limits(max_body_bytes=1024 * 1024)
 
 
 async def serve_stdio(case_server: CaseMcpServer) -> None:
@@ -68,19 +77,15 @@ class BearerTokens:
         header = dict(scope.get("headers") or []).get(b"authorization")
         user = self.user_for(header)
         if user is None:
-            body = json.dumps({"error": "A valid bearer token is required (Authorization: Bearer <token>)."})
-            await send({
-                "type": "http.response.start", "status": 401,
-                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="tahrix-mcp"')],
-            })  # fmt: skip
-            await send({"type": "http.response.body", "body": body.encode()})
+            await send_json(send, 401, {"error": "A valid bearer token is required (Authorization: Bearer <token>)."},
+                            (b"www-authenticate", b'Bearer realm="tahrix-mcp"'))  # fmt: skip
             return
         scope[USER_KEY] = user
         session = dict(scope.get("headers") or []).get(SESSION_HEADER)
         if session is not None and self._owners.get(session, user) != user:
             # Another user's session answers as an unknown one would: no hint that it exists.
-            await _json(send, 404, {"jsonrpc": "2.0", "id": "server-error",
-                                    "error": {"code": -32600, "message": "Session not found"}})  # fmt: skip
+            await send_json(send, 404, {"jsonrpc": "2.0", "id": "server-error",
+                                        "error": {"code": -32600, "message": "Session not found"}})  # fmt: skip
             return
 
         async def bind(message: Any) -> None:
@@ -125,13 +130,19 @@ def http_app(
     host: str = "127.0.0.1",
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
+    limits: Limits = LIMITS,
 ) -> Any:
-    """The streamable-HTTP ASGI app at ``/mcp``, behind the bearer-token check."""
+    """The streamable-HTTP ASGI app at ``/mcp``, behind the bearer-token check and the guards."""
     security = transport_security(host, allowed_hosts, allowed_origins)
     inner = case_server.server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, transport_security=security
     )
-    return BearerTokens(inner, tokens)
+    # Outermost first: headers on every answer (429s included); the throttle counts the 401s
+    # of every path (all are behind the token); a body is read only for a known token.
+    signed_in = BearerTokens(BodyLimit(inner, limits.max_body_bytes), tokens)
+    return SecurityHeaders(
+        SignInThrottle(signed_in, limits.failed_sign_ins_per_minute, prefix="/"), csp=API_CSP
+    )
 
 
 def run_http(
@@ -142,10 +153,11 @@ def run_http(
     port: int,
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
+    limits: Limits = LIMITS,
 ) -> None:
     import uvicorn
 
-    app = http_app(
-        case_server, tokens, host=host, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
-    )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    app = http_app(case_server, tokens, host=host, allowed_hosts=allowed_hosts,
+                   allowed_origins=allowed_origins, limits=limits)  # fmt: skip
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", **uvicorn_limits(limits))
+    uvicorn.Server(config).run()

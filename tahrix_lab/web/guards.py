@@ -1,24 +1,23 @@
-"""The ASGI layers around the FastAPI app (outer apps: the framework is composed, not patched).
+"""The ASGI layers and uvicorn settings every HTTP server of Tahrix Lab puts around its app.
 
-* ``FastPaths``: under load nearly every request is a long-poll answer or, in a
-  burst, a start, and FastAPI's layers (middlewares, dependency solving,
-  validation) cost several times the work of the answer. A well-formed poll or
-  start with a known token is answered here with the routes' own functions (the
-  same ownership check, deadline, admission and JSON; the POST body checked by
-  the route's pydantic model). Anything else goes on to FastAPI, which answers
-  it as documented (401, 413, 422, ...): the OpenAPI routes stay the contract.
+Outer apps: each framework is composed, not patched. Used by the job service
+(``tahrix serve``) and the MCP server (``tahrix mcp serve --http``).
+
 * ``BodyLimit``: bodies over the limit answer 413 before anything parses them.
 * ``ReadTimeouts`` (uvicorn's ``http=`` protocol): uvicorn has no timeout for a
   request being read, so a slowloris client, or one that sends nothing, would
   hold its connection forever. One timer per request: the headers within
   ``header_timeout`` of the connection (or of the request's first byte), then
   the body within ``body_timeout``; else the connection is closed.
-* ``SignInThrottle``: each 401 under ``/api`` costs the client address a token
+* ``SignInThrottle``: each 401 under ``prefix`` costs the client address a token
   of a bucket refilled at ``per_minute``; an empty bucket answers 429 to every
-  ``/api`` request from that address, a valid token included (else guessing
-  would go on). Requests that pass the check cost nothing.
+  request under ``prefix`` from that address, a valid token included (else
+  guessing would go on). Requests that pass the check cost nothing.
 * ``SecurityHeaders``: every response says where its content may come from and
-  that no other site may frame it (docs/security.md).
+  that no other site may frame it (docs/security.md): ``PAGE_CSP`` for a server
+  with a page, ``API_CSP`` for one that answers only JSON or SSE.
+* ``Limits`` and ``uvicorn_limits``: the knobs above and uvicorn's own
+  (keep-alive, concurrency), named as ``tahrix serve``'s options.
 """
 
 from __future__ import annotations
@@ -26,140 +25,39 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
-from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from tahrix_lab.jobs.contract import JobRejected, StoreUnavailable
-
 log = logging.getLogger(__name__)
 
-_JOB_ID = re.compile(r"[^/]+")
-# What FastAPI reads as a bool query parameter; anything else goes to it (and is a 422).
-_BOOLS = {
-    "1": True,
-    "true": True,
-    "on": True,
-    "yes": True,
-    "0": False,
-    "false": False,
-    "off": False,
-    "no": False,
-}
 TOO_MANY = "Too many failed sign-ins from this address. Please wait a minute and try again."
-STORE_DOWN = "The job store is unreachable right now. Please try again in a moment."
 
 
-class FastPaths:
-    """See the module docstring. ``read(job_id, user, since, wait, content)`` and ``admit(body,
-    user)`` are the routes' functions; they refuse with ``JobRejected``."""
+@dataclass(frozen=True)
+class Limits:
+    """What a server allows a client (the defaults are ``tahrix serve``'s)."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        prefix: str,
-        tokens: dict[str, str],
-        read: Callable[[str, str, int, float, bool], Awaitable[dict[str, Any]]],
-        admit: Callable[[Any, str], Awaitable[dict[str, Any]]],
-        body_model: type[BaseModel],
-        max_body: int,
-    ) -> None:
-        self.app = app
-        self.start_path = f"{prefix}/chat-stream-job"
-        self.path_prefix = self.start_path + "/"
-        self.tokens = tokens
-        self.read = read
-        self.admit = admit
-        self.body_model = body_model
-        self.max_body = max_body
+    max_body_bytes: int = 64 * 1024
+    keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
+    header_timeout_s: float = 10.0  # a request's headers must arrive within this
+    body_timeout_s: float = 30.0  # then its body within this
+    limit_concurrency: int | None = 1000  # connections and requests at once; more answer 503
+    failed_sign_ins_per_minute: int = 30  # per client address; more answer 429
 
-    def _user(self, scope: Scope) -> str | None:
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, _, token = value.decode("latin-1").partition(" ")
-                return self.tokens.get(token.strip()) if scheme.lower() == "bearer" else None
-        return None
 
-    def _poll(self, scope: Scope) -> tuple[str, str, int, float, bool] | None:
-        """(job id, user, since, wait, content) of a well-formed poll, else None (FastAPI
-        answers it)."""
-        job_id = scope["path"][len(self.path_prefix) :]
-        if not _JOB_ID.fullmatch(job_id):
-            return None
-        user = self._user(scope)
-        if user is None:
-            return None
-        since, wait, content = 0, 0.0, True
-        try:
-            for key, value in parse_qsl(scope["query_string"].decode("latin-1")):
-                if key == "since":
-                    since = int(value)
-                elif key == "wait":
-                    wait = float(value)
-                elif key == "content":
-                    content = _BOOLS[value.lower()]
-        except (ValueError, KeyError):
-            return None
-        if not (0 <= since <= 10_000_000 and 0 <= wait <= 25):  # the route's bounds; NaN fails too
-            return None
-        return job_id, user, since, wait, content
-
-    def _json_post(self, scope: Scope) -> bool:
-        declared = -1
-        json_type = False
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                declared = int(value) if value.isdigit() else -1
-            elif name == b"content-type":
-                json_type = value.split(b";")[0].strip().lower() == b"application/json"
-        return json_type and 0 <= declared <= self.max_body
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            method, path = scope["method"], scope["path"]
-            if method == "GET" and path.startswith(self.path_prefix):
-                poll = self._poll(scope)
-                if poll is not None:
-                    await self._answer(scope, receive, send, self.read(*poll))
-                    return
-            elif method == "POST" and path == self.start_path and self._json_post(scope):
-                await self._start(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-    async def _start(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raw = await read_body(receive)
-        if raw is None:
-            return
-        user = self._user(scope)
-        body: Any = None
-        if user is not None and len(raw) <= self.max_body:
-            try:
-                body = self.body_model.model_validate_json(raw)
-            except ValidationError:
-                body = None
-        if body is None or user is None:  # FastAPI answers it (401, 413, 422) from the same bytes
-            await self.app(scope, replaying(raw, receive), send)
-            return
-        await self._answer(scope, receive, send, self.admit(body, user))
-
-    async def _answer(self, scope: Scope, receive: Receive, send: Send, result: Awaitable[Any]) -> None:
-        try:
-            answer = await result
-        except StoreUnavailable as exc:
-            log.error("job store unavailable: %s", exc)
-            await send_json(send, 503, {"detail": STORE_DOWN, "field": None})
-        except JobRejected as exc:
-            await send_json(send, exc.status, {"detail": exc.message, "field": exc.field})
-        else:
-            await send_json(send, 200, answer)
+def uvicorn_limits(limits: Limits) -> dict[str, Any]:
+    """``uvicorn.Config`` arguments for ``limits``: slow or idle clients are closed (keep-alive
+    by uvicorn, header and body reads by ``ReadTimeouts``); past ``limit_concurrency``
+    connections answer 503."""
+    return {
+        "http": read_timeouts(limits.header_timeout_s, limits.body_timeout_s),
+        "timeout_keep_alive": int(limits.keep_alive_s) or 1,
+        "limit_concurrency": limits.limit_concurrency or None,
+    }
 
 
 class BodyLimit:
@@ -321,28 +219,32 @@ class SignInThrottle:
 
 # The page loads its scripts and styles from /static; its own <style> block (page.html) is the one
 # inline part, so styles allow 'unsafe-inline' and scripts do not.
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-       "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")  # fmt: skip
+PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+            "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")  # fmt: skip
 # /docs (only with --api-docs) is FastAPI's swagger-ui from its CDN, with an inline starter script.
 DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
             "style-src 'self' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
             "frame-ancestors 'none'")  # fmt: skip
+# A server that answers only JSON or SSE (MCP): nothing it sends may load or run anything.
+API_CSP = "default-src 'none'; frame-ancestors 'none'"
 HEADERS = [(b"x-frame-options", b"DENY"), (b"x-content-type-options", b"nosniff"),
            (b"referrer-policy", b"no-referrer")]  # fmt: skip
 
 
 class SecurityHeaders:
-    """See the module docstring."""
+    """See the module docstring: ``csp`` on every response, ``DOCS_CSP`` on ``/docs`` when
+    ``docs``."""
 
-    def __init__(self, app: ASGIApp, *, docs: bool = False) -> None:
+    def __init__(self, app: ASGIApp, *, csp: str = PAGE_CSP, docs: bool = False) -> None:
         self.app = app
+        self.csp = csp.encode()
         self.docs = docs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        csp = (DOCS_CSP if self.docs and scope["path"] == "/docs" else CSP).encode()
+        csp = DOCS_CSP.encode() if self.docs and scope["path"] == "/docs" else self.csp
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
