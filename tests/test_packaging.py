@@ -37,6 +37,14 @@ def test_wheel_ships_widgets_and_data(wheel: Path) -> None:
     assert "tahrix = tahrix_lab.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
+def test_wheel_ships_every_module(wheel: Path) -> None:
+    """Every module of the package is in the wheel (a sub-package missing from pyproject's list is not)."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    modules = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "tahrix_lab").rglob("*.py"))
+    assert modules
+    assert [m for m in modules if m not in names] == []
+
+
 def test_resources_resolve_inside_an_installed_package(wheel: Path, tmp_path: Path) -> None:
     """Unpack the wheel and resolve widgets and data from it, with the checkout out of reach."""
     site = tmp_path / "site"
