@@ -3,9 +3,11 @@
 By concern: ``contract`` (what a job is, the store interface, the state a poll
 answers, leases), ``runner`` + ``steps`` (running jobs), ``stores`` (``memory``;
 ``redis`` with its ``writer``, ``wake``-ups and Lua ``scripts``), ``http`` (the
-FastAPI ``api``, its outer ``layers`` and the page's ``workplace``), ``server``
-(``tahrix serve``: settings and wiring) and ``domain`` (how a domain plugs in;
-the fake model's scripts). The chunk vocabulary is ``tahrix_lab.flow``.
+FastAPI ``api`` and its outer ``layers``), ``server`` (``tahrix serve``: settings
+and wiring) and ``domain`` (how a domain plugs in; the fake model's scripts). The
+chunk vocabulary is ``tahrix_lab.flow``. Imports go to ``agent`` and ``flow`` only:
+the service page, which shows cases, lives at the composition root
+(``tahrix_lab.app.workplace``) and joins the API through ``Service.extend``.
 
 Names load on first use, so importing one part does not import FastAPI or redis.
 """

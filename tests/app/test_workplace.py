@@ -1,4 +1,4 @@
-"""The service page's routes (jobs/http/workplace.py) on `tahrix serve`'s case integration, over real HTTP."""
+"""The service page's routes (app/workplace.py) on `tahrix serve`'s case integration, over real HTTP."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
+from tahrix_lab.app import workplace
 from tahrix_lab.app.case_service import case_integration
 from tahrix_lab.case.workspace import Workspace, sample_case_dir
 from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.server import Settings, build
-
-from .conftest import AppServer
-from .test_case_service import ask
+from tests.jobs.conftest import AppServer
+from tests.jobs.test_case_service import ask
 
 API = "/api/v1/agent"
 TOKENS = {"alice-token-123": "alice", "bob-token-4567": "bob"}
@@ -40,7 +40,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ht
     cfg = Settings(
         tokens=TOKENS, db=str(tmp_path / "t.duckdb"), backend="fake", fake_script=str(script), api_docs=True
     )
-    built = build(cfg, case_integration)
+    built = build(cfg, case_integration, extend=workplace.mount)
     assert built.service is not None
     try:
         with (
