@@ -5,8 +5,10 @@ module, above both, adapts a ``Workspace`` to what the service needs.
 
 ``CaseIntegration`` structurally satisfies the job service's protocol:
 ``purpose``, ``start_session(store, *, user, case_id)``, ``context_for(store, session)``, ``registry()``,
-and the optional parts: the citations line after each answer (``answer_events``) and what the
-service page shows (``cases_for``, ``case_view``, ``session_cases``; routes in jobs/http/workplace.py).
+and the optional parts: the citations line after each answer (``answer_events``), who may open a
+conversation (``may_open_session``) and the offline model. What the service page shows
+(``cases_for``, ``case_view``, ``trace_onward``, ``turn_citations``, ``session_cases``) is called
+by the page's routes in ``app/workplace.py``.
 """
 
 from __future__ import annotations
@@ -32,14 +34,22 @@ class CaseIntegration:
     """Investigation sessions for the job service, backed by a ``Workspace``.
 
     ``grant`` is what the assistant may do in sessions started here (read-only by default).
-    With ``case_id=None`` the sample case is used (loaded on first use).
+    With ``case_id=None`` the sample case is used (loaded on first use). ``mcp_servers``: a
+    servers file whose tools its sessions are offered too (``tahrix_lab.mcp.client``).
     """
 
     purpose: str = "investigation"
 
-    def __init__(self, workspace: Workspace, *, grant: Grant | dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        grant: Grant | dict[str, Any] | None = None,
+        mcp_servers: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.workspace = workspace
         self.grant = Grant.from_dict(grant)
+        self.mcp_servers = mcp_servers
 
     def start_session(self, store: TranscriptStore, *, user: str, case_id: str | None) -> Session:
         ws = self.workspace
@@ -66,7 +76,12 @@ class CaseIntegration:
         return case_id is None or access.role_of(self.workspace, user, case_id) is not None
 
     def registry(self) -> ToolRegistry:
-        return CASE_TOOLS
+        if self.mcp_servers is None:
+            return CASE_TOOLS
+        # Imported (and the servers started) at the first run, not at start-up: the SDK takes seconds.
+        from tahrix_lab.mcp.client.toolbox import registry_with_mcp
+
+        return registry_with_mcp(CASE_TOOLS, self.mcp_servers)
 
     def offline_backend(self) -> FakeBackend:
         """With no provider configured, the service runs the demo's scripted investigation."""
@@ -77,7 +92,7 @@ class CaseIntegration:
         case_id = self.workspace.case_of(session.id)
         return with_citations(events, self.workspace.cases, case_id) if case_id else events
 
-    # -- the service page (jobs/http/workplace.py) -----------------------------------------------------
+    # -- the service page (app/workplace.py) -----------------------------------------------------------
     def cases_for(self, user: str) -> list[dict[str, Any]]:
         """The cases ``user`` may open (granted, or open: case/access.py), with their role. The one
         place the page's picker, its case routes and new jobs ask."""
@@ -205,18 +220,16 @@ def service_grant() -> dict[str, Any]:
     return {"may_write": True, "approve_writes": True} if mode == "approve" else {}
 
 
-def case_integration(transcripts: TranscriptStore) -> Any:
+def case_integration(transcripts: TranscriptStore) -> CaseIntegration:
     """The job service's sessions are case investigations on the workspace beside the record
-    (``workspace_for``)."""
+    (``workspace_for``), offered the MCP servers' tools when a servers file is configured."""
     from tahrix_lab.mcp.client.config import config_path
 
-    integration = CaseIntegration(workspace_for(transcripts), grant=service_grant())
+    integration = CaseIntegration(
+        workspace_for(transcripts), grant=service_grant(), mcp_servers=config_path()
+    )
     # Loaded now (once per database; a count when already there), not at the first job: the
     # runner starts jobs inside one transcript transaction, and a case load is a transaction of
     # its own, which DuckDB cannot begin inside another on the same connection.
     integration.workspace.load_sample_case()
-    if config_path() is None:  # no MCP servers file: the MCP SDK (seconds to import) is not needed
-        return integration
-    from tahrix_lab.mcp.client.toolbox import with_mcp_tools
-
-    return with_mcp_tools(integration)
+    return integration

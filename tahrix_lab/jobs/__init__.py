@@ -3,11 +3,13 @@
 By concern: ``contract`` (what a job is, the store interface, the state a poll
 answers, leases), ``runner`` + ``steps`` (running jobs), ``stores`` (``memory``;
 ``redis`` with its ``writer``, ``wake``-ups and Lua ``scripts``), ``http`` (the
-FastAPI ``api``, its outer ``fastpaths`` and the page's ``workplace``), ``server``
-(``tahrix serve``: settings and wiring) and ``domain`` (how a domain plugs in;
-the fake model's scripts). The chunk vocabulary is ``tahrix_lab.flow``; the
-guards around every HTTP server (body limit, timeouts, throttle, headers) and the
-tokens file are ``tahrix_lab.web``.
+FastAPI ``api`` and its outer ``fastpaths``), ``server`` (``tahrix serve``:
+settings and wiring) and ``domain`` (how a domain plugs in; the fake model's
+scripts). The chunk vocabulary is ``tahrix_lab.flow``; the guards around every
+HTTP server and the tokens file are ``tahrix_lab.web``. Imports go to ``agent``,
+``flow`` and ``web`` only: the service page, which shows cases, lives at the
+composition root (``tahrix_lab.app.workplace``) and joins the API through
+``Service.extend``.
 
 Names load on first use, so importing one part does not import FastAPI or redis.
 """

@@ -39,10 +39,10 @@ class JobIntegration(Protocol):
 
     Optional methods, found with ``offered``: ``offline_backend() -> Backend`` (the model run
     when no provider is configured and no fake script given); ``answer_events(session,
-    events)`` (the run's events as published: a case adds its citations line); the page's
-    data (``cases_for``, ``case_view``, ``session_cases``, ``trace_onward``,
-    ``turn_citations``: see ``http.workplace``); ``may_open_session(user, session)`` (False:
-    the session reads as someone else's, 404, and is left out of the conversations list).
+    events)`` (the run's events as published: a case adds its citations line);
+    ``may_open_session(user, session)`` (False: the session reads as someone else's, 404, and
+    is left out of the conversations list). The page's routes, which show a case, are the
+    composition root's (``Service.extend``).
     """
 
     purpose: str

@@ -38,7 +38,7 @@ from tahrix_lab.agent.secrets import redact_url
 from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.jobs.contract import CapReached, JobRejected, JobRequest, JobStore, StoreUnavailable, Watcher
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, offered
-from tahrix_lab.jobs.http.api import Service, create_app
+from tahrix_lab.jobs.http.api import Extension, Service, create_app
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
 from tahrix_lab.jobs.stores.redis import QUEUE_KEY, RedisJobStore
@@ -89,9 +89,10 @@ def build(
     integration_factory: IntegrationFactory | None = None,
     *,
     backend: Backend | None = None,
+    extend: Extension | None = None,
 ) -> Built:
     """Wire store, runner, intake and API service for ``settings`` (``backend`` overrides the
-    configured one, for tests)."""
+    configured one, for tests; ``extend`` adds routes to the API: ``Service.extend``)."""
     role = settings.role
     store: JobStore
     if settings.redis_url:
@@ -184,6 +185,7 @@ def build(
             failed_sign_ins_per_minute=settings.failed_sign_ins_per_minute,
             api_docs=settings.api_docs,
             role="api" if api_only else role,
+            extend=extend,
         )
     # Without a runner (an API process) this process still ends the jobs of dead workers.
     reaper = Watcher(store, settings.lease_s, 1.0).start() if runner is None else None
@@ -208,12 +210,17 @@ def settle_heap() -> None:
     gc.set_threshold(20_000, 20, 20)
 
 
-def serve(settings: Settings, integration_factory: IntegrationFactory | None = None) -> int:
+def serve(
+    settings: Settings,
+    integration_factory: IntegrationFactory | None = None,
+    *,
+    extend: Extension | None = None,
+) -> int:
     if not settings.tokens and settings.role != "worker":
         token = dev_token()
         settings.tokens = {token: "analyst"}
         print(f"tahrix serve: no tokens file given; use this token (user 'analyst'): {token}", flush=True)
-    built = build(settings, integration_factory)
+    built = build(settings, integration_factory, extend=extend)
     settle_heap()
     where = f"jobs in Redis at {redact_url(settings.redis_url)}" if settings.redis_url else "jobs in memory"
     for note in built.notes:

@@ -215,12 +215,14 @@ def test_a_row_click_focuses_the_graph_and_an_unknown_case_is_refused(page: Any,
 
 
 def test_a_plain_chat_service_shows_the_chat_without_case_panels(page: Any, tmp_path: Path) -> None:
+    from tahrix_lab.app import workplace
     from tahrix_lab.jobs.http.api import create_app
     from tahrix_lab.jobs.server import Settings, build
     from tests.jobs.conftest import AppServer
 
     built = build(
-        Settings(tokens={TOKEN: "bob"}, db=str(tmp_path / "t.duckdb"), backend="fake", fake_script="echo")
+        Settings(tokens={TOKEN: "bob"}, db=str(tmp_path / "t.duckdb"), backend="fake", fake_script="echo"),
+        extend=workplace.mount,
     )
     assert built.service is not None
     try:

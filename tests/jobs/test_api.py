@@ -366,20 +366,13 @@ def test_sse_endpoint_reuses_the_chunks(tmp_path: Path) -> None:
         assert chunks[-1]["type"] == "done"
 
 
-def test_page_and_static_files(tmp_path: Path) -> None:
+def test_api_docs_only_when_asked(tmp_path: Path) -> None:
     with service(tmp_path, ECHO) as (client, _built):
         assert client.get("/openapi.json").status_code == 404  # off unless --api-docs
     with service(tmp_path, ECHO, api_docs=True) as (client, _built):
-        page = client.get("/")
-        assert page.status_code == 200
-        assert "/static/flow.js" in page.text
-        assert "/static/poll.js" in page.text
-        js = client.get("/static/poll.js")
-        assert js.status_code == 200
-        assert "javascript" in js.headers["content-type"]
-        assert "createPollingChat" in js.text
         schema = client.get("/openapi.json").json()
         assert f"{JOB}/{{job_id}}" in schema["paths"]
+        assert client.get("/").status_code == 404  # the page is the composition root's (app/workplace.py)
 
 
 def test_schema_fuzz_has_no_server_errors(tmp_path: Path) -> None:

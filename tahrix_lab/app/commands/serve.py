@@ -56,11 +56,12 @@ def _env_float(name: str) -> float | None:
 
 
 def _serve(args: argparse.Namespace, integration_factory: IntegrationFactory | None) -> int:
+    from tahrix_lab.app import workplace
     from tahrix_lab.jobs.server import serve
 
     if integration_factory is not None and args.role != "api":  # the processes that open cases
         print(f"tahrix serve: {case_access_note()}", flush=True)
-    return serve(settings_from_args(args), integration_factory)
+    return serve(settings_from_args(args), integration_factory, extend=workplace.mount)
 
 
 def case_access_note() -> str:

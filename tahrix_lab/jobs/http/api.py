@@ -7,7 +7,8 @@
     POST   /api/v1/agent/chat-stream                   {message, ...} -> text/event-stream (same admission)
     GET    /healthz, /readyz                            liveness; readiness (store, worker, transcripts)
     GET    /, /static/..., /api/v1/agent/me, /sessions/{id}, /cases, /conversations, ...
-                                                        the page and its data (workplace.py)
+                                                        the page and its data: added by the composition
+                                                        root through ``Service.extend`` (app/workplace.py)
 
 Every ``/api`` call needs ``Authorization: Bearer <token>``. A job is visible
 only to the user who created it: anyone else gets the same 404 as for an
@@ -36,7 +37,6 @@ from starlette.types import ASGIApp
 
 from tahrix_lab.flow import chunks
 from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
-from tahrix_lab.jobs.http import workplace
 from tahrix_lab.jobs.http.fastpaths import FastPaths
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.web.guards import BodyLimit, SecurityHeaders, SignInThrottle
@@ -148,6 +148,10 @@ def sse_frame(index: int, chunk: dict[str, Any]) -> str:
 LOST = "The answer's stream was interrupted; its job may still finish (see the job API)."
 
 
+# More routes on the app, inside its outer layers: the composition root's page (app/workplace.py).
+Extension = Callable[[FastAPI], None]
+
+
 @dataclass
 class Service:
     """What the API needs: where jobs live, how to start one, who may call."""
@@ -159,8 +163,9 @@ class Service:
     max_body_bytes: int = 64 * 1024
     max_wait_s: float = 25.0
     api_docs: bool = False  # serve /docs and /openapi.json (tahrix serve --api-docs)
-    failed_sign_ins_per_minute: int = 30  # per client address; more get 429 (limits.SignInThrottle)
+    failed_sign_ins_per_minute: int = 30  # per client address; more get 429 (web.guards.SignInThrottle)
     role: str = "all"
+    extend: Extension | None = None
     # Under load a woken long-poll waits up to linger_s for more chunks, so one answer carries
     # several; below busy_polls waiting polls it answers at once (milliseconds when idle).
     linger_s: float = 0.1
@@ -398,8 +403,8 @@ def create_app(service: Service) -> ASGIApp:
             {"ready": ok, "role": service.role, "checks": checks}, status_code=200 if ok else 503
         )
 
-    app.include_router(workplace.router(current_user), prefix=PREFIX, responses=ERRORS)
-    workplace.mount_page(app)
+    if service.extend is not None:
+        service.extend(app)
     app.add_middleware(BodyLimit, limit=service.max_body_bytes)  # before anything parses a body
     # An outer ASGI app, around FastAPI and all its layers: a well-formed poll or start skips
     # them all (the routes above stay the contract and answer everything else).

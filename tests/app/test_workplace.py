@@ -1,4 +1,4 @@
-"""The service page's routes (jobs/http/workplace.py) on `tahrix serve`'s case integration, over real HTTP."""
+"""The service page's routes (app/workplace.py) on `tahrix serve`'s case integration, over real HTTP."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
+from tahrix_lab.app import workplace
 from tahrix_lab.app.case_service import case_integration
 from tahrix_lab.case.workspace import Workspace, sample_case_dir
 from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.server import Settings, build
-
-from .conftest import AppServer
-from .test_case_service import ask
+from tests.jobs.conftest import AppServer
+from tests.jobs.test_case_service import ask
 
 API = "/api/v1/agent"
 TOKENS = {"alice-token-123": "alice", "bob-token-4567": "bob"}
@@ -40,7 +40,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ht
     cfg = Settings(
         tokens=TOKENS, db=str(tmp_path / "t.duckdb"), backend="fake", fake_script=str(script), api_docs=True
     )
-    built = build(cfg, case_integration)
+    built = build(cfg, case_integration, extend=workplace.mount)
     assert built.service is not None
     try:
         with (
@@ -181,3 +181,51 @@ def test_the_page_routes_answer_any_input_without_a_server_error(served: tuple[h
     # cases, a case, its flags or graph, onward, conversations, citations, decisions
     assert len(tested) == 7, tested
     assert failures == []
+
+
+def test_a_plain_chat_service_serves_the_page_and_says_it_has_no_cases(tmp_path: Path) -> None:
+    cfg = Settings(tokens=TOKENS, db=str(tmp_path / "t.duckdb"), backend="fake", fake_script="echo")
+    built = build(cfg, extend=workplace.mount)  # no integration factory: plain chat sessions
+    assert built.service is not None
+    try:
+        with (
+            AppServer(create_app(built.service)) as srv,
+            httpx.Client(base_url=srv.url, timeout=60) as client,
+        ):
+            page = client.get("/")
+            assert page.status_code == 200
+            assert "/static/flow.js" in page.text and "/static/poll.js" in page.text
+            js = client.get("/static/poll.js")
+            assert js.status_code == 200 and "javascript" in js.headers["content-type"]
+            assert "createPollingChat" in js.text
+
+            assert client.get(f"{API}/me", headers=BOB).json() == {"user": "bob"}
+            assert client.get(f"{API}/cases", headers=ALICE).json() == {
+                "cases": [],
+                "note": "This service runs plain chat sessions: it has no cases.",
+            }
+            unknown = {"detail": "There is no case with this id.", "field": "case_id"}
+            for part in ("", "/flags", "/graph"):
+                answer = client.get(f"{API}/cases/CASE-001{part}", headers=ALICE)
+                assert (answer.status_code, answer.json()) == (404, unknown)
+            onward = client.post(
+                f"{API}/cases/CASE-001/graph/onward", json={"node": {"id": "x"}}, headers=ALICE
+            )
+            assert (onward.status_code, onward.json()) == (404, unknown)
+
+            asked: dict[str, Any] = {}
+            ask(client, "alice-token-123", {"message": "Hello"}, asked)
+            session_id = asked["state"]["session_id"]
+            listed = client.get(f"{API}/conversations", headers=ALICE).json()["conversations"]
+            assert [(c["session_id"], c["question"], c["case_id"]) for c in listed] == [
+                (session_id, "Hello", None)
+            ]
+            history = client.get(f"{API}/sessions/{session_id}", headers=ALICE).json()
+            assert history["job"] is None and history["chunks"][0]["type"] == "user"
+            assert client.get(f"{API}/conversations/{session_id}/citations", headers=ALICE).json() == {
+                "turns": []
+            }
+            assert client.get(f"{API}/sessions/{session_id}", headers=BOB).status_code == 404
+            assert client.get(f"{API}/conversations/{session_id}/citations", headers=BOB).status_code == 404
+    finally:
+        built.close()

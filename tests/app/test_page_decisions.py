@@ -13,13 +13,13 @@ import httpx
 import pytest
 
 from tahrix_lab.agent.approvals import pending_calls
+from tahrix_lab.app import workplace
 from tahrix_lab.app.case_service import case_integration
 from tahrix_lab.case.workspace import Workspace
 from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.server import Settings, build
-
-from .conftest import AppServer
-from .test_case_service import ask, follow
+from tests.jobs.conftest import AppServer
+from tests.jobs.test_case_service import ask, follow
 
 API = "/api/v1/agent"
 TOKENS = {"alice-token-123": "alice", "bob-token-4567": "bob"}
@@ -50,7 +50,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ht
         [{"kind": "text", "text": "Noted."}],
     ]}))  # fmt: skip
     cfg = Settings(tokens=TOKENS, db=str(tmp_path / "t.duckdb"), backend="fake", fake_script=str(script))
-    built = build(cfg, case_integration)
+    built = build(cfg, case_integration, extend=workplace.mount)
     assert built.service is not None
     try:
         with (
