@@ -260,9 +260,6 @@ class JobRejected(Exception):
         self.message = message
         self.field = field
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "message": self.message, "field": self.field}
-
 
 # -- leases ---------------------------------------------------------------------------
 
@@ -305,16 +302,14 @@ class Watcher:
         if self._thread.is_alive():
             self._thread.join(timeout)
 
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
     def _run(self) -> None:
         next_renew = next_claim = 0.0
         while not self._stopping.wait(self.interval):
             now = time.monotonic()
-            if self.holder is not None and (now >= next_renew or self._forgotten(self.holder)):
-                self._renew(self.holder)  # after a Redis restart this writes our jobs anew at once
+            holder = self.holder
+            if holder is not None and (now >= next_renew or self._forgotten(holder)):
+                with contextlib.suppress(StoreUnavailable):  # after a Redis restart: our jobs anew at once
+                    self.store.renew(holder.worker_id, holder.held(), self.lease_s)
                 next_renew = now + self.lease_s / 3
             if now >= next_claim:
                 next_claim = now + CLAIM_EVERY_S
@@ -324,12 +319,8 @@ class Watcher:
                     pass
                 except Exception:
                     log.exception("claiming lapsed jobs failed; trying again in a second")
-            if self.holder is not None:
-                self._check_cancels(self.holder)
-
-    def _renew(self, holder: Holder) -> None:
-        with contextlib.suppress(StoreUnavailable):
-            self.store.renew(holder.worker_id, holder.held(), self.lease_s)
+            if holder is not None:
+                self._check_cancels(holder)
 
     def _forgotten(self, holder: Holder) -> bool:
         """Redis lost this worker (it restarted empty): checked every tick while jobs run here,

@@ -1,36 +1,21 @@
 """How a domain plugs into the job service without the service importing it,
-and the scripted model the service runs with ``--backend fake``.
+and the tools the service's fake scripts call (``FakeBackend.from_script``).
 
 The service knows sessions, tools and the loop; a domain (the case package)
 knows what a session is *about*. It passes an object that satisfies
 ``JobIntegration`` (structurally: no import of this module is needed).
-
-Fake-model scripts are JSON for ``FakeBackend(per_question=...)``, played for
-every question (``tahrix serve --backend fake --fake-script FILE``)::
-
-    {"delay": 0.05,
-     "turns": [[{"kind": "reasoning", "text": "Reading the question."},
-                {"kind": "tool_call", "name": "pause", "args": {"seconds": 1}}],
-               [{"kind": "text", "text": "You asked: {message}"}]]}
-
-``{message}`` is the latest question; text streams word by word, one word
-every ``delay`` seconds; ``{"kind": "error", "message": ...}`` fails the call
-there. Built in: ``echo`` and ``slow`` (the same after a 1 s ``pause`` call).
 """
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
-from tahrix_lab.agent.backends.fake import FakeBackend, ScriptItem, reasoning, text, tool_call
-from tahrix_lab.agent.errors import BackendError, ConfigurationError, UserFacingError
+from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import REGISTRY, ToolRegistry
-from tahrix_lab.agent.transcript import Message, Session
+from tahrix_lab.agent.transcript import Session
 
 
 @runtime_checkable
@@ -97,72 +82,6 @@ class ChatIntegration:
 
     def registry(self) -> ToolRegistry:
         return self._registry if self._registry is not None else REGISTRY
-
-
-# -- the scripted model ---------------------------------------------------------------
-
-BUILTIN: dict[str, dict[str, Any]] = {
-    "echo": {
-        "delay": 0.01,
-        "turns": [
-            [
-                {"kind": "reasoning", "text": "The user wants an answer."},
-                {"kind": "text", "text": "You asked: {message}"},
-            ]
-        ],
-    },
-    "slow": {
-        "delay": 0.05,
-        "turns": [
-            [
-                {"kind": "reasoning", "text": "Let me wait for the tool first."},
-                {"kind": "tool_call", "name": "pause", "args": {"seconds": 1}},
-            ],
-            [{"kind": "text", "text": "After a pause, here is my answer to: {message}"}],
-        ],
-    },
-}
-
-
-def load_script(name_or_path: str) -> dict[str, Any]:
-    if name_or_path in BUILTIN:
-        return BUILTIN[name_or_path]
-    try:
-        script = json.loads(Path(name_or_path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(
-            f"Could not read the fake script {name_or_path!r} (a built-in name: "
-            f"{', '.join(BUILTIN)}, or a JSON file): {exc}"
-        ) from None
-    if not isinstance(script, dict) or not isinstance(script.get("turns"), list) or not script["turns"]:
-        raise ConfigurationError(f"The fake script {name_or_path!r} needs a non-empty list under 'turns'.")
-    return script
-
-
-def scripted_backend(script: dict[str, Any] | str = "echo", *, delay: float | None = None) -> FakeBackend:
-    """An endless ``FakeBackend`` playing ``script`` (a built-in name, a file, or the parsed JSON)."""
-    spec = load_script(script) if isinstance(script, str) else script
-    pace = float(spec.get("delay", 0.0) if delay is None else delay)
-
-    def turns(question: str, _messages: Sequence[Message]) -> list[list[ScriptItem]]:
-        return [
-            [_play(item, question) for item in items if item.get("kind") in _KINDS] for items in spec["turns"]
-        ]
-
-    return FakeBackend(per_question=turns, delay=pace)
-
-
-_KINDS = ("text", "reasoning", "tool_call", "error")
-
-
-def _play(item: dict[str, Any], question: str) -> ScriptItem:
-    kind = item["kind"]
-    if kind == "tool_call":
-        return tool_call(str(item["name"]), item.get("args"))
-    if kind == "error":
-        return BackendError(str(item.get("message", "scripted failure")), retryable=False)
-    said = str(item.get("text", "")).replace("{message}", question)
-    return text(said) if kind == "text" else reasoning(said)
 
 
 def demo_registry(purposes: tuple[str, ...] = ("chat",), base: ToolRegistry | None = None) -> ToolRegistry:

@@ -52,9 +52,9 @@ IntegrationFactory = Callable[[TranscriptStore], JobIntegration]
 def make_backend(settings: Settings) -> Backend:
     name = settings.backend_name
     if name == "fake":
-        from tahrix_lab.jobs.domain import scripted_backend
+        from tahrix_lab.agent.backends.fake import FakeBackend
 
-        return scripted_backend(settings.fake_script or "echo")
+        return FakeBackend.from_script(settings.fake_script or "echo")
     from tahrix_lab.agent.backends.registry import get_backend
 
     return get_backend(name)

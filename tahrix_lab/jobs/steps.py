@@ -153,7 +153,7 @@ class StreamSteps:
             with self._lock:
                 self._runs.discard(run)
             with contextlib.suppress(Exception):
-                _close(run.events)
+                getattr(run.events, "close", lambda: None)()
             feed = run.feed
             if feed is not None and not feed.closed:  # ended early: stop reading the provider
                 feed.close()
@@ -309,12 +309,6 @@ class StreamSteps:
 
 def _plain(item: Any) -> bool:
     return isinstance(item, dict) and item.get("kind") in _PLAIN
-
-
-def _close(events: Any) -> None:
-    close = getattr(events, "close", None)
-    if close is not None:
-        close()
 
 
 class BurstGate:

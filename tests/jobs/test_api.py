@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tahrix_lab.jobs.domain import ChatIntegration, demo_registry, scripted_backend
+from tahrix_lab.agent.backends.fake import FakeBackend
+from tahrix_lab.jobs.domain import ChatIntegration, demo_registry
 from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.runner import CLIENT_HISTORY
 from tahrix_lab.jobs.server import Built, Settings, build
@@ -46,7 +47,9 @@ def service(
     tmp_path: Path, script: dict[str, Any], *, redis_url: str | None = None, **settings: Any
 ) -> Iterator[tuple[httpx.Client, Built]]:
     cfg = Settings(tokens=TOKENS, db=str(tmp_path / "t.duckdb"), redis_url=redis_url, **settings)
-    built = build(cfg, lambda _t: ChatIntegration(registry=demo_registry()), backend=scripted_backend(script))
+    built = build(
+        cfg, lambda _t: ChatIntegration(registry=demo_registry()), backend=FakeBackend.from_script(script)
+    )
     assert built.service is not None
     try:
         with (

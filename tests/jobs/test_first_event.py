@@ -18,9 +18,9 @@ import pytest
 
 from tahrix_lab.agent.backends.base import stream_in_thread
 from tahrix_lab.agent.backends.bedrock import BedrockBackend
+from tahrix_lab.agent.backends.fake import FakeBackend
 from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.errors import BackendError
-from tahrix_lab.jobs.domain import scripted_backend
 from tests.jobs.runs import Harness, ThreadOnly, asked
 from tests.wire import eventstream, sse
 from tests.wire.server import WireServer
@@ -89,7 +89,7 @@ def test_a_threaded_backend_that_answers_streams_whole_with_tools(tmp_path: Path
         [{"kind": "text", "text": "Looking."}, {"kind": "tool_call", "name": "echo", "args": {"value": 7}}],
         [{"kind": "text", "text": words}],
     ]}  # fmt: skip
-    h = Harness(tmp_path / "t.duckdb", ThreadOnly(scripted_backend(script)))
+    h = Harness(tmp_path / "t.duckdb", ThreadOnly(FakeBackend.from_script(script)))
     try:
         state = h.wait(h.ask())
         assert state["status"] == "done", state

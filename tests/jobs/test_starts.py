@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from tahrix_lab.agent.backends.fake import FakeBackend
 from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.storage.group_commit import GroupCommit
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.jobs.contract import JobRejected, JobRequest
-from tahrix_lab.jobs.domain import ChatIntegration, scripted_backend
+from tahrix_lab.jobs.domain import ChatIntegration
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.steps import BurstGate
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
@@ -141,7 +142,7 @@ def test_a_burst_of_jobs_starts_in_groups_with_every_question_stored(tmp_path: P
     store = MemoryJobStore(ttl=60)
     script = {"delay": 0.0, "turns": [[{"kind": "text", "text": "ok"}]]}
     with TranscriptStore(str(tmp_path / "t.duckdb")) as transcripts:
-        runner = JobRunner(store, transcripts=transcripts, backend=scripted_backend(script), model="m",
+        runner = JobRunner(store, transcripts=transcripts, backend=FakeBackend.from_script(script), model="m",
                            integration=ChatIntegration(), workers=30, max_running_per_user=None).start()  # fmt: skip
         try:
             reqs = [JobRequest(user="u", message=f"question {i}") for i in range(30)]

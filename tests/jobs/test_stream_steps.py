@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tahrix_lab.agent.backends.fake import FakeBackend
 from tahrix_lab.agent.backends.openai import OpenAIBackend
 from tahrix_lab.agent.loop import run_agent
 from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.transcript import Message
 from tahrix_lab.flow import chunks
 from tahrix_lab.jobs.contract import JobRequest
-from tahrix_lab.jobs.domain import scripted_backend
 from tahrix_lab.jobs.steps import StreamSteps
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
 from tests.jobs.runs import Harness, _plain_chunk, _plain_message
@@ -61,7 +61,7 @@ turns = st.lists(st.lists(item, max_size=5), min_size=1, max_size=3).flatmap(
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
-    h = Harness(tmp_path_factory.mktemp("steps") / "a.duckdb", scripted_backend(script_of([[]])))
+    h = Harness(tmp_path_factory.mktemp("steps") / "a.duckdb", FakeBackend.from_script(script_of([[]])))
     yield h
     h.close()
 
@@ -88,7 +88,7 @@ def test_a_job_gives_what_the_loop_gives(harness: Harness, drawn: Any) -> None:
     if fails:  # a provider failure somewhere in the last turn
         last = scripted[-1]
         last.insert(min(where, len(last)), {"kind": "error", "message": "the provider fell over"})
-    harness.runner.backend = scripted_backend(script_of(scripted))
+    harness.runner.backend = FakeBackend.from_script(script_of(scripted))
     _status, _stop, content, said, messages = harness.outcome(harness.ask("question"))
     assert (content, said, messages) == looped(harness, "question")
 
@@ -96,7 +96,7 @@ def test_a_job_gives_what_the_loop_gives(harness: Harness, drawn: Any) -> None:
 def test_streamed_steps_run_on_the_event_loop_not_the_jobs_thread(tmp_path: Path) -> None:
     words_ = " ".join(f"w{i}" for i in range(120))
     store = WhereStore()
-    h = Harness(tmp_path / "t.duckdb", scripted_backend({"delay": 0.01, "turns": [[{"kind": "text", "text": words_}]]}),
+    h = Harness(tmp_path / "t.duckdb", FakeBackend.from_script({"delay": 0.01, "turns": [[{"kind": "text", "text": words_}]]}),
                 store)  # fmt: skip
     try:
         state = h.wait(h.ask())
@@ -166,7 +166,7 @@ def test_stopping_the_runner_ends_a_quiet_stream_promptly(tmp_path: Path) -> Non
 
 def test_many_runs_at_once_keep_their_own_words(tmp_path: Path) -> None:
     script = {"delay": 0.003, "turns": [[{"kind": "text", "text": "{message} " + " ".join(["and"] * 60)}]]}
-    h = Harness(tmp_path / "t.duckdb", scripted_backend(script))
+    h = Harness(tmp_path / "t.duckdb", FakeBackend.from_script(script))
     try:
         jobs = {h.ask(f"q{i}"): f"q{i}" for i in range(60)}
         for job, question in jobs.items():

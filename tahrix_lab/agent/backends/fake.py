@@ -20,6 +20,18 @@ past its turns it plays ``then``, or fails when there is none. Such a
 backend records no requests (it would grow without end). With ``delay``,
 text and reasoning stream word by word, one word every ``delay`` seconds.
 ``astream`` is ``stream`` for an event loop (paced with ``asyncio.sleep``).
+
+``FakeBackend.from_script`` builds such a backend from a JSON script, played
+for every question (``tahrix serve --backend fake --fake-script FILE``)::
+
+    {"delay": 0.05,
+     "turns": [[{"kind": "reasoning", "text": "Reading the question."},
+                {"kind": "tool_call", "name": "pause", "args": {"seconds": 1}}],
+               [{"kind": "text", "text": "You asked: {message}"}]]}
+
+``{message}`` is the latest question; ``{"kind": "error", "message": ...}``
+fails the call there. Built in (``SCRIPTS``): ``echo`` and ``slow`` (the same
+after a 1 s ``pause`` call; the job service offers that tool with this model).
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tahrix_lab.agent.backends.base import (
@@ -41,7 +54,7 @@ from tahrix_lab.agent.backends.base import (
     ToolUseEvent,
     UsageDict,
 )
-from tahrix_lab.agent.errors import BackendError
+from tahrix_lab.agent.errors import BackendError, ConfigurationError
 from tahrix_lab.agent.transcript import Message
 
 ScriptItem = Event | BackendError
@@ -103,6 +116,17 @@ class FakeBackend:
     per_question: PerQuestion | None = None
     then: Turn | None = None
     delay: float | None = None
+
+    @classmethod
+    def from_script(cls, script: dict[str, Any] | str = "echo", *, delay: float | None = None) -> FakeBackend:
+        """An endless backend playing ``script`` (a built-in name, a JSON file, or the parsed JSON)."""
+        spec = load_script(script) if isinstance(script, str) else script
+        pace = float(spec.get("delay", 0.0) if delay is None else delay)
+
+        def turns(question: str, _messages: Sequence[Message]) -> list[list[ScriptItem]]:
+            return [[_item(i, question) for i in items if i.get("kind") in _KINDS] for items in spec["turns"]]
+
+        return cls(per_question=turns, delay=pace)
 
     def stream(
         self,
@@ -218,3 +242,54 @@ class FakeBackend:
             "cache_write_tokens": 0,
             "reasoning_tokens": None,
         }
+
+
+SCRIPTS: dict[str, dict[str, Any]] = {
+    "echo": {
+        "delay": 0.01,
+        "turns": [
+            [
+                {"kind": "reasoning", "text": "The user wants an answer."},
+                {"kind": "text", "text": "You asked: {message}"},
+            ]
+        ],
+    },
+    "slow": {
+        "delay": 0.05,
+        "turns": [
+            [
+                {"kind": "reasoning", "text": "Let me wait for the tool first."},
+                {"kind": "tool_call", "name": "pause", "args": {"seconds": 1}},
+            ],
+            [{"kind": "text", "text": "After a pause, here is my answer to: {message}"}],
+        ],
+    },
+}
+
+_KINDS = ("text", "reasoning", "tool_call", "error")
+
+
+def load_script(name_or_path: str) -> dict[str, Any]:
+    """A built-in script by name, or a JSON file (checked for a non-empty ``turns`` list)."""
+    if name_or_path in SCRIPTS:
+        return SCRIPTS[name_or_path]
+    try:
+        script = json.loads(Path(name_or_path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(
+            f"Could not read the fake script {name_or_path!r} (a built-in name: "
+            f"{', '.join(SCRIPTS)}, or a JSON file): {exc}"
+        ) from None
+    if not isinstance(script, dict) or not isinstance(script.get("turns"), list) or not script["turns"]:
+        raise ConfigurationError(f"The fake script {name_or_path!r} needs a non-empty list under 'turns'.")
+    return script
+
+
+def _item(item: dict[str, Any], question: str) -> ScriptItem:
+    kind = item["kind"]
+    if kind == "tool_call":
+        return tool_call(str(item["name"]), item.get("args"))
+    if kind == "error":
+        return BackendError(str(item.get("message", "scripted failure")), retryable=False)
+    said = str(item.get("text", "")).replace("{message}", question)
+    return text(said) if kind == "text" else reasoning(said)

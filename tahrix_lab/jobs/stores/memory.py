@@ -1,4 +1,4 @@
-"""Jobs in this process (the embedded default); see ``chunklog`` for the contract."""
+"""Jobs in this process (the embedded default); the rules every store keeps are in ``contract``."""
 
 from __future__ import annotations
 

@@ -105,10 +105,6 @@ class Waker:
                 del self.waiters[job_id]
                 self.touched.pop(job_id, None)
 
-    @property
-    def waiting(self) -> int:
-        return len(self.waiters)
-
     # -- tails -------------------------------------------------------------------
     def keep(self, job_id: str, got: dict[str, Any], since: int, asked: int) -> None:
         """Seed (or replace) the tail from a Redis read of the chunks from ``since``, asked when
