@@ -42,6 +42,7 @@ from tahrix_lab.jobs.http.api import Extension, Service, create_app
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
 from tahrix_lab.jobs.stores.redis import QUEUE_KEY, RedisJobStore
+from tahrix_lab.web.guards import Limits, uvicorn_limits
 from tahrix_lab.web.tokens import dev_token
 
 log = logging.getLogger(__name__)
@@ -180,9 +181,8 @@ def build(
             submit=submit,
             tokens=settings.tokens,
             runner=runner,
-            max_body_bytes=settings.max_body_bytes,
+            limits=settings.limits,
             max_wait_s=settings.max_wait_s,
-            failed_sign_ins_per_minute=settings.failed_sign_ins_per_minute,
             api_docs=settings.api_docs,
             role="api" if api_only else role,
             extend=extend,
@@ -258,18 +258,11 @@ def run_http(service: Service, sock: socket.socket, settings: Settings | None = 
     """Serve the API on ``sock`` until SIGTERM or SIGINT, with ``settings``' timeouts and limits."""
     import uvicorn
 
-    from tahrix_lab.web.guards import read_timeouts
-
-    limits = settings or Settings()
     config = uvicorn.Config(
         create_app(service),
         log_level="warning",
         timeout_graceful_shutdown=2,
-        # Slow or idle clients are closed (docs/security.md): keep-alive by uvicorn, header and
-        # body reads by our protocol class; past limit_concurrency connections answer 503.
-        http=read_timeouts(limits.header_timeout_s, limits.body_timeout_s),
-        timeout_keep_alive=int(limits.keep_alive_s) or 1,
-        limit_concurrency=limits.limit_concurrency or None,
+        **uvicorn_limits((settings or Settings()).limits),  # slow or idle clients are closed
         backlog=4096,
         # At the warning level no access line is written, but uvicorn would still build each
         # one's fields; and no client address is used, so X-Forwarded-For is not parsed.
@@ -363,7 +356,6 @@ class Settings:
     model: str | None = None
     fake_script: str | None = None
     db: str | None = None
-    max_body_bytes: int = 64 * 1024
     max_wait_s: float = 25.0
     job_ttl_s: float = 180.0
     max_running_per_user: int | None = 8  # answers running or queued per user; more get 429
@@ -373,11 +365,7 @@ class Settings:
     budget_monthly_usd: float | None = None
     budget_global_monthly_usd: float | None = None
     default_monthly_usd: float = DEFAULT_MONTHLY_USD  # used when a real backend has no budget
-    keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
-    header_timeout_s: float = 10.0  # a request's headers must arrive within this
-    body_timeout_s: float = 30.0  # then its body within this
-    limit_concurrency: int | None = 1000  # connections and requests at once; more answer 503
-    failed_sign_ins_per_minute: int = 30  # per client address; more answer 429
+    limits: Limits = field(default_factory=Limits)  # body size, timeouts, connections, sign-ins
     api_docs: bool = False  # serve /docs and /openapi.json
 
     @property

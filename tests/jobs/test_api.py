@@ -19,6 +19,7 @@ from tahrix_lab.jobs.domain import ChatIntegration, demo_registry
 from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.runner import CLIENT_HISTORY
 from tahrix_lab.jobs.server import Built, Settings, build
+from tahrix_lab.web.guards import Limits
 
 from .conftest import AppServer
 
@@ -198,7 +199,7 @@ def test_validation_names_the_field(tmp_path: Path) -> None:
 
 
 def test_oversized_bodies_are_refused(tmp_path: Path) -> None:
-    with service(tmp_path, ECHO, max_body_bytes=2048) as (client, _built):
+    with service(tmp_path, ECHO, limits=Limits(max_body_bytes=2048)) as (client, _built):
         big = {"message": "x" * 5000}
         r = client.post(JOB, json=big, headers=ALICE)
         assert r.status_code == 413

@@ -78,6 +78,7 @@ def case_access_note() -> str:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     from tahrix_lab.jobs.server import Settings
+    from tahrix_lab.web.guards import Limits
     from tahrix_lab.web.tokens import load_tokens
 
     tokens = load_tokens(args.tokens_file) if args.tokens_file else {}
@@ -92,13 +93,15 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         model=args.model,
         fake_script=args.fake_script,
         db=os.environ.get("TAHRIX_DB"),
-        max_body_bytes=args.max_body_bytes,
         max_running_per_user=args.max_running_per_user or None,
-        keep_alive_s=args.keep_alive_timeout,
-        header_timeout_s=args.header_timeout,
-        body_timeout_s=args.body_timeout,
-        limit_concurrency=args.limit_concurrency or None,
-        failed_sign_ins_per_minute=args.failed_sign_ins_per_minute,
+        limits=Limits(
+            max_body_bytes=args.max_body_bytes,
+            keep_alive_s=args.keep_alive_timeout,
+            header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
+            limit_concurrency=args.limit_concurrency or None,
+            failed_sign_ins_per_minute=args.failed_sign_ins_per_minute,
+        ),
         api_docs=args.api_docs,
         budget_minute_tokens=args.budget_minute_tokens,
         budget_hour_tokens=args.budget_hour_tokens,

@@ -24,7 +24,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -39,7 +39,7 @@ from tahrix_lab.flow import chunks
 from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
 from tahrix_lab.jobs.http.fastpaths import FastPaths
 from tahrix_lab.jobs.runner import JobRunner
-from tahrix_lab.web.guards import BodyLimit, SecurityHeaders, SignInThrottle
+from tahrix_lab.web.guards import BodyLimit, Limits, SecurityHeaders, SignInThrottle
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +160,9 @@ class Service:
     submit: Callable[[JobRequest], Awaitable[dict[str, Any]]]  # admits at once: no DuckDB, no worker
     tokens: dict[str, str]
     runner: JobRunner | None = None  # set when this process runs jobs itself (SSE needs it)
-    max_body_bytes: int = 64 * 1024
+    limits: Limits = field(default_factory=Limits)  # the body limit and the sign-in throttle
     max_wait_s: float = 25.0
     api_docs: bool = False  # serve /docs and /openapi.json (tahrix serve --api-docs)
-    failed_sign_ins_per_minute: int = 30  # per client address; more get 429 (web.guards.SignInThrottle)
     role: str = "all"
     extend: Extension | None = None
     # Under load a woken long-poll waits up to linger_s for more chunks, so one answer carries
@@ -405,9 +404,9 @@ def create_app(service: Service) -> ASGIApp:
 
     if service.extend is not None:
         service.extend(app)
-    app.add_middleware(BodyLimit, limit=service.max_body_bytes)  # before anything parses a body
+    app.add_middleware(BodyLimit, limit=service.limits.max_body_bytes)  # before anything parses a body
     # An outer ASGI app, around FastAPI and all its layers: a well-formed poll or start skips
     # them all (the routes above stay the contract and answer everything else).
     fast = FastPaths(app, prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
-                     body_model=ChatJobBody, max_body=service.max_body_bytes)  # fmt: skip
-    return SecurityHeaders(SignInThrottle(fast, service.failed_sign_ins_per_minute), docs=docs)
+                     body_model=ChatJobBody, max_body=service.limits.max_body_bytes)  # fmt: skip
+    return SecurityHeaders(SignInThrottle(fast, service.limits.failed_sign_ins_per_minute), docs=docs)
