@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.e2e.test_service_processes import Serve, poll_to_end
+from tests.slow_clients import closed_by_server
 
 pytestmark = pytest.mark.e2e
 
@@ -106,23 +107,6 @@ def open_sockets(url: str, n: int) -> list[socket.socket]:
         s = socket.create_connection((host, int(port)), timeout=10)
         socks.append(s)
     return socks
-
-
-def closed_by_server(s: socket.socket, trickle: bytes = b"", rounds: int = 40) -> bool:
-    """Trickle ``trickle`` (a byte at a time, 0.25 s apart) until the server closes, at most
-    ``rounds`` times; True when it closed."""
-    s.settimeout(0.25)
-    for i in range(rounds):
-        try:
-            if trickle:
-                s.sendall(trickle[i % len(trickle) : i % len(trickle) + 1])
-            if s.recv(4096) == b"":
-                return True
-        except TimeoutError:
-            continue
-        except OSError:  # reset or broken pipe: closed
-            return True
-    return False
 
 
 @pytest.fixture

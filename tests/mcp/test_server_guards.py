@@ -14,6 +14,7 @@ import pytest
 from tests.mcp.conftest import ALICE, BOB, HttpServer, stop
 from tests.mcp.test_security import INIT, LIST, _post
 from tests.mcp.test_server_http import _call
+from tests.slow_clients import closed_by_server
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 GOOD = {**ACCEPT, "Authorization": f"Bearer {ALICE}"}
@@ -31,23 +32,6 @@ def strict_server(case_db: Path, tmp_path: Path) -> Iterator[HttpServer]:
 
 def _socket(server: HttpServer) -> socket.socket:
     return socket.create_connection(("127.0.0.1", server.port), timeout=10)
-
-
-def closed_by_server(s: socket.socket, trickle: bytes = b"", rounds: int = 40) -> bool:
-    """Trickle ``trickle`` (a byte at a time, 0.25 s apart) until the server closes, at most
-    ``rounds`` times; True when it closed."""
-    s.settimeout(0.25)
-    for i in range(rounds):
-        try:
-            if trickle:
-                s.sendall(trickle[i % len(trickle) : i % len(trickle) + 1])
-            if s.recv(4096) == b"":
-                return True
-        except TimeoutError:
-            continue
-        except OSError:  # reset or broken pipe: closed
-            return True
-    return False
 
 
 def test_slow_clients_are_disconnected(strict_server: HttpServer) -> None:

@@ -27,6 +27,7 @@ from tahrix_lab.web.guards import (
     send_json,
     uvicorn_limits,
 )
+from tests.slow_clients import closed_by_server
 
 TOKEN = b"Bearer right"
 
@@ -63,22 +64,6 @@ def server() -> Iterator[str]:
         srv.should_exit = True
         thread.join(10)
         sock.close()
-
-
-def closed_by_server(s: socket.socket, trickle: bytes = b"") -> bool:
-    """Trickle a byte every 0.25 s (at most 40 times) until the server closes; True if it did."""
-    s.settimeout(0.25)
-    for i in range(40):
-        try:
-            if trickle:
-                s.sendall(trickle[i % len(trickle) : i % len(trickle) + 1])
-            if s.recv(4096) == b"":
-                return True
-        except TimeoutError:
-            continue
-        except OSError:
-            return True
-    return False
 
 
 def connect(address: str) -> socket.socket:
