@@ -1,6 +1,6 @@
 """The runner: admits jobs at once, runs ``run_agent`` for each in a bounded pool.
 
-``submit`` only admits (the per-user cap, the job in the store, a place in the
+``asubmit`` only admits (the per-user cap, the job in the store, a place in the
 queue), so a POST never waits on DuckDB. One of ``workers`` threads then starts
 the job (session, budget check, the user's message in the transcript; a
 refusal ends it with an ``error`` chunk of ``kind: "refused"`` carrying the
@@ -163,19 +163,10 @@ class JobRunner:
         return {"worker": workers, "transcripts": writer}
 
     # -- admission ----------------------------------------------------------
-    def submit(self, req: JobRequest) -> dict[str, Any]:
-        """Admit a job and queue it; returns ``{"job_id", "meta"}`` at once. Raises ``JobRejected``
-        (429 at the per-user cap, 503 while shutting down)."""
-        position = self._position()
-        try:
-            self.store.create(req.job_id, user=req.user, request=req.to_dict(), queue_position=position,
-                              max_running=self.max_running_per_user)  # fmt: skip
-        except CapReached as exc:
-            raise JobRejected(429, str(exc)) from None
-        return self._admitted(req, position)
-
     async def asubmit(self, req: JobRequest) -> dict[str, Any]:
-        """``submit`` for the API's event loop: admission parks no thread."""
+        """Admit a job and queue it, on the API's event loop (admission parks no thread); returns
+        ``{"job_id", "meta"}`` at once. Raises ``JobRejected`` (429 at the per-user cap, 503 while
+        shutting down)."""
         position = self._position()
         try:
             await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(), queue_position=position,

@@ -3,6 +3,7 @@ ask, wait for the end, read what the job and the transcript say."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +48,7 @@ class Harness:
 
     def ask(self, message: str = "q") -> str:
         req = JobRequest(user="u", message=message)
-        self.runner.submit(req)
+        asyncio.run(self.runner.asubmit(req))
         return req.job_id
 
     def wait(self, job_id: str, timeout: float = 30.0) -> dict[str, Any]:

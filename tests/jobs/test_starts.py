@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -146,8 +147,11 @@ def test_a_burst_of_jobs_starts_in_groups_with_every_question_stored(tmp_path: P
                            integration=ChatIntegration(), workers=30, max_running_per_user=None).start()  # fmt: skip
         try:
             reqs = [JobRequest(user="u", message=f"question {i}") for i in range(30)]
-            for req in reqs:
-                runner.submit(req)
+
+            async def burst() -> None:
+                await asyncio.gather(*(runner.asubmit(req) for req in reqs))
+
+            asyncio.run(burst())
             deadline = time.monotonic() + 30
             while any((store.read(r.job_id) or {}).get("status") != "done" for r in reqs):
                 assert time.monotonic() < deadline, "the burst did not finish"
