@@ -34,7 +34,7 @@ from tahrix_lab.app.case_service import CaseIntegration
 from tahrix_lab.flow import history_chunks
 from tahrix_lab.flow.resources import widgets_dir
 from tahrix_lab.jobs.contract import JobRejected, JobRequest
-from tahrix_lab.jobs.domain import WithDemoTools
+from tahrix_lab.jobs.domain import layers
 from tahrix_lab.jobs.http.api import ERRORS, PREFIX, User
 from tahrix_lab.jobs.runner import JobRunner
 
@@ -54,10 +54,8 @@ def _runner(request: Request) -> JobRunner:
 
 def _cases(runner: Annotated[JobRunner, Depends(_runner)]) -> CaseIntegration | None:
     """The case service the runner's jobs run with, or None: plain chat sessions."""
-    integration: Any = runner.integration
-    if isinstance(integration, WithDemoTools):  # the fake model's script tools around it
-        integration = integration.inner
-    return integration if isinstance(integration, CaseIntegration) else None
+    # Through the wrappers around it (the fake model's script tools), as the runner looks.
+    return next((i for i in layers(runner.integration) if isinstance(i, CaseIntegration)), None)
 
 
 Runner = Annotated[JobRunner, Depends(_runner)]

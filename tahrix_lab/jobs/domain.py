@@ -43,16 +43,18 @@ class JobIntegration(Protocol):
     def registry(self) -> ToolRegistry: ...
 
 
+def layers(integration: Any) -> Iterator[Any]:
+    """The integration and, outermost first, what the wrappers around it keep in ``inner``
+    (``WithDemoTools``)."""
+    while integration is not None:
+        yield integration
+        integration = getattr(integration, "inner", None)
+
+
 def offered(integration: Any, name: str) -> Callable[..., Any] | None:
-    """The integration's optional method ``name``, looking through wrappers that keep theirs in
-    ``inner`` (``WithDemoTools``), or ``None``."""
-    obj = integration
-    while obj is not None:
-        found: Callable[..., Any] | None = getattr(obj, name, None)
-        if callable(found):
-            return found
-        obj = getattr(obj, "inner", None)
-    return None
+    """The integration's optional method ``name``, looking through its wrappers, or ``None``."""
+    found = (getattr(obj, name, None) for obj in layers(integration))
+    return next((f for f in found if callable(f)), None)
 
 
 def answer_events(integration: Any, session: Session, events: Iterator[Any]) -> Iterator[Any]:

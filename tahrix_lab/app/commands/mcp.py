@@ -6,10 +6,9 @@ import argparse
 import getpass
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # the guards (uvicorn, starlette) are imported when the server starts
-    from tahrix_lab.web.guards import Limits
+from tahrix_lab.app.commands.http_limits import add_limit_options, limits_from_args
 
 
 def add_commands(sub: Any) -> None:
@@ -40,7 +39,7 @@ def add_commands(sub: Any) -> None:
         help="let callers run annotate and run_detectors (default: read-only)",
     )
     serve.add_argument("--user", help="the user stdio calls are recorded for (default: the login name)")
-    _add_limit_options(serve)
+    add_limit_options(serve, max_body="1 MiB")
     serve.set_defaults(func=_serve)
     tools = ms.add_parser("tools", help="connect to the servers in the MCP servers file and list their tools")
     tools.add_argument("--config", help="the MCP servers file (default: $TAHRIX_MCP_CONFIG)")
@@ -48,44 +47,10 @@ def add_commands(sub: Any) -> None:
     mcp.set_defaults(func=lambda a: (mcp.print_help(), 2)[1])
 
 
-def _add_limit_options(serve: Any) -> None:
-    """The guards of ``--http``, named as ``tahrix serve``'s (docs/security.md); unset, the
-    server's defaults (``serving.LIMITS``)."""
-    limits = serve.add_argument_group("HTTP limits (with --http)")
-    limits.add_argument("--max-body-bytes", type=int, help="larger request bodies answer 413 (default 1 MiB)")
-    limits.add_argument(
-        "--keep-alive-timeout", type=float, help="seconds an idle connection stays open (default 5)"
-    )
-    limits.add_argument(
-        "--header-timeout", type=float, help="seconds to send a request's headers (default 10)"
-    )
-    limits.add_argument("--body-timeout", type=float, help="seconds to send a request's body (default 30)")
-    limits.add_argument("--limit-concurrency", type=int,
-                        help="connections and requests at once; more answer 503 (0: no limit; default 1000)")  # fmt: skip
-    limits.add_argument("--failed-sign-ins-per-minute", type=int,
-                        help="failed token checks one client address may make a minute; more answer 429 (0: off; default 30)")  # fmt: skip
-
-
-def _limits(args: argparse.Namespace) -> Limits:
-    from dataclasses import replace
-
-    from tahrix_lab.mcp.server.serving import LIMITS
-
-    given = {
-        "max_body_bytes": args.max_body_bytes,
-        "keep_alive_s": args.keep_alive_timeout,
-        "header_timeout_s": args.header_timeout,
-        "body_timeout_s": args.body_timeout,
-        "limit_concurrency": args.limit_concurrency,
-        "failed_sign_ins_per_minute": args.failed_sign_ins_per_minute,
-    }
-    return replace(LIMITS, **{k: v for k, v in given.items() if v is not None})
-
-
 def _serve(args: argparse.Namespace) -> int:
     from tahrix_lab.case.workspace import Workspace
     from tahrix_lab.mcp.server import CaseMcpServer
-    from tahrix_lab.mcp.server.serving import MCP_PATH, run_http, run_stdio, transport_security
+    from tahrix_lab.mcp.server.serving import LIMITS, MCP_PATH, run_http, run_stdio, transport_security
 
     user = args.user or _login()
     if args.http is not None:  # refuse an open bind before anything starts
@@ -105,7 +70,7 @@ def _serve(args: argparse.Namespace) -> int:
             flush=True,
         )
         run_http(server, tokens, host=args.host, port=args.http, allowed_hosts=args.allowed_host,
-                 allowed_origins=args.allowed_origin, limits=_limits(args))  # fmt: skip
+                 allowed_origins=args.allowed_origin, limits=limits_from_args(args, LIMITS))  # fmt: skip
         return 0
     finally:
         ws.close()

@@ -6,6 +6,8 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
+from tahrix_lab.app.commands.http_limits import add_limit_options, limits_from_args
+
 if TYPE_CHECKING:  # the service (fastapi, redis…) is imported when serve runs, not at --help
     from tahrix_lab.jobs.server import IntegrationFactory, Settings
 
@@ -27,16 +29,6 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
     p.add_argument("--model", default=None, help="model id ($TAHRIX_MODEL)")
     p.add_argument("--fake-script", default=os.environ.get("TAHRIX_FAKE_SCRIPT"),
                    help="fake backend script: echo, slow, or a JSON file (docs/service.md)")  # fmt: skip
-    p.add_argument("--max-body-bytes", type=int, default=64 * 1024)
-    p.add_argument(
-        "--keep-alive-timeout", type=float, default=5.0, help="seconds an idle connection stays open"
-    )
-    p.add_argument("--header-timeout", type=float, default=10.0, help="seconds to send a request's headers")
-    p.add_argument("--body-timeout", type=float, default=30.0, help="seconds to send a request's body")
-    p.add_argument("--limit-concurrency", type=int, default=1000,
-                   help="connections and requests at once; more answer 503 (0: no limit)")  # fmt: skip
-    p.add_argument("--failed-sign-ins-per-minute", type=int, default=30,
-                   help="failed token checks one client address may make a minute; more answer 429 (0: off)")  # fmt: skip
     p.add_argument("--api-docs", action="store_true",
                    help="serve /docs and /openapi.json (off by default: /docs loads swagger-ui from a CDN)")  # fmt: skip
     p.add_argument("--max-running-per-user", type=int, default=8,
@@ -47,6 +39,7 @@ def add_commands(sub: Any, integration_factory: IntegrationFactory | None = None
                    help="USD one user may spend a month ($TAHRIX_BUDGET_MONTHLY_USD); a real model "
                    "started without any budget gets a default cap, with a warning")  # fmt: skip
     p.add_argument("--budget-global-monthly-usd", type=float, default=None)
+    add_limit_options(p, max_body="64 KiB")
     p.set_defaults(func=lambda args: _serve(args, integration_factory))
 
 
@@ -94,14 +87,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         fake_script=args.fake_script,
         db=os.environ.get("TAHRIX_DB"),
         max_running_per_user=args.max_running_per_user or None,
-        limits=Limits(
-            max_body_bytes=args.max_body_bytes,
-            keep_alive_s=args.keep_alive_timeout,
-            header_timeout_s=args.header_timeout,
-            body_timeout_s=args.body_timeout,
-            limit_concurrency=args.limit_concurrency or None,
-            failed_sign_ins_per_minute=args.failed_sign_ins_per_minute,
-        ),
+        limits=limits_from_args(args, Limits()),
         api_docs=args.api_docs,
         budget_minute_tokens=args.budget_minute_tokens,
         budget_hour_tokens=args.budget_hour_tokens,
