@@ -4,8 +4,8 @@ The seed's discipline, kept on a server shared by many hosts:
 
 - one pool per process and URL (``pg_pool``: autocommit connections checked when taken,
   a statement timeout, retries of a dropped connection, a calm error when none is free);
-- each persist is one short autocommit statement (one round trip); never a transaction
-  held across a stream;
+- each persist is one short write (one round trip); never a transaction held across a
+  stream;
 - every write carries a ``write_id`` made once per call: when a connection drops after the
   server committed but before the answer arrived, the retry finds the row instead of
   writing it twice;
@@ -192,7 +192,7 @@ class PostgresStore(
 
     # -- messages ----------------------------------------------------------
     def append_message(self, session_id: str, message: Message) -> Message:
-        """One autocommit statement: the seq lock, then the row at the session's next position."""
+        """One round trip: the seq lock, then the row at the session's next position."""
         usage = message.usage or Usage()
         parts = json.dumps([p.to_dict() for p in message.parts], ensure_ascii=False)
         write_id = uuid.uuid4()
@@ -202,36 +202,35 @@ class PostgresStore(
             usage.cache_read_tokens, usage.cache_write_tokens, usage.reasoning_tokens, message.tools_offered,
             message.latency_ms, message.ttft_ms, parts,
         ]  # fmt: skip
-        # One statement, one round trip: the seq lock (held to its commit), then the row
-        # at the next position. Two writers on one session at once (rare: a session has one
-        # run at a time) can pick the same position; the loser tries again.
+        # The lock and the insert are two statements of one pipelined transaction: the
+        # insert's snapshot is taken once the lock is held, so it sees every row committed
+        # before it and its position is free. (One statement would read max(position) from
+        # a snapshot taken before the lock: under contention, half the inserts collided.)
         insert = (
-            "WITH seq_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s)) "
             f"INSERT INTO messages (write_id, {MESSAGE_COLUMNS}) "
             "SELECT %s, %s, (SELECT coalesce(max(position) + 1, 0) FROM messages WHERE session_id = %s), "
-            "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s FROM seq_lock "
+            "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s "
             "ON CONFLICT (write_id) DO NOTHING RETURNING position"
         )
-        params = [SEQ_LOCK, write_id, session_id, session_id, *values[1:]]
+        params = [write_id, session_id, session_id, *values[1:]]
+
+        def landed(conn: psycopg.Connection[Any]) -> int | None:
+            row = conn.execute("SELECT position FROM messages WHERE write_id = %s", [write_id]).fetchone()
+            return None if row is None else int(row[0])
 
         def write(conn: psycopg.Connection[Any], first: bool) -> int:
-            import psycopg
-
-            for _ in range(20):
-                if not first:  # an earlier try may have landed before the connection dropped
-                    found = conn.execute("SELECT position FROM messages WHERE write_id = %s", [write_id])
-                    row = found.fetchone()
-                    if row is not None:
-                        return int(row[0])
-                try:
-                    row = conn.execute(insert, params).fetchone()
-                except psycopg.errors.UniqueViolation:
-                    first = False
-                    continue
-                if row is not None:
-                    return int(row[0])
-                first = False  # the write id was there already: read its position
-            raise ConfigurationError(f"Could not place a message in session {session_id!r}.")
+            if not first and (position := landed(conn)) is not None:
+                return position  # an earlier try landed before its connection dropped
+            with conn.pipeline():  # one implicit transaction, committed at the pipeline's sync
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", [SEQ_LOCK])
+                inserted = conn.execute(insert, params)
+            row = inserted.fetchone()
+            if row is not None:
+                return int(row[0])
+            # The write id was taken: an earlier try, still running when this one began, landed.
+            if (position := landed(conn)) is None:
+                raise ConfigurationError(f"Could not place a message in session {session_id!r}.")
+            return position
 
         message.position = self._run(write)
         message.session_id = session_id
