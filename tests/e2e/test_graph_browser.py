@@ -82,7 +82,28 @@ def mount(pg: Any, widgets_url: str, data: dict[str, Any], *, scroller: bool = F
 def click_node(pg: Any, node_id: str) -> None:
     box = pg.locator(".txp-graph").bounding_box()
     pos = pg.evaluate(f"(id) => {CY}.getElementById(id).renderedPosition()", node_id)
+    pg.evaluate(
+        f"() => {{ window.__taps = []; {CY}.one('tap', e => window.__taps.push(e.target === {CY} ? 'core' : e.target.id())); }}"
+    )
     pg.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
+    pg.__clicked = {"node": node_id, "at": (box["x"] + pos["x"], box["y"] + pos["y"]), "box": box, "pos": pos}
+
+
+def wait_for_details(pg: Any, name: str) -> None:
+    """The drawer shows ``name``'s details; if it never does, say what the last click hit (seen
+    once on a cold browser under load, not reproduced since: the message is for the next time)."""
+    try:
+        pg.locator(".txp-drawer.open .txp-details-title", has_text=name).wait_for()
+    except Exception as exc:
+        x, y = pg.__clicked["at"]
+        seen = pg.evaluate(
+            f"""(id) => ({{taps: window.__taps, drawer: document.querySelector('.txp-drawer').className,
+              title: (document.querySelector('.txp-details-title') || {{}}).textContent,
+              at: document.elementFromPoint({x}, {y})?.tagName, pos: {CY}.getElementById(id).renderedPosition(),
+              box: document.querySelector('.txp-graph').getBoundingClientRect().toJSON()}})""",
+            pg.__clicked["node"],
+        )
+        raise AssertionError(f"no {name!r} details after clicking {pg.__clicked}: {seen}") from exc
 
 
 def click_edge(pg: Any, selector: str) -> dict[str, Any]:
@@ -121,7 +142,7 @@ def test_graph_reads_at_fit_and_clicks_land_after_scrolling(page: Any, widgets_u
     )  # the box scrolls, not the window
     perp = "ethereum:0x33736dcca7f0c99e80b5244a4767e1fa79823eb2"
     click_node(page, perp)
-    page.locator(".txp-drawer.open .txp-details-title", has_text="perpetrator").wait_for()
+    wait_for_details(page, "perpetrator")
     drawer = page.locator(".txp-drawer").inner_text()
     for want in ("traced out", "case in", "Flags (3)", "copy", "explorer ↗", "Trace onward from here"):
         assert want in drawer, want
