@@ -4,10 +4,19 @@ was made, step by step, so another host can rebuild or verify it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from tahrix_lab.agent.storage.interface import MANIFEST_COLUMNS, check_manifest_kind, parsed
+from tahrix_lab.agent.storage.interface import (
+    MANIFEST_COLUMNS,
+    CaseBusy,
+    ManifestMoved,
+    check_manifest_kind,
+    parsed,
+)
 from tahrix_lab.agent.storage.schema import json_row, quoted
 from tahrix_lab.agent.transcript import utcnow
 
@@ -15,6 +24,10 @@ if TYPE_CHECKING:
     import duckdb
 
     from tahrix_lab.agent.storage.duck import Database
+
+
+_TURNS: dict[tuple[str, str], threading.Lock] = {}  # (the database, case id): its turn
+_TURNS_LOCK = threading.Lock()
 
 
 class DuckDBManifests:
@@ -34,12 +47,17 @@ class DuckDBManifests:
         *,
         step_id: str,
         recorded_by: str | None = None,
+        number: int | None = None,
     ) -> int:
         check_manifest_kind(kind)
         with self._db.write() as cur:  # one writer at a time: the next number is ours
             found = cur.execute("SELECT step FROM case_manifests WHERE step_id = ?", [step_id]).fetchone()
             if found:
                 return int(found[0])
+            if number is not None:
+                count = cur.execute("SELECT count(*) FROM case_manifests WHERE case_id = ?", [case_id])
+                if count.fetchone() != (number,):
+                    raise ManifestMoved(case_id, number)
             row = cur.execute(
                 f"INSERT INTO case_manifests ({', '.join(MANIFEST_COLUMNS)}) "
                 "SELECT ?, coalesce(max(step) + 1, 0), ?, ?, ?, ?, ?, ? FROM case_manifests WHERE case_id = ? "
@@ -49,6 +67,20 @@ class DuckDBManifests:
             ).fetchone()  # fmt: skip
         assert row is not None
         return int(row[0])
+
+    @contextmanager
+    def case_turn(self, case_id: str) -> Iterator[None]:
+        # A DuckDB record file has one process: the turn is a lock of this process.
+        path = self._db.path
+        where = os.path.realpath(path) if path != ":memory:" else str(id(self._db))  # a file, by any name
+        with _TURNS_LOCK:
+            turn = _TURNS.setdefault((where, case_id), threading.Lock())
+        if not turn.acquire(blocking=False):
+            raise CaseBusy(case_id)
+        try:
+            yield
+        finally:
+            turn.release()
 
     def case_manifest(self, case_id: str) -> list[dict[str, Any]]:
         rows = self.cursor().execute(

@@ -3,26 +3,43 @@ evidence was made, step by step, shared by every host of a team."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tahrix_lab.agent.storage.interface import MANIFEST_COLUMNS, check_manifest_kind, parsed
+from tahrix_lab.agent.errors import StoreUnavailableError
+from tahrix_lab.agent.storage.interface import (
+    MANIFEST_COLUMNS,
+    CaseBusy,
+    ManifestMoved,
+    check_manifest_kind,
+    parsed,
+)
+from tahrix_lab.agent.storage.pg_pool import first_line
 from tahrix_lab.agent.storage.schema import json_row, quoted
 from tahrix_lab.agent.transcript import utcnow
 
 if TYPE_CHECKING:
     import psycopg
 
+    from tahrix_lab.agent.storage.pg_pool import Pool
+
 T = TypeVar("T")
 # Any fixed number: the transaction-level lock that numbers one case's steps in turn.
 _STEP_LOCK = 0x7A1A_5E03
+# Another: a host's turn at a case's evidence, held by its session while it loads or detects.
+_TURN_LOCK = 0x7A1A_5E04
+_TRY_TURN = "SELECT pg_try_advisory_lock(%s, hashtext(%s))"
+_END_TURN = "SELECT pg_advisory_unlock(%s, hashtext(%s))"
 
 
 class PostgresManifests:
     """Mixed into ``PostgresStore``, which gives ``_run``, ``_rows`` and ``_rows_written``."""
 
     if TYPE_CHECKING:
+        _pool: Pool
 
         def _rows_written(self, sql: str, params: Sequence[Any]) -> None: ...
 
@@ -39,6 +56,7 @@ class PostgresManifests:
         *,
         step_id: str,
         recorded_by: str | None = None,
+        number: int | None = None,
     ) -> int:
         check_manifest_kind(kind)
         now = utcnow()
@@ -53,6 +71,10 @@ class PostgresManifests:
                 ).fetchone()
                 if found:
                     return int(found[0])
+                if number is not None:
+                    count = conn.execute("SELECT count(*) FROM case_manifests WHERE case_id = %s", [case_id])
+                    if count.fetchone() != (number,):
+                        raise ManifestMoved(case_id, number)
                 row = conn.execute(
                     f"INSERT INTO case_manifests ({', '.join(MANIFEST_COLUMNS)}) "
                     "SELECT %s, coalesce(max(step) + 1, 0), %s, %s, %s, %s, %s, %s FROM case_manifests "
@@ -64,6 +86,34 @@ class PostgresManifests:
             return int(row[0])
 
         return self._run(write)
+
+    @contextmanager
+    def case_turn(self, case_id: str) -> Iterator[None]:
+        # A session-level advisory lock on a connection of its own, held while the work runs. If
+        # that connection dies the turn is lost: add_manifest_step's ``number`` then catches a
+        # step another host recorded meanwhile.
+        import psycopg
+
+        for attempt in (1, 2):  # a pooled connection a server restart killed: once more
+            with self._pool.session() as conn:
+                try:
+                    with self._pool.watchdog.watch(conn):
+                        got = conn.execute(_TRY_TURN, [_TURN_LOCK, case_id]).fetchone()
+                except psycopg.OperationalError as exc:
+                    if attempt == 2:
+                        raise StoreUnavailableError(
+                            f"Lost the connection to the PostgreSQL record at {self._pool.server}: "
+                            f"{first_line(exc)}"
+                        ) from None
+                    continue
+                if got != (True,):
+                    raise CaseBusy(case_id)
+                try:
+                    yield
+                finally:
+                    with contextlib.suppress(psycopg.Error), self._pool.watchdog.watch(conn):
+                        conn.execute(_END_TURN, [_TURN_LOCK, case_id])
+                return
 
     def case_manifest(self, case_id: str) -> list[dict[str, Any]]:
         rows = self._rows(

@@ -192,10 +192,7 @@ class Pool:
                 with self.pool.connection(timeout=self.wait) as conn, self.watchdog.watch(conn):
                     return work(conn, first)
             except PoolTimeout:
-                raise StoreUnavailableError(
-                    f"No connection to the PostgreSQL record at {self.server} within {self.wait:g} s "
-                    "(the server is down, or every connection of this process is busy). Try again shortly."
-                ) from None
+                raise self._no_connection() from None
             except psycopg.errors.QueryCanceled:
                 raise StoreUnavailableError(
                     f"The PostgreSQL record at {self.server} took longer than {self.statement_timeout:g} s "
@@ -210,6 +207,27 @@ class Pool:
                 first = False
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
+
+    def _no_connection(self) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"No connection to the PostgreSQL record at {self.server} within {self.wait:g} s "
+            "(the server is down, or every connection of this process is busy). Try again shortly."
+        )
+
+    @contextmanager
+    def session(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the block's own, for state held across other statements (a session's
+        advisory lock); the pool takes it back at the end, and drops it if it died."""
+        from psycopg_pool import PoolTimeout
+
+        try:
+            conn = self.pool.getconn(timeout=self.wait)
+        except PoolTimeout:
+            raise self._no_connection() from None
+        try:
+            yield conn
+        finally:
+            self.pool.putconn(conn)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -22,7 +22,7 @@ from tahrix_lab.case.db import CaseDB, jsonable
 from tahrix_lab.case.detectors import amounts, exposure, hops, utxo
 from tahrix_lab.case.detectors.common import DEFAULTS, DETECTORS, VERSION, Detector
 from tahrix_lab.case.detectors.triage import triage
-from tahrix_lab.case.loaders.manifest import guard, record_detect
+from tahrix_lab.case.loaders.manifest import guarded, record_detect
 from tahrix_lab.case.schema import FLAG_TYPES
 
 del amounts, exposure, hops, utxo  # imported to register their detectors
@@ -68,24 +68,23 @@ def run_detectors(
     if unknown:
         raise ValueError(f"Unknown detector(s) {unknown}; known: {sorted(DETECTORS)}")
     planned = {n: jsonable({**DEFAULTS[n], **((overrides or {}).get(n) or {})}) for n in names}
-    replayed = (
-        guard(db, case_id, "detect", lambda: {"detectors": names, "params": planned}) if manifest else None
-    )
     summary: dict[str, Any] = {}
     all_ids: list[str] = []
-    for name in names:
-        params = {**DEFAULTS[name], **((overrides or {}).get(name) or {})}
-        started = datetime.now()  # noqa: DTZ005 - a duration only
-        flags = DETECTORS[name](db, case_id, params)  # upsert_flags makes the evidence JSON-safe
-        ids = db.upsert_flags(case_id, name, flags, json.loads(json.dumps(jsonable(params))), VERSION)
-        all_ids += ids
-        summary[name] = {
-            "flags": len(ids),
-            "params": jsonable(params),
-            "seconds": round((datetime.now() - started).total_seconds(), 3),  # noqa: DTZ005
-        }
-    if manifest:
-        record_detect(db, case_id, {name: info["params"] for name, info in summary.items()}, replayed)
+    work = lambda: {"detectors": names, "params": planned}  # noqa: E731
+    with guarded(db, case_id, "detect", work, manifest=manifest) as turn:
+        for name in names:
+            params = {**DEFAULTS[name], **((overrides or {}).get(name) or {})}
+            started = datetime.now()  # noqa: DTZ005 - a duration only
+            flags = DETECTORS[name](db, case_id, params)  # upsert_flags makes the evidence JSON-safe
+            ids = db.upsert_flags(case_id, name, flags, json.loads(json.dumps(jsonable(params))), VERSION)
+            all_ids += ids
+            summary[name] = {
+                "flags": len(ids),
+                "params": jsonable(params),
+                "seconds": round((datetime.now() - started).total_seconds(), 3),  # noqa: DTZ005
+            }
+        if turn is not None:
+            record_detect(db, case_id, {name: info["params"] for name, info in summary.items()}, turn)
     return {
         "case_id": case_id,
         "flag_ids": all_ids,

@@ -21,7 +21,7 @@ from tahrix_lab.case.loaders.csvfile import header_key, read_header, stage_csv
 from tahrix_lab.case.loaders.etherscan import export_kind, stage_etherscan
 from tahrix_lab.case.loaders.etl import EtlSet, etl_kind
 from tahrix_lab.case.loaders.folder import load_case_folder
-from tahrix_lab.case.loaders.manifest import files_work, guard, record_files_load
+from tahrix_lab.case.loaders.manifest import files_work, guarded, record_files_load
 from tahrix_lab.case.loaders.report import FileReport, LoadError, LoadReport
 from tahrix_lab.case.loaders.run import LoadStep, run_load
 from tahrix_lab.case.schema import FOLDER_TABLES
@@ -122,16 +122,16 @@ def load_files(
     files = [Path(p) for p in paths]
     if chain is not None:
         chain = resolve_chain(chain)
-    replayed = (
-        guard(
-            db,
-            case_id,
-            "load",
-            lambda: files_work(files, source="files", chain=chain, token=token, force=force),
-        )
-        if manifest
-        else None
-    )
+    work = lambda: files_work(files, source="files", chain=chain, token=token, force=force)  # noqa: E731
+    with guarded(db, case_id, "load", work, manifest=manifest) as turn:
+        report = _load(db, case_id, files, chain=chain, token=token, force=force)
+        if turn is not None:
+            record_files_load(db, files, report, chain=chain, token=token, force=force, turn=turn)
+    return report
+
+
+def _load(db: CaseDB, case_id: str, files: list[Path], *, chain: str | None, token: str | None,
+          force: bool) -> LoadReport:  # fmt: skip
     unchanged: list[FileReport] = []
     etl: dict[str, Path] = {}
     # Etherscan exports grouped by header layout, in the order first met (a token-page export
@@ -179,8 +179,6 @@ def load_files(
         places.setdefault(str(f), []).append(i)
     keyed = [(places[fr.file].pop(0) if places.get(fr.file) else len(files), fr) for fr in report.files]
     report.files = [fr for _, fr in sorted(keyed, key=lambda kf: kf[0])]
-    if manifest:
-        record_files_load(db, files, report, chain=chain, token=token, force=force, replayed=replayed)
     return report
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.loaders.folder_checked import checked_load
 from tahrix_lab.case.loaders.folder_fast import fast_load
-from tahrix_lab.case.loaders.manifest import files_work, guard, record_folder_load
+from tahrix_lab.case.loaders.manifest import files_work, guarded, record_folder_load
 from tahrix_lab.case.loaders.report import LoadError, LoadReport
 from tahrix_lab.case.schema import FOLDER_TABLES
 
@@ -70,11 +70,10 @@ def load_case_folder(
     if files["transfers"] is None:
         raise LoadError(folder / "transfers.csv", "a case folder needs transfers.csv or transfers.parquet")
     present = [folder / "case.json", *(f for f in files.values() if f is not None)]
-    replayed = (
-        guard(db, meta["case_id"], "load", lambda: files_work(present, source="folder")) if manifest else None
-    )
-    with db.write_lock:
-        report = fast_load(db, meta, files, loaded_by) or checked_load(db, folder, meta, files, loaded_by)
-    if manifest:
-        record_folder_load(db, folder, present, report, loaded_by, replayed)
+    work = lambda: files_work(present, source="folder")  # noqa: E731
+    with guarded(db, meta["case_id"], "load", work, manifest=manifest) as turn:
+        with db.write_lock:
+            report = fast_load(db, meta, files, loaded_by) or checked_load(db, folder, meta, files, loaded_by)
+        if turn is not None:
+            record_folder_load(db, folder, present, report, loaded_by, turn)
     return report

@@ -8,7 +8,9 @@ files by content identity, so replaying the steps over the same bytes makes the 
 evidence on any host (``case.manifest_open``), and the fingerprint proves it.
 
 A step is only recorded on a copy that is up to date: ``guard`` runs before every load and
-detector run. A host whose copy lacks steps of the manifest (it never ran ``tahrix case
+detector run, inside the host's turn at the case (``guarded``), held until the step is recorded,
+so two hosts never record steps over the same copy; the step's number is checked too, in case
+the turn was lost with its connection. A host whose copy lacks steps of the manifest (it never ran ``tahrix case
 open``) would record a step over partial evidence that no later host can replay, so its load
 is refused, naming the case and who recorded the last step. One exception keeps teams simple:
 work that repeats the manifest's next step on a copy at the step before it (the same files by
@@ -22,7 +24,9 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,22 +121,46 @@ def _work(kind: str, entry: dict[str, Any]) -> str:
     return kind + json.dumps(entry, sort_keys=True, default=str)
 
 
-def guard(db: CaseDB, case_id: str, kind: str, work: Callable[[], dict[str, Any]]) -> Step | None:
+@dataclass
+class Turn:
+    """A load's or detector run's turn at the case's manifest, from ``guarded`` to ``record_step``."""
+
+    number: int  # the steps in the manifest when the work began: the number its step gets
+    replayed: Step | None = None  # the work repeats this step: check it, record nothing
+
+
+@contextmanager
+def guarded(
+    db: CaseDB, case_id: str, kind: str, work: Callable[[], dict[str, Any]], *, manifest: bool = True
+) -> Iterator[Turn | None]:
+    """Around a load or detector run: this host's turn at the case (``case_turn``: another
+    host's work in progress raises ``CaseBusy``) and ``guard``; ``None`` when the work is no
+    step of the manifest (``manifest=False``: a rebuild from it)."""
+    if not manifest:
+        yield None
+        return
+    with db.record.case_turn(case_id.strip()):
+        yield guard(db, case_id, kind, work)
+
+
+def guard(db: CaseDB, case_id: str, kind: str, work: Callable[[], dict[str, Any]]) -> Turn:
     """Before a load or detector run (``work()``: its entry as far as known beforehand: the
-    files' SHA-256, options; detectors and parameters). ``None``: the copy here is up to date
-    (or the case has no manifest), record the step after it; a step: the work repeats it,
-    replay it without recording. Else ``StaleCopy``."""
+    files' SHA-256, options; detectors and parameters). The copy here is up to date (or the
+    case has no manifest): record the step after it; the work repeats the next step
+    (``replayed``): replay it without recording. Else ``StaleCopy``."""
     case_id = case_id.strip()
     steps = db.record.case_manifest(case_id)
+    turn = Turn(len(steps))
     if not steps:
-        return None
+        return turn
     here = fingerprint(db, case_id) if db.case_exists(case_id) else None
     if here == steps[-1]["fingerprint"]:
-        return None
+        return turn
     # the steps the copy here is at (a fresh copy: before step 0); the latest is where it stands
     at = [-1] if here is None else [i for i, s in enumerate(steps) if s["fingerprint"] == here]
     if at and _work(kind, work()) == _work(steps[at[-1] + 1]["kind"], steps[at[-1] + 1]["entry"]):
-        return steps[at[-1] + 1]
+        turn.replayed = steps[at[-1] + 1]
+        return turn
     last = steps[-1]
     state = f"the copy here is at step {at[-1]}" if at else "the copy here matches no step of it"
     if here is None:
@@ -146,20 +174,19 @@ def guard(db: CaseDB, case_id: str, kind: str, work: Callable[[], dict[str, Any]
     )
 
 
-def record_step(
-    db: CaseDB, case_id: str, kind: str, entry: dict[str, Any], replayed: Step | None = None
-) -> None:
-    """Append a step, with the evidence's fingerprint after it, to the case's manifest; for a
-    step ``guard`` found repeated, check the evidence is that step's instead."""
+def record_step(db: CaseDB, case_id: str, kind: str, entry: dict[str, Any], turn: Turn) -> None:
+    """Append a step, with the evidence's fingerprint after it, to the case's manifest, as
+    number ``turn.number``; for a step ``guard`` found repeated, check the evidence is that
+    step's instead."""
     after = fingerprint(db, case_id)
+    replayed = turn.replayed
     if replayed is None:
         steps = db.record.case_manifest(case_id)
-        last = steps[-1] if steps else None
+        last = steps[-1] if len(steps) == turn.number and steps else None
         if last and last["fingerprint"] == after and _work(kind, entry) == _work(last["kind"], last["entry"]):
             return  # the same work again on the same evidence (a notebook run twice): nothing to replay
-        db.record.add_manifest_step(
-            case_id, kind, entry, after, step_id=str(uuid.uuid4()), recorded_by=os.environ.get("TAHRIX_USER")
-        )
+        db.record.add_manifest_step(case_id, kind, entry, after, step_id=str(uuid.uuid4()),
+                                    recorded_by=os.environ.get("TAHRIX_USER"), number=turn.number)  # fmt: skip
     elif after != replayed["fingerprint"]:
         raise UserFacingError(
             f"Case {case_id!r}: this {kind} repeats step {replayed['step']} of the manifest (recorded by "
@@ -179,7 +206,7 @@ def record_folder_load(
     files: Iterable[Path],
     report: LoadReport,
     loaded_by: str,
-    replayed: Step | None = None,
+    turn: Turn,
 ) -> None:
     by_file = {fr.file: fr for fr in report.files}
     entry = {
@@ -189,7 +216,7 @@ def record_folder_load(
         "files": [file_entry(f, **report_counts(by_file.get(str(f)))) for f in files],
         "inserted": report.inserted,
     }
-    record_step(db, report.case_id, "load", entry, replayed)
+    record_step(db, report.case_id, "load", entry, turn)
 
 
 def record_files_load(
@@ -200,7 +227,7 @@ def record_files_load(
     chain: str | None,
     token: str | None,
     force: bool,
-    replayed: Step | None = None,
+    turn: Turn,
 ) -> None:
     by_file: dict[str, FileReport] = {}
     for fr in report.files:
@@ -211,12 +238,10 @@ def record_files_load(
         files.append(file_entry(p, found.sha256 if found else None, **report_counts(found)))
     entry = {"source": "files", "chain": chain, "token": token, "force": force, "files": files,
              "inserted": report.inserted}  # fmt: skip
-    record_step(db, report.case_id, "load", entry, replayed)
+    record_step(db, report.case_id, "load", entry, turn)
 
 
-def record_detect(
-    db: CaseDB, case_id: str, params: dict[str, dict[str, Any]], replayed: Step | None = None
-) -> None:
+def record_detect(db: CaseDB, case_id: str, params: dict[str, dict[str, Any]], turn: Turn) -> None:
     """A detector run: the detectors in order with every parameter used (defaults included,
     so a rebuild by a later version with other defaults uses these thresholds)."""
-    record_step(db, case_id, "detect", {"detectors": list(params), "params": params}, replayed)
+    record_step(db, case_id, "detect", {"detectors": list(params), "params": params}, turn)
