@@ -90,8 +90,7 @@ def click_node(pg: Any, node_id: str) -> None:
 
 
 def wait_for_details(pg: Any, name: str) -> None:
-    """The drawer shows ``name``'s details; if it never does, say what the last click hit (seen
-    once on a cold browser under load, not reproduced since: the message is for the next time)."""
+    """The drawer shows ``name``'s details; if it never does, say what the last click hit."""
     try:
         pg.locator(".txp-drawer.open .txp-details-title", has_text=name).wait_for()
     except Exception as exc:
@@ -137,10 +136,18 @@ def test_graph_reads_at_fit_and_clicks_land_after_scrolling(page: Any, widgets_u
     click_node(page, "ethereum:0x1983968a3f592f44f8d31f1a41570ee7a8143bd1")  # caches the container's place
     page.locator(".txp-drawer.open .txp-details-title").wait_for()
     page.locator(".txp-close").click()
-    page.evaluate(
-        "() => { document.getElementById('scroller').scrollTop += 260; }"
-    )  # the box scrolls, not the window
     perp = "ethereum:0x33736dcca7f0c99e80b5244a4767e1fa79823eb2"
+    # The box scrolls, not the window: by 260 px, or less if the perpetrator would leave the box's
+    # visible part (where a click is the page's, not the graph's): its place depends on the layout.
+    scrolled = page.evaluate(
+        f"""(id) => {{ const s = document.getElementById('scroller');
+          const y = document.querySelector('.txp-graph').getBoundingClientRect().top
+            + {CY}.getElementById(id).renderedPosition().y;
+          const by = Math.round(Math.min(260, y - s.getBoundingClientRect().top - 60));
+          s.scrollTop += by; return by; }}""",
+        perp,
+    )
+    assert scrolled >= 100, scrolled  # far enough that a stale cached place would miss the node
     click_node(page, perp)
     wait_for_details(page, "perpetrator")
     drawer = page.locator(".txp-drawer").inner_text()
