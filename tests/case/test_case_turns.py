@@ -5,11 +5,14 @@ or recorded, and after ``tahrix case open`` it is recorded as the next step: the
 stays one history that any host replays. Without the turn both would record a step over the
 same copy and no host could rebuild the case. If the turn is lost with its connection (the
 record's server kills it), the step's number still refuses the late step, and the manifest
-still rebuilds on a fresh host."""
+still rebuilds on a fresh host. A host killed mid-load gives its turn back at once."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -156,3 +159,36 @@ def test_a_turn_lost_with_its_connection_records_nothing_over_the_other_hosts_st
         assert evidence(ws_c) == evidence(ws_b)
     finally:
         ws_c.close()
+
+
+def test_a_host_killed_mid_load_gives_its_turn_back(pg_url: str) -> None:  # noqa: F811
+    """``kill -9`` of a host holding its turn: its session ends with its socket, so the server
+    frees the turn and another host works at once (nothing stuck; its load never committed)."""
+    other = TranscriptStore(pg_url)
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLD_A_TURN, pg_url, CASE], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            with pytest.raises(CaseBusy):
+                other.case_turn(CASE).__enter__()
+        finally:
+            holder.kill()
+    for _ in range(100):  # the server sees the closed socket at once; allow it a moment
+        try:
+            with other.case_turn(CASE):
+                break
+        except CaseBusy:
+            time.sleep(0.1)
+    else:
+        raise AssertionError("the killed host's turn was never given back")
+    other.close()
+
+
+HOLD_A_TURN = """
+import sys, time
+from tahrix_lab.agent import TranscriptStore
+with TranscriptStore(sys.argv[1]).case_turn(sys.argv[2]):
+    print("held", flush=True)
+    time.sleep(600)
+"""
