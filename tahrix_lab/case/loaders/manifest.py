@@ -8,11 +8,12 @@ files by content identity, so replaying the steps over the same bytes makes the 
 evidence on any host (``case.manifest_open``), and the fingerprint proves it.
 
 A step is only recorded on a copy that is up to date: ``guard`` runs before every load and
-detector run, inside the host's turn at the case (``guarded``), held until the step is recorded,
-so two hosts never record steps over the same copy; the step's number is checked too, in case
-the turn was lost with its connection. A host whose copy lacks steps of the manifest (it never ran ``tahrix case
+detector run. A host whose copy lacks steps of the manifest (it never ran ``tahrix case
 open``) would record a step over partial evidence that no later host can replay, so its load
-is refused, naming the case and who recorded the last step. One exception keeps teams simple:
+is refused, naming the case and who recorded the last step. The check and the work run in
+the host's turn at the case (``guarded``), held until the step is recorded, so two hosts
+never record steps over the same copy; the step's number is checked too, in case the turn was
+lost with its connection. One exception keeps teams simple:
 work that repeats the manifest's next step on a copy at the step before it (the same files by
 SHA-256, the same detectors with the same parameters; a fresh copy is before step 0) is the
 same evidence, so it is done, checked against that step's fingerprint, and not recorded again.
