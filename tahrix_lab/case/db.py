@@ -255,10 +255,14 @@ class CaseDB:
         flags: list[dict[str, Any]],
         params: dict[str, Any],
         version: str,
-    ) -> list[str]:
-        """Store one detector's output. Flag ids are stable per subject, so a re-run
-        updates in place and keeps the analyst's status and note; untouched flags of
-        this type still ``new`` are removed (they no longer hold with these params)."""
+        keep: Sequence[str] | None = None,
+    ) -> tuple[list[str], list[str]]:
+        """Store one detector's output; return its flag ids and the ids of the flags of this
+        type it kept although they no longer hold with these params. Flag ids are stable per
+        subject, so a re-run updates in place and keeps the analyst's status and note. The
+        other flags of this type are removed, except those analysts decided on (status not
+        ``new``), or with ``keep`` (a replay of a recorded run) exactly those the run kept:
+        a replay's copy has no decisions yet, and must end with the same evidence."""
         self.synced.pop(case_id, None)  # new flags: the record's decisions apply anew
         ids: dict[str, None] = {}  # ordered and O(1) to test: a large run has tens of thousands
         rows: list[dict[str, Any]] = []
@@ -292,12 +296,18 @@ class CaseDB:
                     """,
                     {c: [r[c] for r in rows] for c in cols},
                 )
-            cur.execute(
-                "DELETE FROM anomaly_flags WHERE case_id = ? AND flag_type = ? AND status = 'new' "
-                "AND flag_id NOT IN (SELECT unnest(?::VARCHAR[]))",
-                [case_id, flag_type, list(ids)],
+            others = "case_id = ? AND flag_type = ? AND flag_id NOT IN (SELECT unnest(?::VARCHAR[]))"
+            args: list[Any] = [case_id, flag_type, list(ids)]
+            if keep is None:  # those analysts decided on
+                stays = "status IS DISTINCT FROM 'new'"
+            else:  # exactly those the recorded run kept
+                stays, args = "flag_id IN (SELECT unnest(?::VARCHAR[]))", [*args, list(keep)]
+            found = cur.execute(
+                f"SELECT flag_id FROM anomaly_flags WHERE {others} AND {stays} ORDER BY 1", args
             )
-        return list(ids)
+            kept = [r[0] for r in found.fetchall()]
+            cur.execute(f"DELETE FROM anomaly_flags WHERE {others} AND NOT ({stays})", args)
+        return list(ids), kept
 
     def list_flags(
         self,

@@ -118,3 +118,27 @@ def test_the_same_work_again_on_the_same_evidence_adds_no_step(hosts: Hosts) -> 
     assert steps(ws_a) == once
     ws_a.run_detectors(CASE, ["repeated_amount"], {"repeated_amount": {"min_count": 4}})
     assert len(steps(ws_a)) == len(once) + 1
+
+
+def test_a_flag_an_analyst_decided_is_kept_by_a_stricter_run_and_every_host_rebuilds_it(
+    hosts: Hosts,  # noqa: F811
+) -> None:
+    """A detector run keeps the flags analysts decided on even when they no longer hold with its
+    parameters; which ones it kept is part of its step, so a host replaying it keeps the same
+    ones (its copy has no decisions yet while it replays) and ends with the same evidence."""
+    ws_a, ws_b, copy = hosts
+    flag = next(f for f in ws_a.flags(CASE) if f["flag_type"] == "repeated_amount" and f["status"] == "new")
+    ws_a.annotate(CASE, "flag", flag["flag_id"], "confirm_flag", {"note": "the desk again"}, analyst="ana")
+    strict = {"repeated_amount": {"min_count": 1000}}  # nothing repeats that often: every flag lapses
+    ws_a.run_detectors(CASE, ["repeated_amount"], strict)
+    kept = [f["flag_id"] for f in ws_a.flags(CASE) if f["flag_type"] == "repeated_amount"]
+    assert kept == [flag["flag_id"]]  # the decided one stays, with its decision
+    assert ws_a.store.case_manifest(CASE)[-1]["entry"]["kept"] == kept
+
+    assert ws_b.open_case(CASE, files=copy)["status"] == "rebuilt"
+    assert evidence(ws_b) == evidence(ws_a)
+    assert [(f["flag_id"], f["status"]) for f in ws_b.flags(CASE) if f["flag_type"] == "repeated_amount"] == [
+        (flag["flag_id"], "confirmed")
+    ]
+    # B repeating A's run on its own copy (the same detectors and parameters) is the same step
+    assert ws_b.run_detectors(CASE, ["repeated_amount"], strict) and len(ws_b.store.case_manifest(CASE)) == 4

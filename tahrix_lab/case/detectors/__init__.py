@@ -23,6 +23,7 @@ from tahrix_lab.case.detectors import amounts, exposure, hops, utxo
 from tahrix_lab.case.detectors.common import DEFAULTS, DETECTORS, VERSION, Detector
 from tahrix_lab.case.detectors.triage import triage
 from tahrix_lab.case.loaders.manifest import guarded, record_detect
+from tahrix_lab.case.record_sync import sync_annotations
 from tahrix_lab.case.schema import FLAG_TYPES
 
 del amounts, exposure, hops, utxo  # imported to register their detectors
@@ -60,9 +61,12 @@ def run_detectors(
     overrides: dict[str, dict[str, Any]] | None = None,
     *,
     manifest: bool = True,
+    kept: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run detectors over a case, store their flags; return ids and a summary with the params used.
-    The run is a step of the case's manifest in the record unless ``manifest=False`` (a rebuild)."""
+    The run is a step of the case's manifest in the record unless ``manifest=False`` (a rebuild),
+    with the flags it kept because analysts had decided on them (``upsert_flags``); a rebuild
+    passes them back as ``kept``."""
     names = detectors or list(DETECTORS)
     unknown = [n for n in names if n not in DETECTORS]
     if unknown:
@@ -71,20 +75,27 @@ def run_detectors(
     summary: dict[str, Any] = {}
     all_ids: list[str] = []
     work = lambda: {"detectors": names, "params": planned}  # noqa: E731
+    held: list[str] = []
     with guarded(db, case_id, "detect", work, manifest=manifest) as turn:
+        if turn is not None:  # keep what the team decided on, not what this copy last heard of
+            sync_annotations(db, case_id)
+            if turn.replayed is not None:  # the same run as that step: the same flags kept
+                kept = turn.replayed["entry"].get("kept")
         for name in names:
             params = {**DEFAULTS[name], **((overrides or {}).get(name) or {})}
             started = datetime.now()  # noqa: DTZ005 - a duration only
             flags = DETECTORS[name](db, case_id, params)  # upsert_flags makes the evidence JSON-safe
-            ids = db.upsert_flags(case_id, name, flags, json.loads(json.dumps(jsonable(params))), VERSION)
+            ids, also = db.upsert_flags(case_id, name, flags, json.loads(json.dumps(jsonable(params))), VERSION,
+                                        keep=kept)  # fmt: skip
             all_ids += ids
+            held += also
             summary[name] = {
                 "flags": len(ids),
                 "params": jsonable(params),
                 "seconds": round((datetime.now() - started).total_seconds(), 3),  # noqa: DTZ005
             }
         if turn is not None:
-            record_detect(db, case_id, {name: info["params"] for name, info in summary.items()}, turn)
+            record_detect(db, case_id, {name: info["params"] for name, info in summary.items()}, held, turn)
     return {
         "case_id": case_id,
         "flag_ids": all_ids,

@@ -114,11 +114,13 @@ class StaleCopy(UserFacingError):
 
 def _work(kind: str, entry: dict[str, Any]) -> str:
     """What a step did, to compare (not its counts or paths): the files' bytes and the load's
-    options, or the detectors and their parameters; JSON with sorted keys."""
+    options, or the detectors and their parameters (not the flags it kept); JSON with sorted keys."""
     if kind == "load":
         entry = {k: v for k, v in entry.items() if k in ("source", "chain", "token", "force")} | {
             "files": [f["sha256"] for f in entry["files"]]
         }
+    else:
+        entry = {k: v for k, v in entry.items() if k in ("detectors", "params")}
     return kind + json.dumps(entry, sort_keys=True, default=str)
 
 
@@ -242,7 +244,12 @@ def record_files_load(
     record_step(db, report.case_id, "load", entry, turn)
 
 
-def record_detect(db: CaseDB, case_id: str, params: dict[str, dict[str, Any]], turn: Turn) -> None:
+def record_detect(
+    db: CaseDB, case_id: str, params: dict[str, dict[str, Any]], kept: list[str], turn: Turn
+) -> None:
     """A detector run: the detectors in order with every parameter used (defaults included,
-    so a rebuild by a later version with other defaults uses these thresholds)."""
-    record_step(db, case_id, "detect", {"detectors": list(params), "params": params}, turn)
+    so a rebuild by a later version with other defaults uses these thresholds), and the flags
+    it kept that no longer held because analysts had decided on them."""
+    record_step(
+        db, case_id, "detect", {"detectors": list(params), "params": params, "kept": sorted(kept)}, turn
+    )
