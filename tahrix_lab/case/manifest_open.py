@@ -144,9 +144,7 @@ def _check(entry: dict[str, Any], paths: list[Path]) -> None:
 def _replay(db: CaseDB, case_id: str, step: dict[str, Any], paths: list[Path]) -> None:
     entry = step["entry"]
     if step["kind"] == "detect":
-        run_detectors(
-            db, case_id, entry["detectors"], entry["params"], manifest=False, kept=entry.get("kept")
-        )
+        run_detectors(db, case_id, entry["detectors"], entry["params"], manifest=False, replay=entry)
     elif entry["source"] == "folder":
         load_case_folder(db, paths[0].parent, loaded_by=entry.get("loaded_by") or "loader", manifest=False)
     else:

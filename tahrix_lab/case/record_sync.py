@@ -138,3 +138,43 @@ def _apply(cur: Any, cid: str, kind: str, key: str, value: dict[str, Any] | None
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [key, cid, value["target_kind"], value["target_id"], value["text"], value["created_by"], utcnow_naive()],
             )  # fmt: skip
+
+
+# -- what a detector run reads that analysts change (a manifest step's ``inputs``) -----------
+ROLE_COLUMNS = ("chain", "address", "role", "added_by", "note")
+ANALYSTS = "label_id LIKE 'LBL-A-%'"
+
+
+def detector_inputs(db: CaseDB, case_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The case's roles and its analysts' labels as they are now: detectors read both (a
+    funded address that is one of the case's, a category an analyst gave), and neither is in
+    the evidence's fingerprint, so a detector run's step records them for its replay."""
+    roles = db.rows(
+        f"SELECT {', '.join(ROLE_COLUMNS)} FROM case_addresses WHERE case_id = ? ORDER BY chain, address",
+        [case_id],
+    )
+    labels = db.rows(
+        f"SELECT {', '.join(LABEL_COLUMNS)} FROM labels WHERE case_id = ? AND {ANALYSTS} ORDER BY label_id",
+        [case_id],
+    )
+    return {"roles": jsonable(roles), "labels": jsonable(labels)}
+
+
+def lay_inputs(db: CaseDB, case_id: str, inputs: dict[str, list[dict[str, Any]]]) -> None:
+    """Set the case's roles and analysts' labels to a recorded run's ``inputs``, to replay it;
+    ``take_record`` lays the record's current ones over again afterwards."""
+    db.synced.pop(case_id, None)
+    with db.write() as cur:
+        cur.execute("DELETE FROM case_addresses WHERE case_id = ?", [case_id])
+        for r in inputs["roles"]:
+            cur.execute(
+                f"INSERT INTO case_addresses (case_id, {', '.join(ROLE_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
+                [case_id, *(r[c] for c in ROLE_COLUMNS)],
+            )
+        cur.execute(f"DELETE FROM labels WHERE case_id = ? AND {ANALYSTS}", [case_id])
+        for v in inputs["labels"]:
+            cur.execute(
+                f"INSERT INTO labels (case_id, {', '.join(LABEL_COLUMNS)}, lastmod) "
+                f"VALUES (?, {', '.join('?' for _ in LABEL_COLUMNS)}, ?)",
+                [case_id, *(v[c] for c in LABEL_COLUMNS), utcnow_naive()],
+            )

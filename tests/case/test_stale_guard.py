@@ -142,3 +142,38 @@ def test_a_flag_an_analyst_decided_is_kept_by_a_stricter_run_and_every_host_rebu
     ]
     # B repeating A's run on its own copy (the same detectors and parameters) is the same step
     assert ws_b.run_detectors(CASE, ["repeated_amount"], strict) and len(ws_b.store.case_manifest(CASE)) == 4
+
+
+def roles(ws: Workspace) -> list[tuple[str, str, str]]:
+    rows = ws.cases.cursor().execute(
+        "SELECT chain, address, role FROM case_addresses WHERE case_id = ? ORDER BY ALL", [CASE]
+    )
+    return rows.fetchall()
+
+
+def test_a_run_after_an_analysts_role_and_label_rebuilds_the_same_on_every_host(
+    hosts: Hosts,  # noqa: F811
+) -> None:
+    """Detectors read the case's roles (a funded address that is one of the case's) and its
+    analysts' labels (a category given by hand): neither is evidence, both change what a run
+    finds. Its step records them, so a host replaying it reads the same and ends with the same
+    flags, and then shows the roles and labels as the record has them now."""
+    ws_a, ws_b, copy = hosts
+    funded = next(
+        f for f in ws_a.flags(CASE) if f["flag_type"] == "fresh_address_funding" and not f["evidence"]["case_address"]
+    )
+    role = ws_a.annotate(CASE, "address", funded["address"], "set_role", {"role": "suspect"}, analyst="ana",
+                         chain=funded["chain"])  # fmt: skip
+    ws_a.annotate(CASE, "address", funded["evidence"]["funder"], "add_label",
+                  {"label": "Desk 9", "category": "mixing_service"}, analyst="ana", chain=funded["chain"])  # fmt: skip
+    ws_a.run_detectors(CASE, ["fresh_address_funding", "mixer_exposure"])
+    after = {f["flag_id"]: f for f in ws_a.flags(CASE)}
+    assert after[funded["flag_id"]]["evidence"]["case_address"] is True  # the run read the role
+    assert after[funded["flag_id"]]["evidence"]["funder_category"] == "mixing_service"  # and the label
+    # later the analyst takes the role back: the record changes, the recorded run does not
+    ws_a.revert(role["audit_id"], actor="ana")
+
+    assert ws_b.open_case(CASE, files=copy)["status"] == "rebuilt"
+    assert evidence(ws_b) == evidence(ws_a)
+    ws_b.flags(CASE)  # a read lays the record over the copy
+    assert roles(ws_b) == roles(ws_a) and (funded["chain"], funded["address"], "suspect") not in roles(ws_b)

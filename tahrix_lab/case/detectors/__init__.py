@@ -23,7 +23,7 @@ from tahrix_lab.case.detectors import amounts, exposure, hops, utxo
 from tahrix_lab.case.detectors.common import DEFAULTS, DETECTORS, VERSION, Detector
 from tahrix_lab.case.detectors.triage import triage
 from tahrix_lab.case.loaders.manifest import guarded, record_detect
-from tahrix_lab.case.record_sync import sync_annotations
+from tahrix_lab.case.record_sync import detector_inputs, lay_inputs, sync_annotations, take_record
 from tahrix_lab.case.schema import FLAG_TYPES
 
 del amounts, exposure, hops, utxo  # imported to register their detectors
@@ -61,12 +61,14 @@ def run_detectors(
     overrides: dict[str, dict[str, Any]] | None = None,
     *,
     manifest: bool = True,
-    kept: list[str] | None = None,
+    replay: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run detectors over a case, store their flags; return ids and a summary with the params used.
-    The run is a step of the case's manifest in the record unless ``manifest=False`` (a rebuild),
-    with the flags it kept because analysts had decided on them (``upsert_flags``); a rebuild
-    passes them back as ``kept``."""
+    The run is a step of the case's manifest in the record unless ``manifest=False`` (a rebuild).
+    The step records what the run read that analysts change (the case's roles and analysts'
+    labels: ``record_sync.detector_inputs``) and the flags it kept because analysts had decided
+    on them (``upsert_flags``). ``replay``: a recorded step's entry, whose inputs and kept flags
+    this run uses instead (a rebuild); the record's current roles and labels return after it."""
     names = detectors or list(DETECTORS)
     unknown = [n for n in names if n not in DETECTORS]
     if unknown:
@@ -77,10 +79,14 @@ def run_detectors(
     work = lambda: {"detectors": names, "params": planned}  # noqa: E731
     held: list[str] = []
     with guarded(db, case_id, "detect", work, manifest=manifest) as turn:
-        if turn is not None:  # keep what the team decided on, not what this copy last heard of
+        if turn is not None:  # read what the team decided, not what this copy last heard of
             sync_annotations(db, case_id)
-            if turn.replayed is not None:  # the same run as that step: the same flags kept
-                kept = turn.replayed["entry"].get("kept")
+            if turn.replayed is not None:  # the same run as that step: the same inputs and flags
+                replay = turn.replayed["entry"]
+        inputs = (replay or {}).get("inputs")
+        if inputs is not None:
+            lay_inputs(db, case_id, inputs)
+        kept = (replay or {}).get("kept")
         for name in names:
             params = {**DEFAULTS[name], **((overrides or {}).get(name) or {})}
             started = datetime.now()  # noqa: DTZ005 - a duration only
@@ -95,7 +101,10 @@ def run_detectors(
                 "seconds": round((datetime.now() - started).total_seconds(), 3),  # noqa: DTZ005
             }
         if turn is not None:
-            record_detect(db, case_id, {name: info["params"] for name, info in summary.items()}, held, turn)
+            params_used = {name: info["params"] for name, info in summary.items()}
+            record_detect(db, case_id, params_used, held, inputs or detector_inputs(db, case_id), turn)
+        if inputs is not None:
+            take_record(db, case_id)
     return {
         "case_id": case_id,
         "flag_ids": all_ids,

@@ -245,11 +245,16 @@ def record_files_load(
 
 
 def record_detect(
-    db: CaseDB, case_id: str, params: dict[str, dict[str, Any]], kept: list[str], turn: Turn
+    db: CaseDB,
+    case_id: str,
+    params: dict[str, dict[str, Any]],
+    kept: list[str],
+    inputs: dict[str, Any],
+    turn: Turn,
 ) -> None:
     """A detector run: the detectors in order with every parameter used (defaults included,
-    so a rebuild by a later version with other defaults uses these thresholds), and the flags
-    it kept that no longer held because analysts had decided on them."""
-    record_step(
-        db, case_id, "detect", {"detectors": list(params), "params": params, "kept": sorted(kept)}, turn
-    )
+    so a rebuild by a later version with other defaults uses these thresholds), the flags it
+    kept that no longer held because analysts had decided on them, and the roles and analysts'
+    labels it read."""
+    entry = {"detectors": list(params), "params": params, "kept": sorted(kept), "inputs": inputs}
+    record_step(db, case_id, "detect", entry, turn)
