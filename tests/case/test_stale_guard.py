@@ -160,7 +160,9 @@ def test_a_run_after_an_analysts_role_and_label_rebuilds_the_same_on_every_host(
     flags, and then shows the roles and labels as the record has them now."""
     ws_a, ws_b, copy = hosts
     funded = next(
-        f for f in ws_a.flags(CASE) if f["flag_type"] == "fresh_address_funding" and not f["evidence"]["case_address"]
+        f
+        for f in ws_a.flags(CASE)
+        if f["flag_type"] == "fresh_address_funding" and not f["evidence"]["case_address"]
     )
     role = ws_a.annotate(CASE, "address", funded["address"], "set_role", {"role": "suspect"}, analyst="ana",
                          chain=funded["chain"])  # fmt: skip
