@@ -9,9 +9,11 @@ DuckDB record file."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tahrix_lab.case.detectors import DETECTORS
 from tahrix_lab.case.loaders.manifest import StaleCopy, fingerprint
 from tahrix_lab.case.workspace import SAMPLE_CASE_ID as CASE
 from tahrix_lab.case.workspace import Workspace
@@ -179,3 +181,35 @@ def test_a_run_after_an_analysts_role_and_label_rebuilds_the_same_on_every_host(
     assert evidence(ws_b) == evidence(ws_a)
     ws_b.flags(CASE)  # a read lays the record over the copy
     assert roles(ws_b) == roles(ws_a) and (funded["chain"], funded["address"], "suspect") not in roles(ws_b)
+
+
+def test_a_replay_that_fails_leaves_the_records_roles_not_the_steps(
+    hosts: Hosts,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rebuild lays a step's roles over the copy to replay it; if the replay fails, the copy
+    still shows the roles the record has now, not the step's."""
+    ws_a, ws_b, copy = hosts
+    ws_b.open_case(CASE, files=copy)  # B at step 2
+    address = (
+        ws_a.cases.cursor()
+        .execute(
+            "SELECT to_address FROM transfers WHERE case_id = ? AND chain = 'ethereum' ORDER BY 1 LIMIT 1",
+            [CASE],
+        )
+        .fetchone()[0]
+    )
+    role = ws_a.annotate(
+        CASE, "address", address, "set_role", {"role": "suspect"}, analyst="ana", chain="ethereum"
+    )
+    ws_a.run_detectors(CASE, ["repeated_amount"], OVERRIDE)  # step 3 read the role
+    ws_a.revert(role["audit_id"], actor="ana")  # the record has no role there now
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("a detector failed mid-replay")
+
+    monkeypatch.setitem(DETECTORS, "repeated_amount", broken)
+    with pytest.raises(RuntimeError, match="mid-replay"):
+        ws_b.open_case(CASE, files=copy)
+    assert ("ethereum", address, "suspect") not in roles(ws_b)
+    assert roles(ws_b) == roles(ws_a)
