@@ -94,6 +94,30 @@ class BudgetExceeded(UserFacingError):
         self.bucket = bucket
 
 
+class CaseBusy(UserFacingError):
+    """Another host is loading into the case or running its detectors (``TranscriptStore.case_turn``)."""
+
+    def __init__(self, case_id: str) -> None:
+        super().__init__(
+            f"Another host is loading into case {case_id!r} or running its detectors right now. Nothing "
+            f"was loaded or run here: when it has finished, bring this copy up to date with "
+            f"`tahrix case open {case_id}` and try again."
+        )
+
+
+class ManifestMoved(UserFacingError):
+    """A step was recorded by another host while this host's work ran (``number``)."""
+
+    def __init__(self, case_id: str, number: int) -> None:
+        super().__init__(
+            f"Case {case_id!r}: while this work ran here, another host recorded step {number} of its "
+            "manifest (this host's turn was lost with its connection to the record), so this work was "
+            "not recorded. The copy here now holds work the manifest does not describe: "
+            "open the case into a fresh evidence file ($TAHRIX_EVIDENCE_DB) with `tahrix case open`, "
+            "then do this work again."
+        )
+
+
 class ToolDenied(TahrixError):
     """The session's grant does not allow this tool call."""
 

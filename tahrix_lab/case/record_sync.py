@@ -166,15 +166,8 @@ def lay_inputs(db: CaseDB, case_id: str, inputs: dict[str, list[dict[str, Any]]]
     db.synced.pop(case_id, None)
     with db.write() as cur:
         cur.execute("DELETE FROM case_addresses WHERE case_id = ?", [case_id])
-        for r in inputs["roles"]:
-            cur.execute(
-                f"INSERT INTO case_addresses (case_id, {', '.join(ROLE_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
-                [case_id, *(r[c] for c in ROLE_COLUMNS)],
-            )
         cur.execute(f"DELETE FROM labels WHERE case_id = ? AND {ANALYSTS}", [case_id])
+        for r in inputs["roles"]:
+            _apply(cur, case_id, "role", f"{r['chain']}:{r['address']}", r)
         for v in inputs["labels"]:
-            cur.execute(
-                f"INSERT INTO labels (case_id, {', '.join(LABEL_COLUMNS)}, lastmod) "
-                f"VALUES (?, {', '.join('?' for _ in LABEL_COLUMNS)}, ?)",
-                [case_id, *(v[c] for c in LABEL_COLUMNS), utcnow_naive()],
-            )
+            _apply(cur, case_id, "label", v["label_id"], v)

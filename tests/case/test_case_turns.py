@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from tahrix_lab.agent import TranscriptStore
-from tahrix_lab.agent.storage.interface import CaseBusy, ManifestMoved
+from tahrix_lab.agent.errors import CaseBusy, ManifestMoved
 from tahrix_lab.case.loaders import files as file_loader
 from tahrix_lab.case.loaders.manifest import StaleCopy, fingerprint
 from tahrix_lab.case.workspace import SAMPLE_CASE_ID as CASE

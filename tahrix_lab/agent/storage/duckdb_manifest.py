@@ -10,10 +10,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from tahrix_lab.agent.errors import CaseBusy, ManifestMoved
 from tahrix_lab.agent.storage.interface import (
     MANIFEST_COLUMNS,
-    CaseBusy,
-    ManifestMoved,
     check_manifest_kind,
     parsed,
 )

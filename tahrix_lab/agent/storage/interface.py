@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tahrix_lab.agent.errors import ConfigurationError, UserFacingError
+from tahrix_lab.agent.errors import ConfigurationError
 from tahrix_lab.agent.storage.target import Engine, default_target, engine_of, redacted
 from tahrix_lab.agent.transcript import Message, Part, Session, Usage
 
@@ -451,30 +451,6 @@ def message_from_row(r: Sequence[Any]) -> Message:
 def check_annotation(kind: str | None) -> None:
     if kind is not None and kind not in ANNOTATION_KINDS:
         raise ConfigurationError(f"Unknown annotation kind {kind!r}; one of {', '.join(ANNOTATION_KINDS)}.")
-
-
-class CaseBusy(UserFacingError):
-    """Another host is loading into the case or running its detectors (``case_turn``)."""
-
-    def __init__(self, case_id: str) -> None:
-        super().__init__(
-            f"Another host is loading into case {case_id!r} or running its detectors right now. Nothing "
-            f"was loaded or run here: when it has finished, bring this copy up to date with "
-            f"`tahrix case open {case_id}` and try again."
-        )
-
-
-class ManifestMoved(UserFacingError):
-    """A step was recorded by another host while this host's work ran (``number``)."""
-
-    def __init__(self, case_id: str, number: int) -> None:
-        super().__init__(
-            f"Case {case_id!r}: while this work ran here, another host recorded step {number} of its "
-            "manifest (this host's turn was lost with its connection to the record), so this work was "
-            "not recorded. The copy here now holds work the manifest does not describe: "
-            "open the case into a fresh evidence file ($TAHRIX_EVIDENCE_DB) with `tahrix case open`, "
-            "then do this work again."
-        )
 
 
 def check_manifest_kind(kind: str) -> None:

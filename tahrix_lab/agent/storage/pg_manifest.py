@@ -9,11 +9,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tahrix_lab.agent.errors import StoreUnavailableError
+from tahrix_lab.agent.errors import CaseBusy, ManifestMoved, StoreUnavailableError
 from tahrix_lab.agent.storage.interface import (
     MANIFEST_COLUMNS,
-    CaseBusy,
-    ManifestMoved,
     check_manifest_kind,
     parsed,
 )

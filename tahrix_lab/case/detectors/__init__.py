@@ -83,7 +83,7 @@ def run_detectors(
             sync_annotations(db, case_id)
             if turn.replayed is not None:  # the same run as that step: the same inputs and flags
                 replay = turn.replayed["entry"]
-        inputs = (replay or {}).get("inputs")
+        inputs, kept = (replay or {}).get("inputs"), (replay or {}).get("kept")
         if inputs is not None:
             lay_inputs(db, case_id, inputs)
         try:
@@ -92,7 +92,7 @@ def run_detectors(
                 started = datetime.now()  # noqa: DTZ005 - a duration only
                 flags = DETECTORS[name](db, case_id, params)  # upsert_flags makes the evidence JSON-safe
                 ids, also = db.upsert_flags(case_id, name, flags, json.loads(json.dumps(jsonable(params))),
-                                            VERSION, keep=(replay or {}).get("kept"))  # fmt: skip
+                                            VERSION, keep=kept)  # fmt: skip
                 all_ids += ids
                 held += also
                 summary[name] = {
