@@ -112,9 +112,8 @@ class ManifestMoved(UserFacingError):
         super().__init__(
             f"Case {case_id!r}: while this work ran here, another host recorded step {number} of its "
             "manifest (this host's turn was lost with its connection to the record), so this work was "
-            "not recorded. The copy here now holds work the manifest does not describe: "
-            "open the case into a fresh evidence file ($TAHRIX_EVIDENCE_DB) with `tahrix case open`, "
-            "then do this work again."
+            "not recorded, and nothing of it was kept here. Bring this copy up to date with "
+            f"`tahrix case open {case_id}`, then do this work again."
         )
 
 

@@ -151,12 +151,17 @@ def test_a_turn_lost_with_its_connection_records_nothing_over_the_other_hosts_st
     assert isinstance(late, ManifestMoved)
     assert "another host recorded step 3 of its manifest" in late.message and "not recorded" in late.message
     assert steps(ws_a) == steps(ws_b) and len(steps(ws_a)) == 4
+    # and nothing of A's load stayed on A's copy: it is at step 2, caught up as the message says
+    assert ws_a.open_case(CASE, files=copy)["status"] == "caught up"
+    monkeypatch.setenv("TAHRIX_USER", "ana")
+    ws_a.load_file(CASE, theirs, chain="ethereum")
+    assert steps(ws_a)[-1] == (4, "load", "ana")
 
-    case_files(tmp_path / "host-c")  # a third host rebuilds the manifest as recorded: B's history
+    case_files(tmp_path / "host-c")  # a third host rebuilds the manifest as recorded: B's, then A's
     ws_c = Workspace(tmp_path / "host-c" / "tahrix-evidence.duckdb", record=TranscriptStore(pg_url))
     try:
         assert ws_c.open_case(CASE, files=copy)["status"] == "rebuilt"
-        assert evidence(ws_c) == evidence(ws_b)
+        assert evidence(ws_c) == evidence(ws_a)
     finally:
         ws_c.close()
 

@@ -87,22 +87,27 @@ def run_detectors(
         if inputs is not None:
             lay_inputs(db, case_id, inputs)
         try:
-            for name in names:
-                params = {**DEFAULTS[name], **((overrides or {}).get(name) or {})}
-                started = datetime.now()  # noqa: DTZ005 - a duration only
-                flags = DETECTORS[name](db, case_id, params)  # upsert_flags makes the evidence JSON-safe
-                ids, also = db.upsert_flags(case_id, name, flags, json.loads(json.dumps(jsonable(params))),
-                                            VERSION, keep=kept)  # fmt: skip
-                all_ids += ids
-                held += also
-                summary[name] = {
-                    "flags": len(ids),
-                    "params": jsonable(params),
-                    "seconds": round((datetime.now() - started).total_seconds(), 3),  # noqa: DTZ005
-                }
-            if turn is not None:
-                params_used = {name: info["params"] for name, info in summary.items()}
-                record_detect(db, case_id, params_used, held, inputs or detector_inputs(db, case_id), turn)
+            # The flags and the run's manifest step commit together: a step the record refuses
+            # or never gets leaves no flag of the run here, and the same run may be asked again.
+            with db.write():
+                for name in names:
+                    params = {**DEFAULTS[name], **((overrides or {}).get(name) or {})}
+                    started = datetime.now()  # noqa: DTZ005 - a duration only
+                    flags = DETECTORS[name](db, case_id, params)  # upsert_flags makes the evidence JSON-safe
+                    ids, also = db.upsert_flags(case_id, name, flags, json.loads(json.dumps(jsonable(params))),
+                                                VERSION, keep=kept)  # fmt: skip
+                    all_ids += ids
+                    held += also
+                    summary[name] = {
+                        "flags": len(ids),
+                        "params": jsonable(params),
+                        "seconds": round((datetime.now() - started).total_seconds(), 3),  # noqa: DTZ005
+                    }
+                if turn is not None:
+                    params_used = {name: info["params"] for name, info in summary.items()}
+                    record_detect(
+                        db, case_id, params_used, held, inputs or detector_inputs(db, case_id), turn
+                    )
         finally:
             if inputs is not None:  # the record's roles and labels, as they are now, whatever happened
                 take_record(db, case_id)

@@ -12,6 +12,8 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from tahrix_lab.case.loaders.etl import EtlSet, etl_kind
 from tahrix_lab.case.loaders.folder import load_case_folder
 from tahrix_lab.case.loaders.manifest import files_work, guarded, record_files_load
 from tahrix_lab.case.loaders.report import FileReport, LoadError, LoadReport
-from tahrix_lab.case.loaders.run import LoadStep, run_load
+from tahrix_lab.case.loaders.run import LoadStep, Recorder, run_load
 from tahrix_lab.case.schema import FOLDER_TABLES
 
 ACCEPTED = (
@@ -124,14 +126,16 @@ def load_files(
         chain = resolve_chain(chain)
     work = lambda: files_work(files, source="files", chain=chain, token=token, force=force)  # noqa: E731
     with guarded(db, case_id, "load", work, manifest=manifest) as turn:
-        report = _load(db, case_id, files, chain=chain, token=token, force=force)
-        if turn is not None:
-            record_files_load(db, files, report, chain=chain, token=token, force=force, turn=turn)
-    return report
+        record = (
+            None
+            if turn is None
+            else partial(record_files_load, db, files, chain=chain, token=token, force=force, turn=turn)
+        )
+        return _load(db, case_id, files, chain=chain, token=token, force=force, record=record)
 
 
 def _load(db: CaseDB, case_id: str, files: list[Path], *, chain: str | None, token: str | None,
-          force: bool) -> LoadReport:  # fmt: skip
+          force: bool, record: Recorder | None) -> LoadReport:  # fmt: skip
     unchanged: list[FileReport] = []
     etl: dict[str, Path] = {}
     # Etherscan exports grouped by header layout, in the order first met (a token-page export
@@ -158,8 +162,14 @@ def _load(db: CaseDB, case_id: str, files: list[Path], *, chain: str | None, tok
         else:
             etl[kind] = f
     steps = [_etherscan_step(group, chain, token, i) for i, group in enumerate(layouts.values())]
+
+    def recorded(report: LoadReport) -> None:  # the step names every file given, the unchanged ones too
+        if record is not None:
+            record(replace(report, files=[*report.files, *unchanged]))
+
+    recorder: Recorder | None = None if record is None else recorded
     if not etl:
-        report = run_load(db, case_id, steps)
+        report = run_load(db, case_id, steps, record=recorder)
     else:
         s = EtlSet(etl, chain or "ethereum", case_id.strip())
 
@@ -167,7 +177,7 @@ def _load(db: CaseDB, case_id: str, files: list[Path], *, chain: str | None, tok
             s.prelude(cur)
 
         try:
-            report = run_load(db, case_id, [*s.steps(), *steps], prelude=prelude)
+            report = run_load(db, case_id, [*s.steps(), *steps], prelude=prelude, record=recorder)
         finally:
             with db.write_lock:
                 s.drop(db.cursor())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,13 @@ def load_case_folder(
     present = [folder / "case.json", *(f for f in files.values() if f is not None)]
     work = lambda: files_work(present, source="folder")  # noqa: E731
     with guarded(db, meta["case_id"], "load", work, manifest=manifest) as turn:
+        record = (
+            None
+            if turn is None
+            else partial(record_folder_load, db, folder, present, loaded_by=loaded_by, turn=turn)
+        )
         with db.write_lock:
-            report = fast_load(db, meta, files, loaded_by) or checked_load(db, folder, meta, files, loaded_by)
-        if turn is not None:
-            record_folder_load(db, folder, present, report, loaded_by, turn)
+            report = fast_load(db, meta, files, loaded_by, record) or checked_load(
+                db, folder, meta, files, loaded_by, record
+            )
     return report

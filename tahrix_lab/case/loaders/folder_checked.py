@@ -21,7 +21,7 @@ from tahrix_lab.case.loaders.columns import TABLE_COLUMNS
 from tahrix_lab.case.loaders.labels import normalise_labels
 from tahrix_lab.case.loaders.merge import store_report
 from tahrix_lab.case.loaders.report import FileReport, LoadError, LoadReport
-from tahrix_lab.case.loaders.run import transaction
+from tahrix_lab.case.loaders.run import Recorder, transaction
 from tahrix_lab.case.loaders.sqlparts import EVM_IN as _EVM_IN
 from tahrix_lab.case.loaders.sqlparts import fetch_one, fetch_value
 from tahrix_lab.case.loaders.sqlparts import q as _q
@@ -203,7 +203,12 @@ def insert_staged(
 
 
 def checked_load(
-    db: CaseDB, folder: Path, meta: dict[str, Any], files: dict[str, Path | None], loaded_by: str
+    db: CaseDB,
+    folder: Path,
+    meta: dict[str, Any],
+    files: dict[str, Path | None],
+    loaded_by: str,
+    record: Recorder | None = None,
 ) -> LoadReport:
     case_id = meta["case_id"].strip()
     report = LoadReport(case_id)
@@ -218,7 +223,7 @@ def checked_load(
             first = stage_file(cur, file, stage)
             plans[table] = check_staged(cur, stage, file, table, first)
             staged[table] = stage
-        with transaction(cur):
+        with transaction(cur, None if record is None else lambda: record(report)):
             upsert_case(cur, meta, loaded_by)
             for table, stage in staged.items():
                 ins, dup = insert_staged(cur, stage, table, case_id, plans[table])

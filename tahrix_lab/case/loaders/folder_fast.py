@@ -25,7 +25,7 @@ from tahrix_lab.case.loaders.folder_checked import (
     upsert_case,
 )
 from tahrix_lab.case.loaders.report import LoadError, LoadReport
-from tahrix_lab.case.loaders.run import transaction
+from tahrix_lab.case.loaders.run import Recorder, transaction
 from tahrix_lab.case.loaders.sqlparts import EVM_IN as _EVM_IN
 from tahrix_lab.case.loaders.sqlparts import fetch_one, fetch_value
 from tahrix_lab.case.loaders.sqlparts import q as _q
@@ -39,7 +39,11 @@ class _FastPathMiss(Exception):
 
 
 def fast_load(
-    db: CaseDB, meta: dict[str, Any], files: dict[str, Path | None], loaded_by: str
+    db: CaseDB,
+    meta: dict[str, Any],
+    files: dict[str, Path | None],
+    loaded_by: str,
+    record: Recorder | None = None,
 ) -> LoadReport | None:
     """A fresh case from clean CSVs: typed parallel CSV reads straight into the tables.
 
@@ -59,7 +63,7 @@ def fast_load(
     report = LoadReport(case_id)
     staged: list[str] = []
     try:
-        with transaction(cur):
+        with transaction(cur, None if record is None else lambda: record(report)):
             upsert_case(cur, meta, loaded_by)
             for table, file in present.items():
                 if table in GLOBAL_TABLES:  # small: the checked staging with de-duplication

@@ -20,6 +20,9 @@ from tahrix_lab.case.loaders.merge import create_stages, drop_stages, merge_all
 from tahrix_lab.case.loaders.report import FileReport, LoadError, LoadReport
 
 Stager = Callable[[duckdb.DuckDBPyConnection, FileReport], None]
+# Called with the load's report inside its transaction, just before it commits: the manifest
+# step is recorded there, so a step the record refuses or never gets leaves nothing loaded.
+Recorder = Callable[[LoadReport], None]
 
 
 @dataclass
@@ -42,14 +45,19 @@ class LoadStep:
 
 
 @contextmanager
-def transaction(cur: duckdb.DuckDBPyConnection) -> Iterator[None]:
+def transaction(
+    cur: duckdb.DuckDBPyConnection, before_commit: Callable[[], None] | None = None
+) -> Iterator[None]:
     """BEGIN … COMMIT around one load; whatever is raised inside rolls all of it back first.
 
     Every load (exports here, case folders in ``folder_fast`` and ``folder_checked``) writes
-    through this, so a load is all or nothing whichever path it takes."""
+    through this, so a load is all or nothing whichever path it takes. ``before_commit`` runs
+    last inside it (the manifest step: ``Recorder``); if it raises, nothing is loaded."""
     cur.execute("BEGIN")
     try:
         yield
+        if before_commit is not None:
+            before_commit()
     except BaseException:
         cur.execute("ROLLBACK")
         raise
@@ -79,6 +87,7 @@ def run_load(
     steps: Sequence[LoadStep],
     *,
     prelude: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    record: Recorder | None = None,
 ) -> LoadReport:
     case_id = case_id.strip()
     if not case_id:
@@ -88,7 +97,7 @@ def run_load(
         cur = db.cursor()
         current = steps[0].report.file if steps else ""
         try:
-            with transaction(cur):
+            with transaction(cur, None if record is None else lambda: record(report)):
                 cur.execute(
                     "INSERT INTO cases (case_id, title) VALUES (?, ?) ON CONFLICT DO NOTHING",
                     [case_id, case_id],
