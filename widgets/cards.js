@@ -24,8 +24,9 @@ const EVM_HASH = /^0x[0-9a-fA-F]{64}$/;
 const BARE_HASH = /^[0-9a-fA-F]{64}$/;
 const TRON_ADDRESS = /^T[1-9A-HJ-NP-Za-km-z]{33}$/;
 const BTC_ADDRESS = /^(bc1[02-9ac-hj-np-z]{11,87}|[13][1-9A-HJ-NP-Za-km-z]{25,34})$/;
-// Where chips are found in running text (the answer): whole tokens only.
-export const CHIP_IN_TEXT = /(?<![0-9A-Za-z])(0x[0-9a-fA-F]{64}|0x[0-9a-fA-F]{40}|T[1-9A-HJ-NP-Za-km-z]{33}|bc1[02-9ac-hj-np-z]{25,87})(?![0-9A-Za-z])/g;
+// Where chips are found in running text (the answer): whole tokens only. A bare 64-hex hash
+// (Bitcoin, Tron) gets its explorer link once the citations line says which chain holds it.
+export const CHIP_IN_TEXT = /(?<![0-9A-Za-z])(0x[0-9a-fA-F]{64}|0x[0-9a-fA-F]{40}|T[1-9A-HJ-NP-Za-km-z]{33}|bc1[02-9ac-hj-np-z]{25,87}|[0-9a-fA-F]{64})(?![0-9A-Za-z])/g;
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -92,8 +93,6 @@ export function chip(value, chain) {
   const wrap = el("span", "tx-chip");
   wrap.dataset.value = String(value);
   wrap.dataset.kind = id.kind;
-  const c = chain || id.chain;
-  if (c) wrap.dataset.chain = c;
   const text = wrap.appendChild(el("button", "tx-chip-text", shortId(value)));
   text.type = "button";
   text.title = `${value}\nClick to copy`;
@@ -102,7 +101,14 @@ export function chip(value, chain) {
     ev.stopPropagation();
     copy(String(value), wrap);
   });
-  const url = explorerUrl(String(value), id.kind, c);
+  const c = chain || id.chain;
+  if (c) wrap.dataset.chain = c;
+  return linkChip(wrap, c);
+}
+
+/** The chip's explorer link for ``chain`` (null: Blockscan for an EVM value, else none). */
+export function linkChip(wrap, chain) {
+  const url = explorerUrl(wrap.dataset.value, wrap.dataset.kind, chain);
   if (url) {
     const a = wrap.appendChild(el("a", "tx-chip-link", "↗"));
     a.href = url;

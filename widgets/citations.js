@@ -7,6 +7,8 @@
 // loaded; without it the chunk is ignored like any unknown chunk.
 // Everything in the chunk quotes the model or the case: text nodes only, no innerHTML.
 
+import { linkChip } from "./cards.js";
+
 const STATUS_TEXT = { verified: "verified", close: "close", not_found: "not found" };
 const MATCH_FIELDS = ["chain", "tx_hash", "address", "value", "time", "amount", "symbol", "usd_value", "label",
   "category", "role", "flag_type", "severity", "bridge_name", "tool", "path"];
@@ -85,6 +87,17 @@ export function drawCitations(chunk, turnFlow, insert) {
     li.appendChild(citeNode("span", "tx-cite-evidence", evidenceText(c)));
   }
   (insert || ((n) => turnFlow.appendChild(n)))(el);
+  // A bare hash (Bitcoin, Tron: the text does not say which) links to the explorer of the chain
+  // the case holds it on. An EVM chip keeps its Blockscan link: one address may be on several chains.
+  for (const c of list) {
+    const chain = c.status === "verified" && c.match ? c.match.chain : null;
+    if (!chain) continue;
+    for (const chipEl of turnFlow.querySelectorAll(".tx-content .tx-chip:not([data-chain])")) {
+      if (chipEl.dataset.value !== c.text || chipEl.querySelector(".tx-chip-link")) continue;
+      chipEl.dataset.chain = String(chain);
+      linkChip(chipEl, String(chain));
+    }
+  }
   // Mark the answer itself: every content block of this turn.
   for (const c of list) {
     if (c.status === "verified") continue;

@@ -82,6 +82,47 @@ def test_the_citations_line_opens_the_list_and_marks_the_answer(
     assert page.console_errors == []
 
 
+def test_a_bare_hash_in_the_answer_is_a_chip_linked_to_the_chain_the_case_holds_it_on(
+    page: Any, mount_flow: Any, widgets_url: str, ws: Workspace
+) -> None:
+    """A Bitcoin or Tron hash is 64 hex digits with no prefix: the text alone cannot say which
+    explorer shows it. It is a chip (short, copied whole on a click) at once, and gets its
+    explorer link when the citations line says which chain the case holds it on."""
+    btc, tron = (
+        ws.cases.scalar(
+            "SELECT min(tx_hash) FROM transfers WHERE case_id = 'CASE-001' AND chain = ?", [chain]
+        )
+        for chain in ("bitcoin", "tron")
+    )
+    unknown = "cd" * 32  # a bare hash the case does not hold: a chip, never linked, marked not found
+    answer = f"The peel chain starts in tx {btc}; the Tron leg is {tron}. Also {unknown}."
+    backend = FakeBackend([[text(answer)]])
+    session = ws.start_investigation("CASE-001", user="ana")
+    feed = [{"type": "user", "text": "q"}, *chunks(ws.ask(session, "q", backend=backend, model="fake"))]
+    mount_flow(page)
+    assert page.evaluate(MOUNT_CITATIONS, widgets_url) == "function"
+    page.evaluate(
+        "(chunks) => chunks.slice(0, -2).forEach(c => window.flow.push(c))", feed
+    )  # before the line
+    chips = page.locator(".tx-content .tx-chip")
+    assert [c.get_attribute("data-value") for c in chips.all()] == [btc, tron, unknown]
+    assert chips.nth(0).locator(".tx-chip-text").inner_text() == f"{btc[:5]}…{btc[-4:]}"
+    assert page.locator(".tx-content .tx-chip-link").count() == 0  # no chain said: no link yet
+
+    page.evaluate("(chunks) => chunks.slice(-2).forEach(c => window.flow.push(c))", feed)
+    links = [c.locator(".tx-chip-link") for c in chips.all()]
+    assert links[0].get_attribute("href") == f"https://mempool.space/tx/{btc}"
+    assert links[1].get_attribute("href") == f"https://tronscan.org/#/transaction/{tron}"
+    assert links[2].count() == 0
+    assert (
+        page.locator(".tx-content mark.tx-cite-mark[data-status=not_found] .tx-chip").get_attribute(
+            "data-value"
+        )
+        == unknown
+    )
+    assert page.console_errors == []
+
+
 def test_without_citations_js_the_chunk_is_ignored(page: Any, mount_flow: Any, ws: Workspace) -> None:
     mount_flow(page)
     page.evaluate("(chunks) => chunks.forEach(c => window.flow.push(c))", scripted_chunks(ws))
