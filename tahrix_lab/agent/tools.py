@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from tahrix_lab.agent.backends.base import ToolSpec
 from tahrix_lab.agent.bounds import bound
-from tahrix_lab.agent.errors import NeedsApproval, ToolDenied, ToolRetry
+from tahrix_lab.agent.errors import NeedsApproval, ToolDenied, ToolRetry, UserFacingError
 from tahrix_lab.agent.transcript import Part, Session, ToolStatus, utcnow
 
 if TYPE_CHECKING:
@@ -330,6 +330,9 @@ def run_tool(
     except TimeoutError as exc:
         log.warning("tool %s timed out after %ss", name, tool.timeout)
         return outcome("error", error_result("timeout", f"The tool {name} timed out: {exc}."))
+    except UserFacingError as exc:  # a refusal written for the user (a busy case, a bad file): no traceback
+        log.info("tool %s refused: %s", name, exc.message)
+        return outcome("error", error_result(type(exc).__name__, exc.message))
     except Exception as exc:
         log.exception("tool %s failed", name)
         return outcome("error", error_result(type(exc).__name__, str(exc) or type(exc).__name__))

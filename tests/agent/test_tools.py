@@ -2,12 +2,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any, ClassVar
 
 import pytest
 
 from tahrix_lab.agent import Part, Session, Tool, ToolDenied, ToolRegistry, ToolRetry, run_tool
+from tahrix_lab.agent.errors import CaseBusy
 from tahrix_lab.agent.tools import model_facing
 
 SCHEMA = {
@@ -55,6 +57,10 @@ def reg() -> ToolRegistry:
     @r.register()
     def boom(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
         raise ValueError("the node is down")
+
+    @r.register()
+    def busy(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        raise CaseBusy("CASE-7")
 
     @r.register()
     def not_json(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -141,6 +147,23 @@ def test_exception_becomes_structured_error(reg: ToolRegistry) -> None:
     out = run_tool(call("boom", {}), registry=reg)
     assert out.status == "error"
     assert out.result == {"error": {"type": "ValueError", "message": "the node is down"}}
+
+
+def test_an_unexpected_exception_is_logged_with_its_traceback_a_refusal_without(
+    reg: ToolRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug's traceback is the operator's; a refusal written for the user (a busy case, a file
+    with a bad line) is its message, at INFO: in a notebook, Python's last-resort handler would
+    print every WARNING and above as a red traceback under the cell."""
+    caplog.set_level(logging.INFO, logger="tahrix_lab")
+    run_tool(call("boom", {}), registry=reg)
+    out = run_tool(call("busy", {}), registry=reg)
+    assert out.status == "error" and out.result["error"]["type"] == "CaseBusy"
+    assert out.result["error"]["message"] == CaseBusy("CASE-7").message
+    boom, busy = caplog.records
+    assert boom.levelno == logging.ERROR and boom.exc_info is not None
+    assert busy.levelno == logging.INFO and busy.exc_info is None
+    assert busy.getMessage() == f"tool busy refused: {CaseBusy('CASE-7').message}"
 
 
 def test_timeout_becomes_error_without_hanging(reg: ToolRegistry) -> None:
