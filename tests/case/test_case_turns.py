@@ -166,12 +166,22 @@ def test_a_turn_lost_with_its_connection_records_nothing_over_the_other_hosts_st
         ws_c.close()
 
 
-def test_a_host_killed_mid_load_gives_its_turn_back(pg_url: str) -> None:  # noqa: F811
-    """``kill -9`` of a host holding its turn: its session ends with its socket, so the server
-    frees the turn and another host works at once (nothing stuck; its load never committed)."""
-    other = TranscriptStore(pg_url)
+@pytest.fixture(params=["postgresql", "duckdb"])
+def record_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A team's PostgreSQL record, or one workspace file that several processes on this machine
+    share (a notebook, ``tahrix serve``, the CLI: each holds the file only for a burst)."""
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("pg_url"))
+    return str(tmp_path / "tahrix.duckdb")
+
+
+def test_a_host_killed_mid_load_gives_its_turn_back(record_url: str) -> None:
+    """Another process holds the turn: this one is refused by name; ``kill -9`` of that process
+    gives the turn back at once (PostgreSQL ends its session with its socket; on a shared file,
+    the process's lock on ``<file>.turns`` goes with it). Nothing stuck."""
+    other = TranscriptStore(record_url)
     with subprocess.Popen(
-        [sys.executable, "-c", HOLD_A_TURN, pg_url, CASE], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLD_A_TURN, record_url, CASE], stdout=subprocess.PIPE, text=True
     ) as holder:
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

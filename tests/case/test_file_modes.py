@@ -34,7 +34,7 @@ def test_workspace_files_wal_locks_and_evidence_copies_are_0600(tmp_path: Path, 
                 "UPDATE anomaly_flags SET analyst_note = 'x' WHERE flag_id = ?", [flag]
             )
             created = sorted(p.name for p in tmp_path.iterdir())
-            assert {"ws.duckdb", "ws.duckdb.lock"} <= set(created)
+            assert {"ws.duckdb", "ws.duckdb.lock", "ws.duckdb.turns"} <= set(created)
             assert all(_mode(tmp_path / name) == 0o600 for name in created), {
                 n: oct(_mode(tmp_path / n)) for n in created
             }

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from tahrix_lab.agent.errors import CaseBusy, ManifestMoved
+from tahrix_lab.agent.storage.file_locks import case_turn_taken
 from tahrix_lab.agent.storage.interface import (
     MANIFEST_COLUMNS,
     check_manifest_kind,
@@ -69,7 +70,8 @@ class DuckDBManifests:
 
     @contextmanager
     def case_turn(self, case_id: str) -> Iterator[None]:
-        # A DuckDB record file has one process: the turn is a lock of this process.
+        # The threads of this process take turns through a lock of its own; the processes that
+        # share the file (each holds it only for a burst), through a lock beside it.
         path = self._db.path
         where = os.path.realpath(path) if path != ":memory:" else str(id(self._db))  # a file, by any name
         with _TURNS_LOCK:
@@ -77,7 +79,13 @@ class DuckDBManifests:
         if not turn.acquire(blocking=False):
             raise CaseBusy(case_id)
         try:
-            yield
+            if path == ":memory:":
+                yield
+                return
+            with case_turn_taken(where, case_id) as taken:
+                if not taken:
+                    raise CaseBusy(case_id)
+                yield
         finally:
             turn.release()
 

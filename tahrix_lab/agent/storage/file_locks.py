@@ -8,6 +8,8 @@
   no Tahrix process ever tries the file while another holds it.
 - ``Turnstile`` (``<file>.waiters``): the processes waiting for the file hold a shared
   lock on it, so a holder can see that someone waits.
+- ``case_turn_taken`` (``<file>.turns``): a process's turn at one case (a load or detector
+  run and its manifest step), so that two processes sharing the file do not both work on it.
 
 ``flock`` locks belong to the open file description, so they are per process here
 (each process opens its own) and vanish with the process: a ``kill -9`` leaves no lock.
@@ -15,6 +17,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Iterator
@@ -106,6 +109,40 @@ class Turnstile:
                 return False
             fcntl.flock(self._probe, fcntl.LOCK_UN)
             return False
+
+
+_turn_files: dict[str, int] = {}  # <file>.turns → this process's one descriptor of it
+_turn_files_guard = threading.Lock()
+
+
+@contextmanager
+def case_turn_taken(path: str, case_id: str) -> Iterator[bool]:
+    """Whether this process has the case's turn for the block (False: another process has it).
+
+    An exclusive POSIX record lock on one byte of ``<file>.turns``, at an offset hashed from
+    the case id (60 bits: two cases sharing a byte is not a concern). Record locks belong to
+    the process, so threads must take turns among themselves first (``case_turn`` does), and
+    the file stays open for the life of the process: closing any descriptor of it would drop
+    every record lock the process holds there. A ``kill -9`` drops them all."""
+    if fcntl is None:
+        yield True
+        return
+    turns = path + ".turns"
+    with _turn_files_guard:
+        fd = _turn_files.get(turns)
+        if fd is None:
+            fd = _turn_files[turns] = os.open(turns, os.O_RDWR | os.O_CREAT, 0o600)
+    offset = int(hashlib.sha256(case_id.encode()).hexdigest()[:15], 16)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+    except OSError:  # EACCES or EAGAIN: another process holds the byte
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with suppress(OSError):
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
 
 
 # DuckDB creates the database file and its WAL (again after every CHECKPOINT) with the
