@@ -229,6 +229,20 @@ WORDS = {
     "bridge": r"bridge|cross.?chain|chain.?hop",
     "stolen": r"how much|stolen|theft|\btaken|drain|amount|loss",
 }
+# A question that names a kind of flag ("the peel chain", "any dusting?") lists those flags.
+FLAG_WORDS = {
+    "peel_chain": r"\bpeel",
+    "mixer_exposure": r"mixer[ _-]?exposure",
+    "mixer_bulk_deposit": r"bulk[ _-]?deposit",
+    "chain_hopping": r"chain[ _-]?hop",
+    "structuring": r"\bstructur",
+    "repeated_amount": r"repeated[ _-]?amount",
+    "dusting": r"\bdust",
+    "address_poisoning": r"poisoning|address[ _-]?poison",
+    "fresh_address_funding": r"fresh[ _-]?address",
+    "pass_through": r"pass[ _-]?through",
+    "sanctions_exposure": r"sanction",
+}
 
 
 def picked_tools(question: str, messages: Sequence[Message]) -> list[tuple[str, dict[str, Any]]]:
@@ -243,6 +257,9 @@ def picked_tools(question: str, messages: Sequence[Message]) -> list[tuple[str, 
         ids = ", ".join(f"'{f}'" for f in flags)
         calls.append(("run_sql", {"query": "SELECT flag_id, flag_type, severity, score, status, chain, address, tx_hash "
                                            f"FROM anomaly_flags WHERE flag_id IN ({ids})"}))  # fmt: skip
+    for flag_type, pattern in FLAG_WORDS.items():
+        if re.search(pattern, question, re.IGNORECASE):
+            calls.append(("list_flags", {"view": "raw", "flag_type": flag_type, "limit": 5}))
     asks = {k for k, pattern in WORDS.items() if re.search(pattern, question, re.IGNORECASE)}
     if "stolen" in asks:
         roles = _last(messages, "get_case_overview", anywhere=True).get("addresses_with_roles") or []

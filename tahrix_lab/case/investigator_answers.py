@@ -125,10 +125,10 @@ def triage_lines(flags: dict[str, Any], limit: int = 3) -> list[str]:
 
 
 def raw_flag_lines(flags: dict[str, Any], limit: int = 5) -> list[str]:
-    lines = [
-        f"- {plural(flags.get('total') or 0, 'flag')} match; the first {len((flags.get('flags') or [])[:limit])}:"
-    ]
-    for f in (flags.get("flags") or [])[:limit]:
+    total, shown = flags.get("total") or 0, (flags.get("flags") or [])[:limit]
+    more = f"; the first {len(shown)}:" if len(shown) < total else ":"
+    lines = [f"- {plural(total, 'flag')} {'matches' if total == 1 else 'match'}{more}"]
+    for f in shown:
         lines.append(
             f"  - {f['flag_id']}: {f['flag_type']} ({f['severity']}, score {f['score']}) on {f.get('address') or f.get('chain')}"
         )

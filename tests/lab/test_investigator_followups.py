@@ -69,6 +69,8 @@ def test_the_investigation_states_native_amounts_and_true_counts(ws: Workspace) 
         ("What about the bridges?", "find_bridge_events", r"BR-\d{4} \(\w+, (matched|pending)\): \w+ [\d,.]+ "),
         ("How much was stolen?", "list_transfers", r"received 48,000 ETH \(\$156\.6M\) in tx 0x[0-9a-f]{64}"),
         ("Explain FLG-60401e4871", "run_sql", r"flag_id FLG-60401e4871, flag_type pass_through"),
+        ("Show me the peel chain", "list_flags", r"- 1 flag matches:\n  - FLG-[0-9a-f]{10}: peel_chain \(high, "),
+        ("Any dusting or address poisoning?", "list_flags", r"flags? match.*\n  - FLG-[0-9a-f]{10}: address_poisoning"),
         ("Thanks! Anything else?", "get_case_overview", r"CASE-001: Aurora Gate"),
     ],
 )  # fmt: skip
@@ -97,3 +99,13 @@ def test_the_service_model_never_runs_out_of_script() -> None:
     messages += [Message(role="assistant", parts=[Part.of_text("x")])] * 5
     events = list(inv.stream(system=None, messages=messages, tools=[], model="m", inference=None))
     assert events[-1]["kind"] == "done" and any(e["kind"] == "text" for e in events)
+
+
+def test_every_kind_of_flag_has_words_that_ask_for_it() -> None:
+    from tahrix_lab.case.detectors import DETECTORS
+    from tahrix_lab.case.investigator import FLAG_WORDS, picked_tools
+
+    assert set(FLAG_WORDS) == set(DETECTORS)
+    for flag_type in DETECTORS:
+        asked = picked_tools(f"Show me the {flag_type.replace('_', ' ')} flags", [])
+        assert ("list_flags", {"view": "raw", "flag_type": flag_type, "limit": 5}) in asked, flag_type
