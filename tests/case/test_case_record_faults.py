@@ -10,6 +10,8 @@ step", and ``case open`` could only say to start a fresh evidence file."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,9 +91,6 @@ INSIDE = {"load": "refresh_addresses", "folder": "refresh_addresses", "detect": 
 
 def _other_case(files: Path) -> Path:
     """The sample case folder under another case id: a second case loaded from a folder."""
-    import json
-    import shutil
-
     folder = files / "case-2"
     if not folder.exists():
         shutil.copytree(files / "case", folder)
