@@ -238,6 +238,11 @@ export function renderTriage(el, rows, raw, state, opts = {}) {
       for (const [key] of TRIAGE_COLUMNS) {
         const td = tr.appendChild(h("td", "txp-" + key, triageCell(row, key)));
         if (key === "label" || key === "explanation") td.title = String(row[key] ?? "");
+        // In a narrow panel the time and why columns give way to this line under the label (CSS).
+        if (key === "label") {
+          const line = [row.explanation, triageCell(row, "first_time")].filter(Boolean).join(" · ");
+          td.appendChild(h("div", "txp-why-line", line)).title = line;
+        }
       }
       tr.addEventListener("click", () => {
         if (open) state.open.delete(row.row_id);

@@ -299,6 +299,35 @@ def test_flags_panel_opens_on_triage_and_a_row_shows_its_evidence(
     assert page.console_errors == []
 
 
+def test_a_narrow_flags_panel_keeps_why_in_view(page: Any, widgets_url: str, sample: Any) -> None:
+    """The service page's side panel (615 px at 1280-1440 px windows) is narrower than the
+    triage's columns: the time and why move under the label, nothing runs off the panel's edge."""
+    mount(
+        page, widgets_url, {"kind": "flags", "rows": sample["rows"], "raw": sample["raw"], "title": "Flags"}
+    )
+    perp = next(r for r in sample["rows"] if r["role"] == "perpetrator")
+    row = page.locator(f'tr.txp-row[data-row="{perp["row_id"]}"]')
+    scroll = page.locator(".txp-triage-scroll")
+    wide = scroll.evaluate("s => s.scrollWidth <= s.clientWidth")
+    assert wide and row.locator("td.txp-explanation").is_visible()  # wide: the why column
+    assert not row.locator(".txp-why-line").is_visible()
+
+    page.evaluate("() => { document.getElementById('root').style.width = '615px'; }")
+    page.wait_for_function("() => !document.querySelector('td.txp-explanation').checkVisibility()")
+    assert scroll.evaluate("s => s.scrollWidth <= s.clientWidth"), "the table runs off the panel's edge"
+    line = row.locator(".txp-why-line")
+    assert line.is_visible() and line.inner_text().startswith(perp["explanation"][:20])
+    assert line.get_attribute("title") == f"{perp['explanation']} · 2024-03-09 → 2024-03-12"  # whole on hover
+    for cell in ("severity", "label", "chains", "amount_usd", "status"):
+        box, edge = row.locator(f"td.txp-{cell}").bounding_box(), scroll.bounding_box()
+        assert (
+            box is not None and edge is not None and box["x"] + box["width"] <= edge["x"] + edge["width"] + 1
+        )
+    assert row.locator("td.txp-label").evaluate("td => td.firstChild.textContent") == perp["label"]
+    page.locator(".txp-panel").screenshot(path=str(SCREENS / "flags-triage-narrow.png"))
+    assert page.console_errors == []
+
+
 # -- real JupyterLab: the notebook scrolls its panel, not the window ---------------------------------
 NOTEBOOK = [
     "print('\\n'.join(f'line {i}' for i in range(60)))  # enough above the graph to scroll",
