@@ -30,25 +30,16 @@ from tahrix_lab.case.loaders.manifest import fingerprint
 from tahrix_lab.case.workspace import SAMPLE_CASE_ID as CASE
 from tahrix_lab.case.workspace import Workspace
 from tests.agent.storage.pg_server import PgServer
+from tests.agent.storage.test_faults import own_server  # noqa: F401  (a server this module stops)
 from tests.case.test_case_open import OVERRIDE, case_files, evidence, load_on_a
 from tests.case.test_case_turns import export, steps
 
 
-@pytest.fixture(scope="module")
-def own_server() -> Iterator[PgServer]:
-    """A server this module may stop and start without disturbing the others' tests."""
-    server = PgServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        PostgresStore.close_pools()
-        server.destroy()
-
-
 @pytest.fixture
 def host(
-    own_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    own_server: PgServer,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[tuple[Workspace, str]]:
     # Short deadlines: the stopped server is given up on in seconds, not minutes.
     monkeypatch.setenv("TAHRIX_PG_STATEMENT_TIMEOUT", "1")
@@ -103,7 +94,7 @@ def _other_case(files: Path) -> Path:
 def test_a_step_the_record_never_got_leaves_nothing_and_the_same_command_works_again(
     kind: str,
     host: tuple[Workspace, str],
-    own_server: PgServer,
+    own_server: PgServer,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
