@@ -179,7 +179,22 @@ function triageCell(row, key) {
   return v ?? "";
 }
 
-function flagLine(f, onFlag) {
+// Confirm / Dismiss on a flag (the analyst's own decision; FlagsPanel.for_case(..., analyst=...)).
+function decisionButtons(li, f, onDecide) {
+  const status = String(f.status ?? "");
+  for (const [action, text, done] of [["confirm_flag", "Confirm", "confirmed"], ["dismiss_flag", "Dismiss", "dismissed"]]) {
+    if (status === done) continue;
+    const b = li.appendChild(button("txp-decide", text, `${text} ${f.flag_id}: recorded under your name`));
+    b.dataset.action = action;
+    b.addEventListener("click", (ev) => {
+      ev.stopPropagation();
+      for (const other of li.querySelectorAll(".txp-decide")) other.disabled = true;
+      onDecide(String(f.flag_id), action);
+    });
+  }
+}
+
+function flagLine(f, onFlag, onDecide) {
   const li = h("li", "txp-flag");
   li.dataset.flag = String(f.flag_id ?? "");
   li.dataset.severity = String(f.severity ?? "").toLowerCase();
@@ -198,6 +213,7 @@ function flagLine(f, onFlag) {
     const t = li.appendChild(h("span", "txp-flag-tx", shortAddress(tx)));
     t.appendChild(copyButton(String(tx)));
   }
+  if (onDecide) decisionButtons(li, f, onDecide); // last, at the line's right end
   return li;
 }
 
@@ -262,13 +278,13 @@ export function renderTriage(el, rows, raw, state, opts = {}) {
         ` · ${addresses.length} address${addresses.length === 1 ? "" : "es"}` + (row.role ? ` · role: ${row.role}` : "")));
       const ul = td.appendChild(h("ul", "txp-flags"));
       for (const f of row.flags || []) {
-        const li = ul.appendChild(flagLine(f, null));
+        const li = ul.appendChild(flagLine(f, null, opts.onDecide));
         if (state.flag === f.flag_id) li.classList.add("txp-selected");
       }
       for (const rel of row.related || []) {
         td.appendChild(h("div", "txp-evidence-head", `related ${rel.row_id}: ${rel.why}`));
         const rl = td.appendChild(h("ul", "txp-flags"));
-        for (const f of rel.flags || []) rl.appendChild(flagLine(f, null));
+        for (const f of rel.flags || []) rl.appendChild(flagLine(f, null, opts.onDecide));
       }
     }
     if (!shown.length) body.appendChild(h("tr")).appendChild(h("td", "txp-empty", "No flags.")).colSpan = TRIAGE_COLUMNS.length + 1;
@@ -798,7 +814,10 @@ function renderFlagsPanel(model, body) {
     const rows = model.get("rows") || [];
     const raw = model.get("raw") || [];
     if (!rows.length) renderFlags(body, raw, state);
-    else renderTriage(body, rows, raw, state, { onSelect: (row_id) => model.send({ type: "select", row_id }) });
+    else renderTriage(body, rows, raw, state, {
+      onSelect: (row_id) => model.send({ type: "select", row_id }),
+      onDecide: model.get("can_decide") ? (flag_id, action) => model.send({ type: "decide", flag_id, action }) : null,
+    });
   };
   const focus = () => {
     const f = model.get("focus_request") || {};
@@ -864,7 +883,7 @@ function render({ model, el }) {
   head();
   panel.draw();
   const on = [["change:title", head], ["change:error", head], ["change:focus_request", panel.focus],
-    ...(kind === "flags" ? [["change:rows", panel.draw], ["change:raw", panel.draw]]
+    ...(kind === "flags" ? [["change:rows", panel.draw], ["change:raw", panel.draw], ["change:can_decide", panel.draw]]
       : [["change:graph", panel.draw], ["change:note", panel.settle], ["change:error", panel.settle]])];
   for (const [ev, f] of on) model.on(ev, f);
   el.__panel = panel; // test hook: the graph controller lives in the panel's closure

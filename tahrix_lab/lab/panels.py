@@ -7,6 +7,10 @@ them to a workspace::
     graph = FlowGraphPanel.for_case(ws, case_id, max_hops=4, min_usd=1000).follow(chat)
     flags.link(graph)   # a row click highlights its addresses; a flag in a node's details opens its row
 
+``FlagsPanel.for_case(ws, case_id, analyst="ana")`` puts Confirm and Dismiss on
+each flag of an opened row: the analyst's own decision, audited under that name
+(``ws.annotate``), as the assistant's "please confirm it yourself" asks.
+
 ``follow(chat)`` reloads a panel when the assistant's tools report an effect it
 cares about (``flags_changed`` for the flags; ``trace_ready``,
 ``labels_changed``, ``roles_changed`` for the graph). ``graph.focus(address)``
@@ -23,11 +27,14 @@ from typing import Any, Self
 
 import traitlets
 
+from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.lab.graph_panel import FlowGraphPanel, merge_graphs
 from tahrix_lab.lab.panel_base import Panel
 from tahrix_lab.lab.panel_data import FLAG_COLUMNS, flags_data
 
 log = logging.getLogger(__name__)
+
+DECISIONS = {"confirm_flag": "Confirming", "dismiss_flag": "Dismissing"}
 
 
 class FlagsPanel(Panel):
@@ -40,18 +47,48 @@ class FlagsPanel(Panel):
 
     rows = traitlets.List(traitlets.Dict()).tag(sync=True)  # triage rows
     raw = traitlets.List(traitlets.Dict()).tag(sync=True)  # raw flags: flag_id, flag_type, severity, …
+    can_decide = traitlets.Bool(False).tag(sync=True)  # Confirm / Dismiss on each flag of an open row
     refresh_on = frozenset({"flags_changed"})
 
-    def __init__(self, load: Callable[[], Any], **kwargs: Any) -> None:
+    def __init__(
+        self, load: Callable[[], Any], *, decide: Callable[[str, str], Any] | None = None, **kwargs: Any
+    ) -> None:
+        """``decide(flag_id, action)`` (``confirm_flag`` or ``dismiss_flag``) records an analyst's
+        decision; without it the panel only shows the flags."""
         self._on_select: list[Callable[[dict[str, Any]], Any]] = []
-        super().__init__(load, kind="flags", **kwargs)
+        self._decide = decide
+        super().__init__(load, kind="flags", can_decide=decide is not None, **kwargs)
 
     @classmethod
-    def for_case(cls, workspace: Any, case_id: str, **kwargs: Any) -> FlagsPanel:
+    def for_case(
+        cls, workspace: Any, case_id: str, *, analyst: str | None = None, **kwargs: Any
+    ) -> FlagsPanel:
         """The panel on ``workspace.flag_rows(case_id)``: triage rows with label, chain, amount, time,
-        status and a one-line explanation."""
+        status and a one-line explanation. With ``analyst``, each flag can be confirmed or dismissed
+        from the panel, audited under that name."""
         kwargs.setdefault("title", f"Flags · {case_id}")
+        if analyst:
+            kwargs["decide"] = lambda flag_id, action: workspace.annotate(
+                case_id, "flag", flag_id, action, analyst=analyst
+            )
         return cls(lambda: workspace.flag_rows(case_id), **kwargs)
+
+    def decide(self, flag_id: str, action: str) -> None:
+        """Record the analyst's ``confirm_flag`` or ``dismiss_flag`` on ``flag_id`` (as the buttons
+        do) and reload; a refusal shows in the panel and is raised."""
+        if self._decide is None:
+            raise ValueError(
+                "This panel was made without an analyst: FlagsPanel.for_case(..., analyst=NAME)."
+            )
+        if action not in DECISIONS:
+            raise ValueError(f"action must be one of {sorted(DECISIONS)}, not {action!r}.")
+        try:
+            self._decide(flag_id, action)
+        except Exception as exc:
+            why = getattr(exc, "message", None) or exc
+            self.error = f"{DECISIONS[action]} {flag_id} was not recorded: {why}"
+            raise
+        self.refresh()
 
     def _show(self, data: Any) -> None:
         shown = flags_data(data)
@@ -95,6 +132,14 @@ class FlagsPanel(Panel):
         return self
 
     def _on_front_end(self, content: dict[str, Any]) -> None:
+        if content.get("type") == "decide" and self._decide is not None:
+            try:  # a refusal shows in the panel (``error``)
+                self.decide(str(content.get("flag_id")), str(content.get("action")))
+            except UserFacingError as exc:
+                log.info("flags panel: a decision was not recorded: %s", exc.message)
+            except Exception:
+                log.exception("flags panel: a decision was not recorded")
+            return
         if content.get("type") == "select":
             with contextlib.suppress(ValueError):
                 row = next(r for r in self.rows if r.get("row_id") == content.get("row_id"))

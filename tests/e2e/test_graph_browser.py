@@ -299,6 +299,31 @@ def test_flags_panel_opens_on_triage_and_a_row_shows_its_evidence(
     assert page.console_errors == []
 
 
+def test_confirm_and_dismiss_on_a_flag_send_the_analysts_decision(
+    page: Any, widgets_url: str, sample: Any
+) -> None:
+    data = {"kind": "flags", "rows": sample["rows"], "raw": sample["raw"], "title": "Flags"}
+    perp = next(r for r in sample["rows"] if r["role"] == "perpetrator")
+    mount(page, widgets_url, data)  # a panel made without an analyst: no buttons
+    page.locator(f'tr.txp-row[data-row="{perp["row_id"]}"]').click()
+    assert (
+        page.locator(f'tr.txp-evidence[data-row="{perp["row_id"]}"] .txp-flag').count() == perp["flag_count"]
+    )
+    assert page.locator(".txp-decide").count() == 0
+
+    mount(page, widgets_url, {**data, "can_decide": True})
+    page.locator(f'tr.txp-row[data-row="{perp["row_id"]}"]').click()
+    first = page.locator(f'tr.txp-evidence[data-row="{perp["row_id"]}"] .txp-flag').first
+    assert first.locator(".txp-decide").all_inner_texts() == ["Confirm", "Dismiss"]
+    first.locator('.txp-decide[data-action="confirm_flag"]').click()
+    sent = page.evaluate("() => window.panelSent")
+    assert sent[-1] == {"type": "decide", "flag_id": perp["flags"][0]["flag_id"], "action": "confirm_flag"}
+    assert sent[-2]["type"] == "select"  # the click on the button did not toggle the row again
+    assert first.locator(".txp-decide:disabled").count() == 2  # once: until the kernel redraws the row
+    page.locator(".txp-panel").screenshot(path=str(SCREENS / "flags-decide.png"))
+    assert page.console_errors == []
+
+
 def test_a_narrow_flags_panel_keeps_why_in_view(page: Any, widgets_url: str, sample: Any) -> None:
     """The service page's side panel (615 px at 1280-1440 px windows) is narrower than the
     triage's columns: the time and why move under the label, nothing runs off the panel's edge."""

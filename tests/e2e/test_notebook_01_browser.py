@@ -123,6 +123,16 @@ def check_notebook_01(page: Any, server: Any, url: str, shot: str) -> None:
     assert second.locator(".tx-tool-call", has_text="list_transfers(").count() == 1
     reply = second.locator(".tx-content").last.inner_text()
     assert "received 48,000 ETH ($156.6M)" in reply and "21,500,000 USDC ($21.5M)" in reply, reply
+
+    # the assistant's grant is read-only ("please confirm it yourself"): the analyst confirms from the panel
+    row = page.locator(".txp-triage tr.txp-row").first
+    row.scroll_into_view_if_needed()
+    row.click()
+    flag = page.locator(".txp-triage tr.txp-evidence .txp-flag").first
+    flag.locator('.txp-decide[data-action="confirm_flag"]').click()
+    page.locator(".txp-triage tr.txp-row td.txp-status", has_text="confirmed").first.wait_for(timeout=30_000)
+    assert page.locator(".txp-triage .txp-flag", has_text="confirmed").count() == 1
+    assert page.locator(".txp-panel .txp-error").first.inner_text() == ""
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
 

@@ -250,3 +250,30 @@ def test_the_graph_for_a_case_traces_onward_across_the_bridge(case_ws: Any) -> N
     ]  # never its other outflows
     assert pool in graph.added  # the matched leg went on, over the second bridge
     assert graph.note.startswith("Traced onward from Stargate: router")
+
+
+def test_an_analyst_confirms_and_dismisses_flags_from_the_panel(case_ws: Any) -> None:
+    """The assistant's read-only grant says "please confirm it yourself": with ``analyst``, the
+    panel's Confirm and Dismiss record the decision under that name, and the row shows it."""
+    assert FlagsPanel.for_case(case_ws, "CASE-001").can_decide is False  # no name: no buttons
+    flags = FlagsPanel.for_case(case_ws, "CASE-001", analyst="ana")
+    assert flags.can_decide is True
+    peel = next(r for r in flags.rows if "peel_chain" in r["flag_types"])
+    flag_id = peel["flags"][0]["flag_id"]
+    # as the page sends it
+    flags._on_front_end({"type": "decide", "flag_id": flag_id, "action": "confirm_flag"})
+    row = next(r for r in flags.rows if r["row_id"] == peel["row_id"])
+    assert row["flags"][0]["status"] == "confirmed" and "confirmed" in row["status"]
+    assert flags.error == ""
+    audit = case_ws.cases.rows("SELECT actor, action FROM audit_log WHERE target_id = ?", [flag_id])
+    assert audit[-1] == {"actor": "ana", "action": "confirm_flag"}
+
+    flags._on_front_end({"type": "decide", "flag_id": "FLG-0000000000", "action": "dismiss_flag"})
+    assert "Dismissing FLG-0000000000 was not recorded" in flags.error  # calm, in the panel
+    with pytest.raises(ValueError, match="action must be one of"):
+        flags.decide(flag_id, "delete_flag")
+    before = len(flags.raw)
+    # an analyst may change their mind: a dismissed flag leaves the triage
+    flags.decide(flag_id, "dismiss_flag")
+    assert flag_id not in {f["flag_id"] for f in flags.raw} and len(flags.raw) == before - 1
+    assert flags.error == ""
