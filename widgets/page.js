@@ -234,7 +234,17 @@ function showPanels(flags, graph) {
       throw err;
     }
   };
-  panelsShown = showCasePanels({ flagsHost: $("flags-panel"), graphHost: $("graph-panel"), flags, graph, traceFrom });
+  const decide = !flags.can_decide ? null : async (flagId, action) => {
+    try {
+      const path = `/cases/${encodeURIComponent(caseId)}/flags/${encodeURIComponent(flagId)}/decision`;
+      return await api(path, { action });
+    } catch (err) {
+      if (err instanceof HttpError && err.status === 401) signedOut();
+      throw err;
+    }
+  };
+  panelsShown = showCasePanels({ flagsHost: $("flags-panel"), graphHost: $("graph-panel"), flags, graph, traceFrom,
+    decide });
 }
 
 async function chooseCase(id, { keepChat = false } = {}) {

@@ -62,11 +62,29 @@ async function traceOnward(model, nodeId, traceFrom) {
   }
 }
 
+// Confirm / Dismiss from the flags panel: the service records it under the signed-in name and
+// answers with the panel's rows after it (as FlagsPanel.decide reloads in a notebook).
+async function decideFlag(model, flags, msg, decide) {
+  const verb = msg.action === "confirm_flag" ? "Confirming" : "Dismissing";
+  try {
+    const found = await decide(String(msg.flag_id), String(msg.action));
+    Object.assign(flags, { rows: found.rows, raw: found.raw });
+    model.set("error", "");
+    model.set("raw", found.raw);
+    model.set("rows", found.rows);
+  } catch (err) {
+    model.set("error", `${verb} ${msg.flag_id} was not recorded: ${err.message}`);
+    model.set("rows", model.get("rows")); // the buttons come back
+  }
+}
+
 // Draw the flags panel in flagsHost and the graph panel in graphHost; returns their cleanups.
-export function showCasePanels({ flagsHost, graphHost, flags, graph, traceFrom }) {
+export function showCasePanels({ flagsHost, graphHost, flags, graph, traceFrom, decide = null }) {
   let n = 0;
-  const flagsModel = pageModel({ kind: "flags", title: flags.title, error: "", rows: flags.rows, raw: flags.raw, focus_request: {} },
+  const flagsModel = pageModel({ kind: "flags", title: flags.title, error: "", rows: flags.rows, raw: flags.raw,
+    can_decide: Boolean(decide), focus_request: {} },
     (msg) => {
+      if (msg.type === "decide" && decide) return decideFlag(flagsModel, flags, msg, decide);
       if (msg.type !== "select") return;
       // a row click brings its addresses into view in the graph (as FlagsPanel.link does in a notebook)
       const row = flags.rows.find((r) => r.row_id === msg.row_id);

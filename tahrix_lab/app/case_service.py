@@ -7,7 +7,7 @@ module, above both, adapts a ``Workspace`` to what the service needs.
 ``purpose``, ``start_session(store, *, user, case_id)``, ``context_for(store, session)``, ``registry()``,
 and the optional parts: the citations line after each answer (``answer_events``), who may open a
 conversation (``may_open_session``) and the offline model. What the service page shows
-(``cases_for``, ``case_view``, ``trace_onward``, ``turn_citations``, ``session_cases``) is called
+(``cases_for``, ``case_view``, ``trace_onward``, ``decide_flag``, ``turn_citations``, ``session_cases``) is called
 by the page's routes in ``app/workplace.py``.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tahrix_lab.agent.backends.fake import FakeBackend
-from tahrix_lab.agent.errors import ConfigurationError, UserFacingError
+from tahrix_lab.agent.errors import ConfigurationError, ToolRetry, UserFacingError
 from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.agent.tools import ToolRegistry
 from tahrix_lab.agent.transcript import Session
@@ -28,6 +28,10 @@ from tahrix_lab.case.context import CaseContextProvider, Grant
 from tahrix_lab.case.investigator import QUESTION, scripted_backend
 from tahrix_lab.case.tools import CASE_TOOLS
 from tahrix_lab.case.workspace import Workspace, evidence_path
+
+
+class ViewOnly(UserFacingError):
+    """The user may view the case but not change it (a viewer); the page's route answers 403."""
 
 
 class CaseIntegration:
@@ -113,14 +117,35 @@ class CaseIntegration:
         ws = self.workspace
         if part == "examples":
             return {"case": case, "examples": example_questions(ws, case_id)}
-        if part == "flags":
-            return {"title": f"Flags · {case_id}", **flags_data(ws.flag_rows(case_id))}
+        if part == "flags":  # Confirm / Dismiss for those who may investigate it (decide_flag)
+            can_decide = case["role"] in access.RUNS
+            return {
+                "title": f"Flags · {case_id}",
+                "can_decide": can_decide,
+                **flags_data(ws.flag_rows(case_id)),
+            }
         if part == "graph":  # as notebook 01 draws it
             return {
                 "title": f"Fund flow · {case_id}",
                 "graph": graph_data(ws.flow_graph(case_id, **GRAPH_PARAMS)),
             }
         raise ValueError(f"unknown part {part!r}")
+
+    def decide_flag(self, user: str, case_id: str, flag_id: str, action: str) -> dict[str, Any] | None:
+        """The page's Confirm or Dismiss on a flag: ``ws.annotate`` under ``user``'s name; returns the
+        flags panel's rows after it. ``None``: not a case for this user; a viewer gets ``ViewOnly``."""
+        case = self.case_for(user, case_id)
+        if case is None:
+            return None
+        if case["role"] not in access.RUNS:
+            raise ViewOnly(
+                f"You may view case {case_id!r} but not decide on its flags (role {case['role']})."
+            )
+        try:
+            self.workspace.annotate(case_id, "flag", flag_id, action, analyst=user)
+        except ToolRetry as exc:  # the annotate tool's refusal (an unknown flag): the analyst's too
+            raise UserFacingError(exc.message) from None
+        return self.case_view(user, case_id, "flags")
 
     def trace_onward(
         self, user: str, case_id: str, node: dict[str, Any], edges_in: list[dict[str, Any]]

@@ -8,6 +8,7 @@
     GET /api/v1/agent/cases/{case_id}/flags       the flags panel's rows (triage, each with its flags)
     GET /api/v1/agent/cases/{case_id}/graph       the fund-flow graph panel's graph
     POST /api/v1/agent/cases/{case_id}/graph/onward  {node, edges_in}: "Trace onward" from a node
+    POST /api/v1/agent/cases/{case_id}/flags/{flag_id}/decision  {action}: Confirm / Dismiss a flag
     GET /api/v1/agent/conversations               the user's conversations, newest first
     GET /api/v1/agent/conversations/{id}/citations  each stored turn's citations line (not in the transcript)
     POST /api/v1/agent/conversations/{id}/decisions  {call_id, approve, reason}: Approve / Deny, as a job
@@ -30,7 +31,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tahrix_lab.agent.errors import UserFacingError
-from tahrix_lab.app.case_service import CaseIntegration
+from tahrix_lab.app.case_service import CaseIntegration, ViewOnly
 from tahrix_lab.flow import history_chunks
 from tahrix_lab.flow.resources import widgets_dir
 from tahrix_lab.jobs.contract import JobRejected, JobRequest
@@ -78,6 +79,11 @@ class DecisionBody(BaseModel):
     call_id: str = Field(min_length=1, max_length=200, description="The waiting call's id (its tool card).")
     approve: bool
     reason: str | None = Field(default=None, max_length=2000, description="Why, kept in the transcript.")
+
+
+class FlagDecisionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: Literal["confirm_flag", "dismiss_flag"]
 
 
 class OnwardBody(BaseModel):
@@ -151,6 +157,22 @@ async def trace_onward(user: User, cases: Cases, case_id: str, body: OnwardBody)
         return _found(await _thread(cases.trace_onward, user, case_id, body.node, body.edges_in))
     except UserFacingError as exc:  # e.g. a bridge contract with no deposit in this graph
         raise JobRejected(422, str(exc), "node") from None
+
+
+@router.post("/cases/{case_id}/flags/{flag_id}/decision")
+async def flag_decision(
+    user: User, cases: Cases, case_id: str, flag_id: str, body: FlagDecisionBody
+) -> JSONResponse:
+    """The signed-in analyst's Confirm or Dismiss on a flag, audited under their name (a viewer: 403);
+    the flags panel's rows after it."""
+    if cases is None:
+        return _found(None)
+    try:
+        return _found(await _thread(cases.decide_flag, user, case_id, flag_id, body.action))
+    except ViewOnly as exc:
+        raise JobRejected(403, str(exc), "case_id") from None
+    except UserFacingError as exc:  # an unknown flag, a record that cannot be reached
+        raise JobRejected(422, str(exc), "flag_id") from None
 
 
 @router.get("/conversations")

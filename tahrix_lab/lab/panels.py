@@ -27,7 +27,7 @@ from typing import Any, Self
 
 import traitlets
 
-from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.agent.errors import ToolRetry, UserFacingError
 from tahrix_lab.lab.graph_panel import FlowGraphPanel, merge_graphs
 from tahrix_lab.lab.panel_base import Panel
 from tahrix_lab.lab.panel_data import FLAG_COLUMNS, flags_data
@@ -82,6 +82,7 @@ class FlagsPanel(Panel):
             )
         if action not in DECISIONS:
             raise ValueError(f"action must be one of {sorted(DECISIONS)}, not {action!r}.")
+        self.error = ""  # so that a refusal like the last one is still news to the page
         try:
             self._decide(flag_id, action)
         except Exception as exc:
@@ -135,7 +136,7 @@ class FlagsPanel(Panel):
         if content.get("type") == "decide" and self._decide is not None:
             try:  # a refusal shows in the panel (``error``)
                 self.decide(str(content.get("flag_id")), str(content.get("action")))
-            except UserFacingError as exc:
+            except (UserFacingError, ToolRetry) as exc:  # an unknown flag, an unreachable record
                 log.info("flags panel: a decision was not recorded: %s", exc.message)
             except Exception:
                 log.exception("flags panel: a decision was not recorded")

@@ -117,3 +117,61 @@ def test_bob_meets_alices_case_as_a_missing_one(served: tuple[Serve, Path]) -> N
         assert granted.returncode == 0, granted.stderr
         past = client.get(f"{API}/sessions/{session_id}", headers=ALICE).json()
         assert [c["text"] for c in past["chunks"] if c["type"] == "user"] == ["hi"]
+
+
+def test_confirm_and_dismiss_from_the_page_are_the_investigators_only(served: tuple[Serve, Path]) -> None:
+    """The flags panel's Confirm / Dismiss on the service page: recorded under the signed-in name
+    for an investigator; a viewer is refused (403); anyone else meets a missing case (404)."""
+    srv, db = served
+    with httpx.Client(base_url=srv.url, timeout=60) as client:
+        panel = client.get(f"{API}/cases/CASE-001/flags", headers=ALICE).json()
+        assert panel["can_decide"] is True
+        flag_id = panel["rows"][0]["flags"][0]["flag_id"]
+        decided = client.post(
+            f"{API}/cases/CASE-001/flags/{flag_id}/decision", json={"action": "confirm_flag"}, headers=ALICE
+        )
+        assert decided.status_code == 200, decided.text
+        flag = next(f for r in decided.json()["rows"] for f in r["flags"] if f["flag_id"] == flag_id)
+        assert flag["status"] == "confirmed"
+
+        bad = client.post(
+            f"{API}/cases/CASE-001/flags/{flag_id}/decision", json={"action": "delete"}, headers=ALICE
+        )
+        assert bad.status_code == 422 and bad.json()["field"] == "action"
+        unknown = client.post(
+            f"{API}/cases/CASE-001/flags/FLG-0000000000/decision",
+            json={"action": "dismiss_flag"},
+            headers=ALICE,
+        )
+        assert unknown.status_code == 422 and unknown.json()["field"] == "flag_id"
+
+        forbidden = client.post(
+            f"{API}/cases/CASE-001/flags/{flag_id}/decision", json={"action": "dismiss_flag"}, headers=BOB
+        )
+        missing = client.post(
+            f"{API}/cases/CASE-NOPE/flags/{flag_id}/decision", json={"action": "dismiss_flag"}, headers=BOB
+        )
+        assert forbidden.status_code == missing.status_code == 404 and forbidden.json() == missing.json()
+
+        granted = subprocess.run(
+            [sys.executable, "-m", "tahrix_lab.cli", "--db", str(db), "case", "grant", "CASE-001", "bob",
+             "--role", "viewer"],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert granted.returncode == 0, granted.stderr
+        assert client.get(f"{API}/cases/CASE-001/flags", headers=BOB).json()["can_decide"] is False
+        viewer = client.post(
+            f"{API}/cases/CASE-001/flags/{flag_id}/decision", json={"action": "dismiss_flag"}, headers=BOB
+        )
+        assert viewer.status_code == 403
+        assert (
+            viewer.json()["detail"]
+            == "You may view case 'CASE-001' but not decide on its flags (role viewer)."
+        )
+        still = client.get(f"{API}/cases/CASE-001/flags", headers=ALICE).json()
+        assert any(
+            f["flag_id"] == flag_id and f["status"] == "confirmed" for r in still["rows"] for f in r["flags"]
+        )
+    with Workspace(db) as ws:  # audited under the analyst's own name
+        audit = ws.cases.rows("SELECT actor, action FROM audit_log WHERE target_id = ?", [flag_id])
+        assert audit == [{"actor": "alice", "action": "confirm_flag"}]

@@ -320,6 +320,12 @@ def test_confirm_and_dismiss_on_a_flag_send_the_analysts_decision(
     assert sent[-1] == {"type": "decide", "flag_id": perp["flags"][0]["flag_id"], "action": "confirm_flag"}
     assert sent[-2]["type"] == "select"  # the click on the button did not toggle the row again
     assert first.locator(".txp-decide:disabled").count() == 2  # once: until the kernel redraws the row
+    # the kernel could not record it: the panel says so and the buttons come back
+    page.evaluate(
+        "() => window.panelModel.set('error', 'Confirming it was not recorded: the record is down')"
+    )
+    first = page.locator(f'tr.txp-evidence[data-row="{perp["row_id"]}"] .txp-flag').first
+    assert first.locator(".txp-decide:not(:disabled)").count() == 2
     page.locator(".txp-panel").screenshot(path=str(SCREENS / "flags-decide.png"))
     assert page.console_errors == []
 

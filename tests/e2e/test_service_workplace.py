@@ -214,6 +214,37 @@ def test_a_row_click_focuses_the_graph_and_an_unknown_case_is_refused(page: Any,
     assert page.console_errors == []
 
 
+def test_an_analyst_confirms_a_flag_on_the_page(page: Any, server: Any) -> None:
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(server.url + "/?case=CASE-001")
+    page.locator("#token").fill(TOKEN)
+    page.locator("#login button[type=submit]").click()
+    page.get_by_text("Signed in as alice").wait_for(timeout=15_000)
+    row = page.locator("#flags-panel tr.txp-row").first
+    row.wait_for(timeout=15_000)
+    row.click()
+    flag = page.locator("#flags-panel tr.txp-evidence .txp-flag").first
+    flag_id = flag.get_attribute("data-flag")
+    flag.locator('.txp-decide[data-action="confirm_flag"]').click()
+    page.locator("#flags-panel tr.txp-row td.txp-status", has_text="confirmed").first.wait_for(timeout=15_000)
+    confirmed = page.locator(f'#flags-panel .txp-flag[data-flag="{flag_id}"]')
+    assert "confirmed" in confirmed.inner_text()
+    assert confirmed.locator('.txp-decide[data-action="confirm_flag"]').count() == 0  # done: Dismiss is left
+    assert page.locator("#flags-panel .txp-error").is_hidden()
+    # a refusal shows calmly in the panel and gives the buttons back (the service stops answering)
+    page.route(
+        "**/decision", lambda route: route.fulfill(status=503, json={"detail": "The service is busy."})
+    )
+    confirmed.locator('.txp-decide[data-action="dismiss_flag"]').click()
+    error = page.locator("#flags-panel .txp-error")
+    error.wait_for(timeout=10_000)
+    assert error.inner_text() == f"Dismissing {flag_id} was not recorded: The service is busy."
+    assert confirmed.locator(".txp-decide:not(:disabled)").count() == 1
+    assert [
+        e for e in page.console_errors if "status of 503" not in e
+    ] == []  # the browser logs the 503 itself
+
+
 def test_a_plain_chat_service_shows_the_chat_without_case_panels(page: Any, tmp_path: Path) -> None:
     from tahrix_lab.app import workplace
     from tahrix_lab.jobs.http.api import create_app
