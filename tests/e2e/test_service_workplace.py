@@ -83,6 +83,15 @@ def server(tmp_path: Path) -> Iterator[Any]:
         srv.stop()
 
 
+def signed_in(page: Any, url: str) -> None:
+    """The page at ``url`` in a 1400x1000 window, signed in as alice."""
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(url)
+    page.locator("#token").fill(TOKEN)
+    page.locator("#login button[type=submit]").click()
+    page.get_by_text("Signed in as alice").wait_for(timeout=15_000)
+
+
 def idle(page: Any) -> None:
     page.wait_for_function(
         "() => { const r = document.querySelector('#chat .tx-flow-root'); return r && !r.classList.contains('tx-busy'); }",
@@ -95,11 +104,7 @@ def conversation_texts(page: Any) -> list[str]:
 
 
 def test_the_page_is_a_place_to_work(page: Any, server: Any, triage_rows: list[str]) -> None:
-    page.set_viewport_size({"width": 1400, "height": 1000})
-    page.goto(server.url + "/")
-    page.locator("#token").fill(TOKEN)
-    page.locator("#login button[type=submit]").click()
-    page.get_by_text("Signed in as alice").wait_for(timeout=15_000)
+    signed_in(page, server.url + "/")
 
     # the case picker holds the workspace's cases; picking one shows its examples and panels
     assert page.locator("#case option").evaluate_all("os => os.map(o => o.value)") == ["CASE-001"]
@@ -185,11 +190,7 @@ def test_the_page_is_a_place_to_work(page: Any, server: Any, triage_rows: list[s
 
 
 def test_a_row_click_focuses_the_graph_and_an_unknown_case_is_refused(page: Any, server: Any) -> None:
-    page.set_viewport_size({"width": 1400, "height": 1000})
-    page.goto(server.url + "/?case=NOPE")
-    page.locator("#token").fill(TOKEN)
-    page.locator("#login button[type=submit]").click()
-    page.get_by_text("Signed in as alice").wait_for(timeout=15_000)
+    signed_in(page, server.url + "/?case=NOPE")
     # a case one may not open falls back to the first one listed
     page.locator("#flags-panel tr.txp-row").first.wait_for(timeout=15_000)
     assert page.locator("#case").input_value() == "CASE-001"
@@ -215,11 +216,7 @@ def test_a_row_click_focuses_the_graph_and_an_unknown_case_is_refused(page: Any,
 
 
 def test_an_analyst_confirms_a_flag_on_the_page(page: Any, server: Any) -> None:
-    page.set_viewport_size({"width": 1400, "height": 1000})
-    page.goto(server.url + "/?case=CASE-001")
-    page.locator("#token").fill(TOKEN)
-    page.locator("#login button[type=submit]").click()
-    page.get_by_text("Signed in as alice").wait_for(timeout=15_000)
+    signed_in(page, server.url + "/?case=CASE-001")
     row = page.locator("#flags-panel tr.txp-row").first
     row.wait_for(timeout=15_000)
     row.click()
