@@ -344,7 +344,9 @@ def test_a_narrow_flags_panel_keeps_why_in_view(page: Any, widgets_url: str, sam
     assert not row.locator(".txp-why-line").is_visible()
 
     page.evaluate("() => { document.getElementById('root').style.width = '615px'; }")
-    page.wait_for_function("() => !document.querySelector('td.txp-explanation').checkVisibility()")
+    page.wait_for_function(
+        "() => document.querySelector('td.txp-explanation').getBoundingClientRect().width < 1"
+    )
     assert scroll.evaluate("s => s.scrollWidth <= s.clientWidth"), "the table runs off the panel's edge"
     line = row.locator(".txp-why-line")
     assert line.is_visible() and line.inner_text().startswith(perp["explanation"][:20])
@@ -355,6 +357,18 @@ def test_a_narrow_flags_panel_keeps_why_in_view(page: Any, widgets_url: str, sam
             box is not None and edge is not None and box["x"] + box["width"] <= edge["x"] + edge["width"] + 1
         )
     assert row.locator("td.txp-label").evaluate("td => td.firstChild.textContent") == perp["label"]
+    # an opened row's flags wrap inside the panel: every flag's Confirm / Dismiss can be reached
+    page.evaluate("() => { window.panelModel.set('can_decide', true); }")
+    row.click()
+    label = row.locator("td.txp-label").bounding_box()
+    assert label is not None and label["width"] >= 150  # not squeezed by the opened row's span
+    assert scroll.evaluate("s => s.scrollWidth <= s.clientWidth")
+    edge = scroll.bounding_box()
+    for b in page.locator(f'tr.txp-evidence[data-row="{perp["row_id"]}"] .txp-decide').all():
+        box = b.bounding_box()
+        assert (
+            box is not None and edge is not None and box["x"] + box["width"] <= edge["x"] + edge["width"] + 1
+        )
     page.locator(".txp-panel").screenshot(path=str(SCREENS / "flags-triage-narrow.png"))
     assert page.console_errors == []
 

@@ -222,6 +222,8 @@ def test_an_analyst_confirms_a_flag_on_the_page(page: Any, server: Any) -> None:
     row.click()
     flag = page.locator("#flags-panel tr.txp-evidence .txp-flag").first
     flag_id = flag.get_attribute("data-flag")
+    # the side panel is narrower than the table's columns: nothing of the opened row is out of view
+    assert page.locator("#flags-panel .txp-triage-scroll").evaluate("s => s.scrollWidth <= s.clientWidth")
     flag.locator('.txp-decide[data-action="confirm_flag"]').click()
     page.locator("#flags-panel tr.txp-row td.txp-status", has_text="confirmed").first.wait_for(timeout=15_000)
     confirmed = page.locator(f'#flags-panel .txp-flag[data-flag="{flag_id}"]')
