@@ -319,6 +319,7 @@ def test_confirm_and_dismiss_on_a_flag_send_the_analysts_decision(
     sent = page.evaluate("() => window.panelSent")
     assert sent[-1] == {"type": "decide", "flag_id": perp["flags"][0]["flag_id"], "action": "confirm_flag"}
     assert sent[-2]["type"] == "select"  # the click on the button did not toggle the row again
+    page.locator(".txp-panel").screenshot(path=str(SCREENS / "flags-decide.png"))
     assert first.locator(".txp-decide:disabled").count() == 2  # once: until the kernel redraws the row
     # the kernel could not record it: the panel says so and the buttons come back
     page.evaluate(
@@ -326,7 +327,6 @@ def test_confirm_and_dismiss_on_a_flag_send_the_analysts_decision(
     )
     first = page.locator(f'tr.txp-evidence[data-row="{perp["row_id"]}"] .txp-flag').first
     assert first.locator(".txp-decide:not(:disabled)").count() == 2
-    page.locator(".txp-panel").screenshot(path=str(SCREENS / "flags-decide.png"))
     assert page.console_errors == []
 
 
