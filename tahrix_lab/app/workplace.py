@@ -22,6 +22,7 @@ A service of plain chat sessions has no case service: ``/cases`` says so.
 
 # No `from __future__ import annotations`: FastAPI must see the route's dependency types itself.
 
+import logging
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -30,7 +31,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tahrix_lab.agent.errors import UserFacingError
+from tahrix_lab.agent.errors import StoreUnavailableError, UserFacingError
 from tahrix_lab.app.case_service import CaseIntegration, ViewOnly
 from tahrix_lab.flow import history_chunks
 from tahrix_lab.flow.resources import widgets_dir
@@ -43,6 +44,9 @@ MAX_CONVERSATIONS = 100
 NO_CASE = "There is no case with this id."
 NO_CASES = "This service runs plain chat sessions: it has no cases."
 NO_RUNNER = "This process does not hold the cases and transcripts; ask the worker's process."
+RECORD_DOWN = "The case record is unreachable right now. Please try again in a moment."
+
+log = logging.getLogger(__name__)
 
 
 def _runner(request: Request) -> JobRunner:
@@ -104,6 +108,7 @@ def mount(app: FastAPI) -> None:
     """The page, its static files (no token: the page asks for one) and its data routes, on the job
     service's app (``jobs.server.build(..., extend=mount)``)."""
     app.include_router(router, prefix=PREFIX, responses=ERRORS)
+    app.add_exception_handler(StoreUnavailableError, _record_down)
     widgets = widgets_dir()
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -111,6 +116,13 @@ def mount(app: FastAPI) -> None:
         return HTMLResponse((widgets / "page.html").read_text())
 
     app.mount("/static", StaticFiles(directory=widgets), name="static")
+
+
+async def _record_down(request: Request, exc: Exception) -> JSONResponse:
+    """The team's PostgreSQL record did not answer (down, frozen, every connection busy): a calm,
+    retryable 503 for the page; the server it names goes to the log only."""
+    log.error("the case record is unreachable: %s", exc)
+    return JSONResponse({"detail": RECORD_DOWN, "field": None}, status_code=503, headers={"Retry-After": "5"})
 
 
 router = APIRouter()
