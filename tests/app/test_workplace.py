@@ -16,7 +16,7 @@ from tahrix_lab.app.case_service import case_integration
 from tahrix_lab.case.workspace import Workspace, sample_case_dir
 from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.server import Settings, build
-from tests.jobs.conftest import AppServer
+from tests.jobs.conftest import AppServer, over_http
 from tests.jobs.test_case_service import ask
 
 API = "/api/v1/agent"
@@ -41,15 +41,8 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ht
         tokens=TOKENS, db=str(tmp_path / "t.duckdb"), backend="fake", fake_script=str(script), api_docs=True
     )
     built = build(cfg, case_integration, extend=workplace.mount)
-    assert built.service is not None
-    try:
-        with (
-            AppServer(create_app(built.service)) as srv,
-            httpx.Client(base_url=srv.url, timeout=60) as client,
-        ):
-            yield client, built
-    finally:
-        built.close()
+    with over_http(built) as client:
+        yield client, built
 
 
 def test_cases_examples_and_panels_come_from_the_case(served: tuple[httpx.Client, Any]) -> None:

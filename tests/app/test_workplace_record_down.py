@@ -14,11 +14,10 @@ import pytest
 from tahrix_lab.agent.storage import PostgresStore
 from tahrix_lab.app import workplace
 from tahrix_lab.app.case_service import case_integration
-from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.server import Settings, build
 from tests.agent.storage.pg_server import PgServer
 from tests.agent.storage.test_faults import own_server  # noqa: F401  (a server this module stops)
-from tests.jobs.conftest import AppServer
+from tests.jobs.conftest import over_http
 
 API = "/api/v1/agent"
 ALICE = {"Authorization": "Bearer alice-token-123"}
@@ -38,15 +37,10 @@ def served(
     url = own_server.url(own_server.create_database())
     built = build(Settings(tokens={"alice-token-123": "alice"}, db=url, backend="fake"), case_integration,
                   extend=workplace.mount)  # fmt: skip
-    assert built.service is not None
     try:
-        with (
-            AppServer(create_app(built.service)) as srv,
-            httpx.Client(base_url=srv.url, timeout=60) as client,
-        ):
+        with over_http(built) as client:
             yield client, own_server
     finally:
-        built.close()
         PostgresStore.close_pools()
 
 

@@ -7,8 +7,11 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 import redis
 
@@ -142,6 +145,22 @@ class AppServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+@contextmanager
+def over_http(built: Any, timeout: float = 60) -> Iterator[httpx.Client]:
+    """A client of ``built``'s service served on loopback; ``built`` is closed at the end."""
+    from tahrix_lab.jobs.http.api import create_app
+
+    assert built.service is not None
+    try:
+        with (
+            AppServer(create_app(built.service)) as srv,
+            httpx.Client(base_url=srv.url, timeout=timeout) as client,
+        ):
+            yield client
+    finally:
+        built.close()
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -16,12 +16,11 @@ import pytest
 
 from tahrix_lab.agent.backends.fake import FakeBackend
 from tahrix_lab.jobs.domain import ChatIntegration, demo_registry
-from tahrix_lab.jobs.http.api import create_app
 from tahrix_lab.jobs.runner import CLIENT_HISTORY
 from tahrix_lab.jobs.server import Built, Settings, build
 from tahrix_lab.web.guards import Limits
 
-from .conftest import AppServer
+from .conftest import over_http
 
 JOB = "/api/v1/agent/chat-stream-job"
 ALICE = {"Authorization": "Bearer alice-token-123"}
@@ -51,15 +50,8 @@ def service(
     built = build(
         cfg, lambda _t: ChatIntegration(registry=demo_registry()), backend=FakeBackend.from_script(script)
     )
-    assert built.service is not None
-    try:
-        with (
-            AppServer(create_app(built.service)) as srv,
-            httpx.Client(base_url=srv.url, timeout=30) as client,
-        ):
-            yield client, built
-    finally:
-        built.close()
+    with over_http(built, timeout=30) as client:
+        yield client, built
 
 
 def run_job(
