@@ -101,13 +101,12 @@ export function chip(value, chain) {
     ev.stopPropagation();
     copy(String(value), wrap);
   });
-  const c = chain || id.chain;
-  if (c) wrap.dataset.chain = c;
-  return linkChip(wrap, c);
+  return linkChip(wrap, chain || id.chain);
 }
 
-/** The chip's explorer link for ``chain`` (null: Blockscan for an EVM value, else none). */
+/** The chip's chain and its explorer link for it (null: Blockscan for an EVM value, else none). */
 export function linkChip(wrap, chain) {
+  if (chain) wrap.dataset.chain = chain;
   const url = explorerUrl(wrap.dataset.value, wrap.dataset.kind, chain);
   if (url) {
     const a = wrap.appendChild(el("a", "tx-chip-link", "↗"));

@@ -94,7 +94,6 @@ export function drawCitations(chunk, turnFlow, insert) {
     if (!chain) continue;
     for (const chipEl of turnFlow.querySelectorAll(".tx-content .tx-chip:not([data-chain])")) {
       if (chipEl.dataset.value !== c.text || chipEl.querySelector(".tx-chip-link")) continue;
-      chipEl.dataset.chain = String(chain);
       linkChip(chipEl, String(chain));
     }
   }

@@ -73,8 +73,7 @@ async function decideFlag(model, flags, msg, decide) {
     model.set("raw", found.raw);
     model.set("rows", found.rows);
   } catch (err) {
-    model.set("error", `${verb} ${msg.flag_id} was not recorded: ${err.message}`);
-    model.set("rows", model.get("rows")); // the buttons come back
+    model.set("error", `${verb} ${msg.flag_id} was not recorded: ${err.message}`); // redrawn: buttons back
   }
 }
 

@@ -109,7 +109,7 @@ class CaseIntegration:
     def case_view(self, user: str, case_id: str, part: str) -> dict[str, Any] | None:
         """``part`` of a case for the page: ``examples`` (questions to start from), ``flags`` (the flags
         panel's rows) or ``graph`` (the fund-flow graph panel's graph); ``None``: not a case for this user."""
-        from tahrix_lab.lab.panel_data import flags_data, graph_data  # the notebook panels' own shapes
+        from tahrix_lab.lab.panel_data import graph_data  # the notebook panels' own shapes
 
         case = self.case_for(user, case_id)
         if case is None:
@@ -117,13 +117,8 @@ class CaseIntegration:
         ws = self.workspace
         if part == "examples":
             return {"case": case, "examples": example_questions(ws, case_id)}
-        if part == "flags":  # Confirm / Dismiss for those who may investigate it (decide_flag)
-            can_decide = case["role"] in access.RUNS
-            return {
-                "title": f"Flags · {case_id}",
-                "can_decide": can_decide,
-                **flags_data(ws.flag_rows(case_id)),
-            }
+        if part == "flags":
+            return self._flags_view(case)
         if part == "graph":  # as notebook 01 draws it
             return {
                 "title": f"Fund flow · {case_id}",
@@ -145,7 +140,18 @@ class CaseIntegration:
             self.workspace.annotate(case_id, "flag", flag_id, action, analyst=user)
         except ToolRetry as exc:  # the annotate tool's refusal (an unknown flag): the analyst's too
             raise UserFacingError(exc.message) from None
-        return self.case_view(user, case_id, "flags")
+        return self._flags_view(case)
+
+    def _flags_view(self, case: dict[str, Any]) -> dict[str, Any]:
+        """The flags panel's data; Confirm / Dismiss for those who may investigate the case."""
+        from tahrix_lab.lab.panel_data import flags_data
+
+        case_id = case["case_id"]
+        return {
+            "title": f"Flags · {case_id}",
+            "can_decide": case["role"] in access.RUNS,
+            **flags_data(self.workspace.flag_rows(case_id)),
+        }
 
     def trace_onward(
         self, user: str, case_id: str, node: dict[str, Any], edges_in: list[dict[str, Any]]

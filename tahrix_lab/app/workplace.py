@@ -37,7 +37,7 @@ from tahrix_lab.flow import history_chunks
 from tahrix_lab.flow.resources import widgets_dir
 from tahrix_lab.jobs.contract import JobRejected, JobRequest
 from tahrix_lab.jobs.domain import layers
-from tahrix_lab.jobs.http.api import ERRORS, PREFIX, User
+from tahrix_lab.jobs.http.api import ERRORS, PREFIX, User, problem
 from tahrix_lab.jobs.runner import JobRunner
 
 MAX_CONVERSATIONS = 100
@@ -122,7 +122,7 @@ async def _record_down(request: Request, exc: Exception) -> JSONResponse:
     """The team's PostgreSQL record did not answer (down, frozen, every connection busy): a calm,
     retryable 503 for the page; the server it names goes to the log only."""
     log.error("the case record is unreachable: %s", exc)
-    return JSONResponse({"detail": RECORD_DOWN, "field": None}, status_code=503, headers={"Retry-After": "5"})
+    return problem(503, RECORD_DOWN, **{"Retry-After": "5"})
 
 
 router = APIRouter()

@@ -142,7 +142,7 @@ def _apply(cur: Any, cid: str, kind: str, key: str, value: dict[str, Any] | None
 
 # -- what a detector run reads that analysts change (a manifest step's ``inputs``) -----------
 ROLE_COLUMNS = ("chain", "address", "role", "added_by", "note")
-ANALYSTS = "label_id LIKE 'LBL-A-%'"
+ANALYSTS = "label_id LIKE 'LBL-A-%'"  # analysts' labels: annotations, not evidence
 
 
 def detector_inputs(db: CaseDB, case_id: str) -> dict[str, list[dict[str, Any]]]:

@@ -34,6 +34,7 @@ from typing import Any
 from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.case.db import CaseDB
 from tahrix_lab.case.loaders.report import FileReport, LoadReport
+from tahrix_lab.case.record_sync import ANALYSTS
 
 # What the fingerprint covers, per table: the columns that are evidence (not when it was
 # loaded, not what analysts decided on it: flag status and notes live in the record).
@@ -52,7 +53,7 @@ FINGERPRINT_COLUMNS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 # Analysts' labels (``LBL-A-`` ids) are annotations: they live in the record and reach every
 # host through it, so they are not evidence a load or detector run made.
-FINGERPRINT_WHERE = {"labels": "label_id NOT LIKE 'LBL-A-%'"}
+FINGERPRINT_WHERE = {"labels": f"NOT ({ANALYSTS})"}
 _COUNTS = ("rows_read", "inserted", "merged", "filled", "conflicting", "unpriced", "unknown_decimals")
 
 
