@@ -138,9 +138,11 @@ def test_a_turn_lost_with_its_connection_records_nothing_over_the_other_hosts_st
     monkeypatch.setenv("TAHRIX_USER", "ana")
     paused = PausedLoad(ws_a, theirs, monkeypatch)
     with psycopg.connect(pg_url, autocommit=True) as admin:  # the server ends A's turn's session
+        # With a timeout, pg_terminate_backend waits until the session has exited and so let its
+        # lock go; without one it returns once signalled, and B could still find the turn taken.
         killed = admin.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' "
-            "AND classid = 2048548356 AND granted"
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) FROM pg_locks "
+            "WHERE locktype = 'advisory' AND classid = 2048548356 AND granted"
         ).fetchone()
     assert killed == (1,)
 
