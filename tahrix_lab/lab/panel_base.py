@@ -15,13 +15,14 @@ from typing import Any, Self
 import anywidget
 import traitlets
 
-from tahrix_lab.flow.resources import widget_file
+from tahrix_lab.flow.resources import widget_bundle, widget_file
 
 log = logging.getLogger("tahrix_lab.lab.panels")
 
 
 class Panel(anywidget.AnyWidget):
-    _esm = widget_file("panels.js").read_text(encoding="utf-8")  # the graph panel adds its library
+    # each module after what it imports; the graph panel adds its library
+    _esm = widget_bundle("panel_kit.js", "flags.js", "graph_model.js", "graph.js", "panels.js")
     _css = widget_file("panels.css").read_text(encoding="utf-8")
 
     kind = traitlets.Unicode("").tag(sync=True)

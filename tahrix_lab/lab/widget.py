@@ -17,7 +17,6 @@ on a Stop as it receives it (``kernel_wait.route_stop``; on older kernels
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -39,7 +38,7 @@ from tahrix_lab.agent.transcript import Session
 from tahrix_lab.case.citations import with_citations
 from tahrix_lab.case.context import CaseContextProvider
 from tahrix_lab.flow import Chunk, compact, history_chunks, to_chunk
-from tahrix_lab.flow.resources import widget_file
+from tahrix_lab.flow.resources import widget_bundle, widget_file
 from tahrix_lab.lab.chat_transport import FLUSH_S, SNAPSHOT_S, ChatTransport
 from tahrix_lab.lab.kernel_wait import route_early, wait_for_thread
 from tahrix_lab.lab.run_log import RunLog
@@ -50,17 +49,6 @@ log = logging.getLogger(__name__)
 
 EffectCallback = Callable[[dict[str, Any]], Any]
 FOLLOW_UP_MODES = ("keep", "replace")
-
-
-# The renderer's own modules, in dependency order, then the anywidget glue.
-BUNDLE = ("cards.js", "citations.js", "flow.js", "chat.js")
-_LOCAL_IMPORT = re.compile(r'^import \{[^}]*\} from "\./[\w.-]+";\n', re.MULTILINE)
-
-
-def _bundle() -> str:
-    # anywidget serves _esm as one module from a blob URL, where a relative
-    # import cannot resolve: the files are joined and their imports of each other dropped.
-    return "\n".join(_LOCAL_IMPORT.sub("", widget_file(name).read_text(encoding="utf-8")) for name in BUNDLE)
 
 
 class ChatWidget(anywidget.AnyWidget):
@@ -74,7 +62,7 @@ class ChatWidget(anywidget.AnyWidget):
     ``follow_up_instruction``, ``retry``, ``pricer`` …).
     """
 
-    _esm = _bundle()
+    _esm = widget_bundle("cards.js", "citations.js", "flow.js", "chat.js")  # each after what it imports
     _css = "\n".join(widget_file(name).read_text(encoding="utf-8") for name in ("flow.css", "citations.css"))
 
     chunks = traitlets.List(traitlets.Dict()).tag(sync=True)  # the snapshot before the current run

@@ -578,7 +578,7 @@ def test_streaming_tail_continues_the_rendered_paragraph(page: Any, mount_flow: 
 # -- the notebook glue (widgets/chat.js) with a stand-in anywidget model -------------
 CHAT_JS = """async ([base, state]) => {
   // Join cards.js, flow.js and chat.js (their relative imports dropped) and import them from a
-  // blob URL, as ChatWidget and anywidget do (lab/widget.py, _bundle).
+  // blob URL, as ChatWidget and anywidget do (flow/resources.py, widget_bundle).
   const parts = await Promise.all(['cards.js', 'flow.js', 'chat.js'].map(async (f) => (await fetch(base + '/' + f)).text()));
   const src = parts.map((p) => p.replace(/^import \\{[^}]*\\} from "\\.\\/[\\w.-]+";\\n/gm, '')).join('\\n');
   const mod = await import(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })));
