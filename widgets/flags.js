@@ -208,9 +208,26 @@ export function renderTriage(el, rows, raw, state, opts = {}) {
 }
 
 // -- anywidget glue ----------------------------------------------------------------
+// "Dismissed FLG-… · Undo": the panel's last decision, taken back on a click (a dismissed flag
+// leaves the triage, so the notice is where the analyst can still reach it).
+function drawNotice(notice, last, onUndo) {
+  notice.replaceChildren();
+  notice.hidden = !(last && last.audit_id);
+  if (notice.hidden) return;
+  const done = last.action === "confirm_flag" ? "Confirmed" : "Dismissed";
+  notice.appendChild(h("span", null, `${done} ${last.flag_id}.`));
+  const undo = notice.appendChild(button("txp-undo", "Undo", `Take back: ${done.toLowerCase()} ${last.flag_id}`));
+  undo.addEventListener("click", () => {
+    undo.disabled = true;
+    onUndo();
+  });
+}
+
 export function renderFlagsPanel(model, body) {
   const state = { key: "severity", desc: true, filter: "", view: "triage", open: new Set(), selected: null, flag: null };
+  const notice = body.parentNode.insertBefore(h("div", "txp-notice"), body);
   const draw = () => {
+    drawNotice(notice, model.get("last_decision"), () => model.send({ type: "undo" }));
     const rows = model.get("rows") || [];
     const raw = model.get("raw") || [];
     if (!rows.length) renderFlags(body, raw, state);

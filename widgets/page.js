@@ -226,25 +226,20 @@ async function refreshConversations() {
 // -- cases: picker, examples, panels ------------------------------------------------------------
 function showPanels(flags, graph) {
   for (const cleanup of panelsShown) cleanup();
-  const traceFrom = async (node, edgesIn) => {
+  const post = async (path, body) => {
     try {
-      return (await api(`/cases/${encodeURIComponent(caseId)}/graph/onward`, { node, edges_in: edgesIn })).graph;
+      return await api(`/cases/${encodeURIComponent(caseId)}${path}`, body);
     } catch (err) {
       if (err instanceof HttpError && err.status === 401) signedOut();
       throw err;
     }
   };
-  const decide = !flags.can_decide ? null : async (flagId, action) => {
-    try {
-      const path = `/cases/${encodeURIComponent(caseId)}/flags/${encodeURIComponent(flagId)}/decision`;
-      return await api(path, { action });
-    } catch (err) {
-      if (err instanceof HttpError && err.status === 401) signedOut();
-      throw err;
-    }
-  };
+  const traceFrom = async (node, edgesIn) => (await post("/graph/onward", { node, edges_in: edgesIn })).graph;
+  const flag = (flagId) => `/flags/${encodeURIComponent(flagId)}`;
+  const decide = !flags.can_decide ? null : (flagId, action) => post(flag(flagId) + "/decision", { action });
+  const undo = !flags.can_decide ? null : (flagId, auditId) => post(flag(flagId) + "/undo", { audit_id: auditId });
   panelsShown = showCasePanels({ flagsHost: $("flags-panel"), graphHost: $("graph-panel"), flags, graph, traceFrom,
-    decide });
+    decide, undo });
 }
 
 async function chooseCase(id, { keepChat = false } = {}) {

@@ -67,23 +67,40 @@ async function traceOnward(model, nodeId, traceFrom) {
 async function decideFlag(model, flags, msg, decide) {
   const verb = msg.action === "confirm_flag" ? "Confirming" : "Dismissing";
   try {
-    const found = await decide(String(msg.flag_id), String(msg.action));
-    Object.assign(flags, { rows: found.rows, raw: found.raw });
-    model.set("error", "");
-    model.set("raw", found.raw);
-    model.set("rows", found.rows);
+    showFlags(model, flags, await decide(String(msg.flag_id), String(msg.action)));
   } catch (err) {
     model.set("error", `${verb} ${msg.flag_id} was not recorded: ${err.message}`); // redrawn: buttons back
   }
 }
 
+// Undo takes back the panel's last decision (FlagsPanel.undo in a notebook).
+async function undoDecision(model, flags, undo) {
+  const last = model.get("last_decision") || {};
+  if (!last.audit_id) return;
+  try {
+    showFlags(model, flags, await undo(String(last.flag_id), String(last.audit_id)));
+  } catch (err) {
+    model.set("last_decision", {});
+    model.set("error", `Undoing the decision on ${last.flag_id} failed: ${err.message}`);
+  }
+}
+
+function showFlags(model, flags, found) {
+  Object.assign(flags, { rows: found.rows, raw: found.raw });
+  model.set("error", "");
+  model.set("last_decision", found.last_decision || {});
+  model.set("raw", found.raw);
+  model.set("rows", found.rows);
+}
+
 // Draw the flags panel in flagsHost and the graph panel in graphHost; returns their cleanups.
-export function showCasePanels({ flagsHost, graphHost, flags, graph, traceFrom, decide = null }) {
+export function showCasePanels({ flagsHost, graphHost, flags, graph, traceFrom, decide = null, undo = null }) {
   let n = 0;
   const flagsModel = pageModel({ kind: "flags", title: flags.title, error: "", rows: flags.rows, raw: flags.raw,
-    can_decide: Boolean(decide), focus_request: {} },
+    can_decide: Boolean(decide), last_decision: {}, focus_request: {} },
     (msg) => {
       if (msg.type === "decide" && decide) return decideFlag(flagsModel, flags, msg, decide);
+      if (msg.type === "undo" && undo) return undoDecision(flagsModel, flags, undo);
       if (msg.type !== "select") return;
       // a row click brings its addresses into view in the graph (as FlagsPanel.link does in a notebook)
       const row = flags.rows.find((r) => r.row_id === msg.row_id);

@@ -26,6 +26,7 @@ function render({ model, el }) {
   panel.draw();
   const on = [["change:title", head], ["change:error", head], ["change:focus_request", panel.focus],
     ...(kind === "flags" ? [["change:rows", panel.draw], ["change:raw", panel.draw], ["change:can_decide", panel.draw],
+      ["change:last_decision", panel.draw],
       ["change:error", panel.draw]] // a decision refused: the buttons come back
       : [["change:graph", panel.draw], ["change:note", panel.settle], ["change:error", panel.settle]])];
   for (const [ev, f] of on) model.on(ev, f);

@@ -137,9 +137,33 @@ class CaseIntegration:
                 f"You may view case {case_id!r} but not decide on its flags (role {case['role']})."
             )
         try:
-            self.workspace.annotate(case_id, "flag", flag_id, action, analyst=user)
+            done = self.workspace.annotate(case_id, "flag", flag_id, action, analyst=user)
         except ToolRetry as exc:  # the annotate tool's refusal (an unknown flag): the analyst's too
             raise UserFacingError(exc.message) from None
+        last = {"flag_id": flag_id, "action": action, "audit_id": done["audit_id"]}
+        return {**self._flags_view(case), "last_decision": last}
+
+    def undo_flag_decision(
+        self, user: str, case_id: str, flag_id: str, audit_id: str
+    ) -> dict[str, Any] | None:
+        """The page's Undo: takes back ``user``'s own decision ``audit_id`` on ``flag_id`` (any other
+        entry is refused); returns the flags panel's rows after it. ``None`` and ``ViewOnly`` as
+        ``decide_flag``."""
+        case = self.case_for(user, case_id)
+        if case is None:
+            return None
+        if case["role"] not in access.RUNS:
+            raise ViewOnly(
+                f"You may view case {case_id!r} but not decide on its flags (role {case['role']})."
+            )
+        entry = next((e for e in self.workspace.audit_log(case_id) if e["audit_id"] == audit_id), None)
+        if (
+            entry is None
+            or (entry["target_kind"], entry["target_id"]) != ("flag", flag_id)
+            or (entry["action"] not in ("confirm_flag", "dismiss_flag") or entry["actor"] != user)
+        ):
+            raise UserFacingError(f"{audit_id!r} is not a decision of yours on {flag_id}.")
+        self.workspace.revert(audit_id, actor=user, case_id=case_id)
         return self._flags_view(case)
 
     def _flags_view(self, case: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@
     GET /api/v1/agent/cases/{case_id}/graph       the fund-flow graph panel's graph
     POST /api/v1/agent/cases/{case_id}/graph/onward  {node, edges_in}: "Trace onward" from a node
     POST /api/v1/agent/cases/{case_id}/flags/{flag_id}/decision  {action}: Confirm / Dismiss a flag
+    POST /api/v1/agent/cases/{case_id}/flags/{flag_id}/undo  {audit_id}: take back one's own decision
     GET /api/v1/agent/conversations               the user's conversations, newest first
     GET /api/v1/agent/conversations/{id}/citations  each stored turn's citations line (not in the transcript)
     POST /api/v1/agent/conversations/{id}/decisions  {call_id, approve, reason}: Approve / Deny, as a job
@@ -88,6 +89,13 @@ class DecisionBody(BaseModel):
 class FlagDecisionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     action: Literal["confirm_flag", "dismiss_flag"]
+
+
+class UndoBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    audit_id: str = Field(
+        min_length=1, max_length=64, description="The decision's audit id (``last_decision``)."
+    )
 
 
 class OnwardBody(BaseModel):
@@ -185,6 +193,20 @@ async def flag_decision(
         raise JobRejected(403, str(exc), "case_id") from None
     except UserFacingError as exc:  # an unknown flag, a record that cannot be reached
         raise JobRejected(422, str(exc), "flag_id") from None
+
+
+@router.post("/cases/{case_id}/flags/{flag_id}/undo")
+async def flag_undo(user: User, cases: Cases, case_id: str, flag_id: str, body: UndoBody) -> JSONResponse:
+    """Take back the signed-in analyst's own decision on a flag (``last_decision.audit_id`` of the
+    decision's answer); refused when the flag was decided again since. The panel's rows after it."""
+    if cases is None:
+        return _found(None)
+    try:
+        return _found(await _thread(cases.undo_flag_decision, user, case_id, flag_id, body.audit_id))
+    except ViewOnly as exc:
+        raise JobRejected(403, str(exc), "case_id") from None
+    except UserFacingError as exc:  # not their decision, decided again since, the record unreachable
+        raise JobRejected(422, str(exc), "audit_id") from None
 
 
 @router.get("/conversations")

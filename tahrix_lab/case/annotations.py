@@ -170,14 +170,16 @@ def overturn_summary(args: dict[str, Any], before: dict[str, Any]) -> str:
     return f"{verb} flag {args['target']}, now {before['status']} by {before['updated_by']}{with_note}."
 
 
-def revert(db: CaseDB, audit_id: str, *, actor: str) -> dict[str, Any]:
-    """Undo one audited write (itself audited); returns the effect to refresh views."""
+def revert(db: CaseDB, audit_id: str, *, actor: str, case_id: str | None = None) -> dict[str, Any]:
+    """Undo one audited write (itself audited); returns the effect to refresh views. With
+    ``case_id``, only an entry of that case. A flag decided again since is not reverted: that
+    would silently overturn the later decision."""
     if db.record_elsewhere:  # the entry may have been written on another host
-        for case in db.list_cases():
+        for case in [{"case_id": case_id}] if case_id else db.list_cases():
             sync_annotations(db, case["case_id"])
     entry = db.one("SELECT * FROM audit_log WHERE audit_id = ?", [audit_id])
-    if entry is None:
-        raise UserFacingError(f"No audit entry {audit_id!r}.")
+    if entry is None or (case_id is not None and entry["case_id"] != case_id):
+        raise UserFacingError(f"No audit entry {audit_id!r}" + (f" in case {case_id!r}." if case_id else "."))
     if entry["reverted_by"]:
         raise UserFacingError(f"{audit_id} was already reverted by {entry['reverted_by']}.")
     before = json.loads(entry["before"]) if entry["before"] else None
@@ -185,6 +187,15 @@ def revert(db: CaseDB, audit_id: str, *, actor: str) -> dict[str, Any]:
     cid, kind, target = entry["case_id"], entry["target_kind"], entry["target_id"]
     with db.write() as cur:
         if kind == "flag" and before:
+            now = cur.execute(
+                "SELECT status, updated_by FROM anomaly_flags WHERE case_id = ? AND flag_id = ?",
+                [cid, target],
+            ).fetchone()
+            if after and now is not None and tuple(now) != (after["status"], after["updated_by"]):
+                raise UserFacingError(
+                    f"{target} was decided again since ({now[0]} by {now[1]}), so {audit_id} was not "
+                    "reverted: confirm or dismiss the flag instead."
+                )
             cur.execute(
                 "UPDATE anomaly_flags SET status = ?, analyst_note = ?, updated_by = ? WHERE case_id = ? AND flag_id = ?",
                 [before["status"], before["analyst_note"], before["updated_by"], cid, target],

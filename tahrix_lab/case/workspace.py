@@ -302,8 +302,10 @@ class Workspace(WorkspaceFiles):
         result.pop("_effects", None)
         return result
 
-    def revert(self, audit_id: str, *, actor: str) -> dict[str, Any]:
-        return _revert(self.cases, audit_id, actor=actor)
+    def revert(self, audit_id: str, *, actor: str, case_id: str | None = None) -> dict[str, Any]:
+        """Undo one audited write (``audit_id`` from ``annotate``), audited under ``actor``; with
+        ``case_id``, only an entry of that case."""
+        return _revert(self.cases, audit_id, actor=actor, case_id=case_id)
 
     # -- citations and the report (docs/report.md) -------------------------------------
     def verify_citations(

@@ -48,15 +48,23 @@ class FlagsPanel(Panel):
     rows = traitlets.List(traitlets.Dict()).tag(sync=True)  # triage rows
     raw = traitlets.List(traitlets.Dict()).tag(sync=True)  # raw flags: flag_id, flag_type, severity, …
     can_decide = traitlets.Bool(False).tag(sync=True)  # Confirm / Dismiss on each flag of an open row
+    # the panel's last decision, {flag_id, action, audit_id}: what its Undo takes back
+    last_decision = traitlets.Dict().tag(sync=True)
     refresh_on = frozenset({"flags_changed"})
 
     def __init__(
-        self, load: Callable[[], Any], *, decide: Callable[[str, str], Any] | None = None, **kwargs: Any
+        self,
+        load: Callable[[], Any],
+        *,
+        decide: Callable[[str, str], Any] | None = None,
+        undo: Callable[[str], Any] | None = None,
+        **kwargs: Any,
     ) -> None:
         """``decide(flag_id, action)`` (``confirm_flag`` or ``dismiss_flag``) records an analyst's
-        decision; without it the panel only shows the flags."""
+        decision; without it the panel only shows the flags. ``undo(audit_id)`` takes back the
+        decision ``decide`` returned ``{"audit_id": ...}`` for (the panel's Undo)."""
         self._on_select: list[Callable[[dict[str, Any]], Any]] = []
-        self._decide = decide
+        self._decide, self._undo = decide, undo
         super().__init__(load, kind="flags", can_decide=decide is not None, **kwargs)
 
     @classmethod
@@ -65,12 +73,13 @@ class FlagsPanel(Panel):
     ) -> FlagsPanel:
         """The panel on ``workspace.flag_rows(case_id)``: triage rows with label, chain, amount, time,
         status and a one-line explanation. With ``analyst``, each flag can be confirmed or dismissed
-        from the panel, audited under that name."""
+        from the panel, audited under that name, and the last decision undone."""
         kwargs.setdefault("title", f"Flags · {case_id}")
         if analyst:
             kwargs["decide"] = lambda flag_id, action: workspace.annotate(
                 case_id, "flag", flag_id, action, analyst=analyst
             )
+            kwargs["undo"] = lambda audit_id: workspace.revert(audit_id, actor=analyst, case_id=case_id)
         return cls(lambda: workspace.flag_rows(case_id), **kwargs)
 
     def decide(self, flag_id: str, action: str) -> None:
@@ -84,11 +93,30 @@ class FlagsPanel(Panel):
             raise ValueError(f"action must be one of {sorted(DECISIONS)}, not {action!r}.")
         self.error = ""  # so that a refusal like the last one is still news to the page
         try:
-            self._decide(flag_id, action)
+            done = self._decide(flag_id, action)
         except Exception as exc:
             why = getattr(exc, "message", None) or exc
             self.error = f"{DECISIONS[action]} {flag_id} was not recorded: {why}"
             raise
+        audit_id = done.get("audit_id") if isinstance(done, dict) and self._undo is not None else None
+        self.last_decision = {"flag_id": flag_id, "action": action, "audit_id": audit_id} if audit_id else {}
+        self.refresh()
+
+    def undo(self) -> None:
+        """Take back the panel's last decision (as its Undo does) and reload; a refusal (the flag
+        was decided again since) shows in the panel and is raised."""
+        last = self.last_decision
+        if not last.get("audit_id") or self._undo is None:
+            raise ValueError("There is no decision of this panel to undo.")
+        self.error = ""
+        try:
+            self._undo(last["audit_id"])
+        except Exception as exc:
+            why = getattr(exc, "message", None) or exc
+            self.error = f"Undoing the decision on {last['flag_id']} failed: {why}"
+            raise
+        finally:
+            self.last_decision = {}
         self.refresh()
 
     def _show(self, data: Any) -> None:
@@ -133,11 +161,16 @@ class FlagsPanel(Panel):
         return self
 
     def _on_front_end(self, content: dict[str, Any]) -> None:
-        if content.get("type") == "decide" and self._decide is not None:
+        if content.get("type") in ("decide", "undo") and self._decide is not None:
             try:  # a refusal shows in the panel (``error``)
-                self.decide(str(content.get("flag_id")), str(content.get("action")))
+                if content["type"] == "undo":
+                    self.undo()
+                else:
+                    self.decide(str(content.get("flag_id")), str(content.get("action")))
             except (UserFacingError, ToolRetry) as exc:  # an unknown flag, an unreachable record
                 log.info("flags panel: a decision was not recorded: %s", exc.message)
+            except ValueError as exc:  # nothing to undo (a second click)
+                log.info("flags panel: %s", exc)
             except Exception:
                 log.exception("flags panel: a decision was not recorded")
             return

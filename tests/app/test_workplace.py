@@ -171,8 +171,9 @@ def test_the_page_routes_answer_any_input_without_a_server_error(served: tuple[h
             case.validate_response(response, checks=(not_a_server_error,))
 
         check()
-    # cases, a case, its flags or graph, onward, a flag's decision, conversations, citations, decisions
-    assert len(tested) == 8, tested
+    # cases, a case, its flags or graph, onward, a flag's decision and its undo, conversations,
+    # citations, decisions
+    assert len(tested) == 9, tested
     assert failures == []
 
 

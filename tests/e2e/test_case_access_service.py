@@ -175,3 +175,42 @@ def test_confirm_and_dismiss_from_the_page_are_the_investigators_only(served: tu
     with Workspace(db) as ws:  # audited under the analyst's own name
         audit = ws.cases.rows("SELECT actor, action FROM audit_log WHERE target_id = ?", [flag_id])
         assert audit == [{"actor": "alice", "action": "confirm_flag"}]
+
+
+def test_undo_takes_back_ones_own_decision_on_that_flag_only(served: tuple[Serve, Path]) -> None:
+    """The page's Undo: the decision's answer names it (``last_decision``); the undo route takes
+    back that decision of the signed-in analyst on that flag, once, and nothing else."""
+    srv, db = served
+    with httpx.Client(base_url=srv.url, timeout=60) as client:
+        panel = client.get(f"{API}/cases/CASE-001/flags", headers=ALICE).json()
+        flag_id, other_id = [f["flag_id"] for r in panel["rows"] for f in r["flags"] if f["status"] == "new"][
+            :2
+        ]
+        decided = client.post(
+            f"{API}/cases/CASE-001/flags/{flag_id}/decision", json={"action": "dismiss_flag"}, headers=ALICE
+        ).json()
+        last = decided["last_decision"]
+        assert (last["flag_id"], last["action"]) == (flag_id, "dismiss_flag") and last["audit_id"]
+        assert flag_id not in {f["flag_id"] for f in decided["raw"]}  # dismissed: out of the triage
+
+        def undo(flag: str, audit_id: str, who: dict[str, str] = ALICE) -> httpx.Response:
+            return client.post(
+                f"{API}/cases/CASE-001/flags/{flag}/undo", json={"audit_id": audit_id}, headers=who
+            )
+
+        wrong_flag = undo(other_id, last["audit_id"])
+        assert wrong_flag.status_code == 422 and wrong_flag.json()["field"] == "audit_id"
+        assert "is not a decision of yours on" in wrong_flag.json()["detail"]
+        assert undo(flag_id, "AUD-0000000000").status_code == 422
+        assert undo(flag_id, last["audit_id"], BOB).status_code in (403, 404)  # a viewer or a stranger
+        done = undo(flag_id, last["audit_id"])
+        assert done.status_code == 200, done.text
+        assert next(f for f in done.json()["raw"] if f["flag_id"] == flag_id)["status"] == "new"
+        again = undo(flag_id, last["audit_id"])
+        assert again.status_code == 422 and "already reverted by" in again.json()["detail"]
+    with Workspace(db) as ws:
+        audit = ws.cases.rows("SELECT actor, action FROM audit_log WHERE target_id = ?", [flag_id])
+        assert sorted(audit, key=lambda e: e["action"]) == [
+            {"actor": "alice", "action": "dismiss_flag"},
+            {"actor": "alice", "action": "revert:dismiss_flag"},
+        ]

@@ -81,6 +81,34 @@ def test_confirm_and_dismiss_on_a_flag_send_the_analysts_decision(
     assert page.console_errors == []
 
 
+def test_the_last_decision_can_be_undone_from_the_panel(
+    page: Any,
+    widgets_url: str,
+    sample: Any,  # noqa: F811
+) -> None:
+    """A dismissed flag leaves the triage: the notice above it names the decision and offers Undo."""
+    data = {"kind": "flags", "rows": sample["rows"], "raw": sample["raw"], "title": "Flags", "can_decide": True}
+    mount(page, widgets_url, data)
+    notice = page.locator(".txp-notice")
+    assert notice.is_hidden()
+    flag_id = sample["rows"][0]["flags"][0]["flag_id"]
+    page.evaluate(
+        "(f) => window.panelModel.set('last_decision', {flag_id: f, action: 'dismiss_flag', audit_id: 'AUD-1'})",
+        flag_id,
+    )
+    assert notice.is_visible() and notice.inner_text().startswith(f"Dismissed {flag_id}.")
+    page.locator(".txp-panel").screenshot(path=str(SCREENS / "flags-undo.png"))
+    notice.locator(".txp-undo").click()
+    assert page.evaluate("() => window.panelSent")[-1] == {"type": "undo"}
+    assert notice.locator(".txp-undo:disabled").count() == 1  # once
+    page.evaluate("() => window.panelModel.set('last_decision', {})")  # the kernel took it back
+    assert notice.is_hidden()
+    # a decision the kernel did not get an audit id for (a custom decide) offers no Undo
+    page.evaluate("(f) => window.panelModel.set('last_decision', {flag_id: f, action: 'confirm_flag'})", flag_id)
+    assert notice.is_hidden()
+    assert page.console_errors == []
+
+
 def test_a_narrow_flags_panel_keeps_why_in_view(
     page: Any,
     widgets_url: str,

@@ -242,6 +242,15 @@ def test_an_analyst_confirms_a_flag_on_the_page(page: Any, server: Any) -> None:
     assert [
         e for e in page.console_errors if "status of 503" not in e
     ] == []  # the browser logs the 503 itself
+    # the service answers again: the dismissed flag leaves the triage, and Undo brings it back
+    page.unroute("**/decision")
+    confirmed.locator('.txp-decide[data-action="dismiss_flag"]').click()
+    notice = page.locator("#flags-panel .txp-notice")
+    notice.get_by_text(f"Dismissed {flag_id}.").wait_for(timeout=15_000)
+    assert page.locator("#flags-panel .txp-error").is_hidden()
+    notice.locator(".txp-undo").click()
+    notice.wait_for(state="hidden", timeout=15_000)
+    assert "confirmed" in page.locator(f'#flags-panel .txp-flag[data-flag="{flag_id}"]').inner_text()
 
 
 def test_a_plain_chat_service_shows_the_chat_without_case_panels(page: Any, tmp_path: Path) -> None:

@@ -277,3 +277,46 @@ def test_an_analyst_confirms_and_dismisses_flags_from_the_panel(case_ws: Any) ->
     flags.decide(flag_id, "dismiss_flag")
     assert flag_id not in {f["flag_id"] for f in flags.raw} and len(flags.raw) == before - 1
     assert flags.error == ""
+
+
+def test_undo_takes_back_the_panels_last_decision_unless_the_flag_was_decided_again(case_ws: Any) -> None:
+    """A dismissed flag leaves the triage: the panel's notice keeps an Undo for it. Undo restores
+    the flag as it was (audited under the analyst), and refuses once someone decided it again."""
+    flags = FlagsPanel.for_case(case_ws, "CASE-001", analyst="ana")
+    assert flags.last_decision == {}
+    with pytest.raises(ValueError, match="no decision of this panel to undo"):
+        flags.undo()
+    flag = next(f for r in flags.rows for f in r["flags"] if f["status"] == "new")
+    flag_id = flag["flag_id"]
+    flags._on_front_end({"type": "decide", "flag_id": flag_id, "action": "dismiss_flag"})
+    assert flags.last_decision["flag_id"] == flag_id and flags.last_decision["action"] == "dismiss_flag"
+    assert flag_id not in {f["flag_id"] for f in flags.raw}
+    flags._on_front_end({"type": "undo"})  # as the notice's button sends it
+    assert flags.error == "" and flags.last_decision == {}
+    back = next(f for f in flags.raw if f["flag_id"] == flag_id)
+    assert back["status"] == "new"
+    audit = case_ws.cases.rows("SELECT actor, action FROM audit_log WHERE target_id = ?", [flag_id])
+    assert audit[-1] == {"actor": "ana", "action": "revert:dismiss_flag"}
+    flags._on_front_end({"type": "undo"})  # a second click: nothing left to undo, nothing changes
+    assert flags.error == ""
+
+    # bob confirms the flag after ana's decision: ana's Undo must not overturn his
+    flags.decide(flag_id, "dismiss_flag")
+    case_ws.annotate("CASE-001", "flag", flag_id, "confirm_flag", analyst="bob")
+    flags._on_front_end({"type": "undo"})
+    assert (
+        f"Undoing the decision on {flag_id} failed: {flag_id} was decided again since (confirmed by bob)"
+        in (flags.error)
+    )
+    assert flags.last_decision == {}
+    assert next(f for f in case_ws.flags("CASE-001") if f["flag_id"] == flag_id)["status"] == "confirmed"
+
+
+def test_revert_with_a_case_reverts_only_that_cases_entries(case_ws: Any) -> None:
+    from tahrix_lab.agent.errors import UserFacingError
+
+    flag_id = case_ws.flags("CASE-001")[0]["flag_id"]
+    done = case_ws.annotate("CASE-001", "flag", flag_id, "confirm_flag", analyst="ana")
+    with pytest.raises(UserFacingError, match=f"No audit entry '{done['audit_id']}' in case 'CASE-999'"):
+        case_ws.revert(done["audit_id"], actor="ana", case_id="CASE-999")
+    assert case_ws.revert(done["audit_id"], actor="ana", case_id="CASE-001")["reverted"] == done["audit_id"]
