@@ -87,7 +87,13 @@ def test_the_last_decision_can_be_undone_from_the_panel(
     sample: Any,  # noqa: F811
 ) -> None:
     """A dismissed flag leaves the triage: the notice above it names the decision and offers Undo."""
-    data = {"kind": "flags", "rows": sample["rows"], "raw": sample["raw"], "title": "Flags", "can_decide": True}
+    data = {
+        "kind": "flags",
+        "rows": sample["rows"],
+        "raw": sample["raw"],
+        "title": "Flags",
+        "can_decide": True,
+    }
     mount(page, widgets_url, data)
     notice = page.locator(".txp-notice")
     assert notice.is_hidden()
@@ -104,7 +110,9 @@ def test_the_last_decision_can_be_undone_from_the_panel(
     page.evaluate("() => window.panelModel.set('last_decision', {})")  # the kernel took it back
     assert notice.is_hidden()
     # a decision the kernel did not get an audit id for (a custom decide) offers no Undo
-    page.evaluate("(f) => window.panelModel.set('last_decision', {flag_id: f, action: 'confirm_flag'})", flag_id)
+    page.evaluate(
+        "(f) => window.panelModel.set('last_decision', {flag_id: f, action: 'confirm_flag'})", flag_id
+    )
     assert notice.is_hidden()
     assert page.console_errors == []
 
