@@ -11,7 +11,8 @@
   backoff for ``TAHRIX_PG_RETRY`` seconds (30), ``first`` False on a retry (a write may
   have landed: writes are keyed so a retry finds it). No free connection within
   ``TAHRIX_DB_WAIT`` seconds (30; every connection busy, or the server down) is a calm
-  error, as is a statement past its timeout.
+  error, as is a statement past its timeout. The pool's own reconnection attempts back off
+  for at most ``RECONNECT_S`` seconds, so a server that came back is found by the next request.
 - A frozen server (SIGSTOP, a stalled VM) neither answers nor cancels its own statement,
   and libpq would wait for ever: a watchdog closes the socket of a statement still
   running ``GRACE`` seconds after its timeout, which fails it like a dropped connection
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 GRACE = 5.0  # seconds past the statement timeout before the watchdog gives up on the server
+RECONNECT_S = 3.0  # the longest the pool backs off before a request may try the server afresh
 
 
 class Watchdog:
@@ -170,6 +172,10 @@ class Pool:
             kwargs={"autocommit": True, "connect_timeout": max(1, round(wait))},
             configure=configure,
             timeout=wait,
+            # The pool retries a failed connection with a doubling delay for reconnect_timeout: after
+            # an outage of a minute it would wait about a minute more once the server is back. A
+            # short chain ends soon, and the next request starts a fresh one that connects at once.
+            reconnect_timeout=RECONNECT_S,
             name=f"tahrix-record {self.server}",
             open=False,
         )
