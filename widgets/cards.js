@@ -1,6 +1,7 @@
 // Tahrix flow renderer, tool cards: hashes and addresses as chips (shortened,
 // copy on click, a link to the chain's explorer) and tool results as tables.
-// Imported by flow.js; the notebook bundle joins the two (lab/widget.py).
+// Also each tool call's one-line summary. Imported by flow.js and markdown.js; the notebook
+// bundle joins them (tahrix_lab.flow.resources.widget_bundle).
 //
 // Untrusted text only ever goes in through text nodes; an explorer link is
 // built from a fixed base and a value that matched a strict hex/base58 pattern.
@@ -271,4 +272,52 @@ export function approvalCard(box, chunk, onDecide) {
   no.addEventListener("click", () => decide(false));
   if (!onDecide) enable(false, "Decide where this conversation runs (the notebook or the page).");
   return (message) => enable(true, message);
+}
+
+// ---------------------------------------------------------------------------
+// Tool calls at a glance: the call as it reads in code, key arguments inline
+// and shortened, then one line for the result.
+
+const HEX = /^0x[0-9a-fA-F]{16,}$/;
+
+export function shorten(value) {
+  if (value === null || value === undefined) return String(value);
+  if (typeof value === "string") {
+    if (HEX.test(value)) return value.slice(0, 6) + "…" + value.slice(-4);
+    if (/^T[1-9A-HJ-NP-Za-km-z]{30,}$/.test(value) || /^(bc1|[13])[0-9a-zA-Z]{25,}$/.test(value)) {
+      return value.slice(0, 5) + "…" + value.slice(-4);
+    }
+    return value.length > 24 ? JSON.stringify(value.slice(0, 21) + "…") : JSON.stringify(value);
+  }
+  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  if (Array.isArray(value)) return value.length === 1 ? "[" + shorten(value[0]) + "]" : `[${value.length} items]`;
+  return "{…}";
+}
+
+export function inlineArgs(args, max = 4) {
+  if (args === null || args === undefined) return "";
+  if (typeof args !== "object" || Array.isArray(args)) return shorten(args);
+  const entries = Object.entries(args);
+  const bits = entries.slice(0, max).map(([k, v]) => `${k}=${shorten(v)}`);
+  if (entries.length > max) bits.push("…");
+  return bits.join(", ");
+}
+
+// The tool's own one-line headline (case tools write one from the whole result);
+// for a tool that writes none (MCP tools), a neutral count, never a guess.
+export function summarize(result) {
+  if (result === null || result === undefined) return "";
+  if (typeof result !== "object") return shorten(result);
+  if (typeof result.headline === "string") return result.headline;
+  if (typeof result.summary === "string") return result.summary;
+  const n = Object.keys(result).filter((k) => !k.startsWith("_")).length;
+  return n ? `${n} field${n === 1 ? "" : "s"}` : "no result";
+}
+
+// The sentence for the analyst (flow/vocabulary.py writes it); the model's own text stays in the result.
+export function errorText(error, result, note) {
+  if (note) return String(note);
+  if (error && typeof error === "object" && error.message) return String(error.message);
+  if (typeof error === "string") return error;
+  return result && result.message ? String(result.message) : "The tool failed.";
 }

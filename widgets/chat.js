@@ -1,8 +1,9 @@
 // anywidget glue for ChatWidget (tahrix_lab/lab/widget.py).
 //
 // Not a standalone module: anywidget serves `_esm` as one blob URL, where a
-// relative `import` cannot resolve, so Python joins flow.js and this file into
-// one module and `createFlow` is in scope here.
+// relative `import` cannot resolve, so Python joins the renderer's files and
+// this one into one module (tahrix_lab.flow.resources.widget_bundle) and
+// `createFlow` is in scope here.
 //
 // Transport: chunks are numbered (`seq`). The traits `chunks` (the conversation
 // before the current run) + `live` (the current run so far, refreshed every

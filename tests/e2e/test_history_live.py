@@ -128,7 +128,7 @@ def conversation(mode: str, tmp_path: Path) -> tuple[list[tuple[str, dict[str, A
 def draw_live(page: Any, widgets_url: str, mode: str, events: list[tuple[str, dict[str, Any]]]) -> Any:
     page.goto(widgets_url + "/blank.html")
     state = {"chunks": [], "seq": 0, "busy": False, "meter": {}, "follow_up_mode": mode}
-    page.evaluate(CHAT_JS, [widgets_url, state])
+    page.evaluate(CHAT_JS, [ChatWidget._esm, state])
     page.evaluate(
         """(events) => { for (const [kind, body] of events) {
              if (kind === 'message') window.model.message(body); else window.model.update(body); } }""",
@@ -141,7 +141,7 @@ def draw_live(page: Any, widgets_url: str, mode: str, events: list[tuple[str, di
 def draw_history(page: Any, widgets_url: str, mode: str, snapshot: dict[str, Any]) -> Any:
     page.goto(widgets_url + "/blank.html")
     state = {**snapshot, "busy": False, "meter": {}, "follow_up_mode": mode}
-    page.evaluate(CHAT_JS, [widgets_url, state])
+    page.evaluate(CHAT_JS, [ChatWidget._esm, state])
     return page.evaluate(DOM_JS)
 
 

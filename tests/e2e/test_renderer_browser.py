@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from tahrix_lab.lab.widget import ChatWidget
+
 pytestmark = pytest.mark.e2e
 
 BLOCKS_JS = """() => [...document.querySelectorAll('.tx-flow')].map(flow =>
@@ -576,11 +578,9 @@ def test_streaming_tail_continues_the_rendered_paragraph(page: Any, mount_flow: 
 
 
 # -- the notebook glue (widgets/chat.js) with a stand-in anywidget model -------------
-CHAT_JS = """async ([base, state]) => {
-  // Join cards.js, flow.js and chat.js (their relative imports dropped) and import them from a
-  // blob URL, as ChatWidget and anywidget do (flow/resources.py, widget_bundle).
-  const parts = await Promise.all(['cards.js', 'flow.js', 'chat.js'].map(async (f) => (await fetch(base + '/' + f)).text()));
-  const src = parts.map((p) => p.replace(/^import \\{[^}]*\\} from "\\.\\/[\\w.-]+";\\n/gm, '')).join('\\n');
+CHAT_JS = """async ([src, state]) => {
+  // The module anywidget gets (ChatWidget._esm: the renderer's files joined, their relative
+  // imports dropped), imported from a blob URL as anywidget does.
   const mod = await import(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })));
   const handlers = {};
   window.sentToKernel = [];
@@ -606,7 +606,7 @@ def tokens(start: int, end: int) -> list[dict[str, Any]]:
 def test_chat_glue_draws_every_chunk_once_and_resyncs_gaps(page: Any, widgets_url: str) -> None:
     page.goto(widgets_url + "/blank.html")
     snapshot = [{"type": "user", "text": "q"}, {"type": "content", "text": "t0 t1 "}]  # covers 3 chunks
-    page.evaluate(CHAT_JS, [widgets_url, {"chunks": snapshot, "seq": 3, "busy": True, "meter": {},
+    page.evaluate(CHAT_JS, [ChatWidget._esm, {"chunks": snapshot, "seq": 3, "busy": True, "meter": {},
                                           "follow_up_mode": "keep"}])  # fmt: skip
     # a view that opens mid-run asks for what it may have missed
     assert page.evaluate("() => window.sentToKernel") == [{"type": "resync", "since": 3}]
@@ -651,7 +651,7 @@ def test_chat_glue_draws_every_chunk_once_and_resyncs_gaps(page: Any, widgets_ur
 
 def test_chat_glue_text_box_and_stop_talk_to_the_kernel(page: Any, widgets_url: str) -> None:
     page.goto(widgets_url + "/blank.html")
-    page.evaluate(CHAT_JS, [widgets_url, {"chunks": [], "seq": 0, "busy": False, "meter": {},
+    page.evaluate(CHAT_JS, [ChatWidget._esm, {"chunks": [], "seq": 0, "busy": False, "meter": {},
                                           "follow_up_mode": "replace"}])  # fmt: skip
     page.locator(".tx-text").click()
     page.keyboard.type("Where did the funds go?")
