@@ -62,7 +62,9 @@ class ChatWidget(anywidget.AnyWidget):
     ``follow_up_instruction``, ``retry``, ``pricer`` …).
     """
 
-    _esm = widget_bundle("cards.js", "citations.js", "markdown.js", "flow.js", "chat.js")  # each after what it imports
+    _esm = widget_bundle(
+        "cards.js", "citations.js", "markdown.js", "flow.js", "chat.js"
+    )  # each after what it imports
     _css = "\n".join(widget_file(name).read_text(encoding="utf-8") for name in ("flow.css", "citations.css"))
 
     chunks = traitlets.List(traitlets.Dict()).tag(sync=True)  # the snapshot before the current run
