@@ -210,12 +210,13 @@ export function renderTriage(el, rows, raw, state, opts = {}) {
 // -- anywidget glue ----------------------------------------------------------------
 // "Dismissed FLG-… · Undo": the panel's last decision, taken back on a click (a dismissed flag
 // leaves the triage, so the notice is where the analyst can still reach it).
-function drawNotice(notice, last, onUndo) {
+function drawNotice(notice, last, kind, onUndo) {
   notice.replaceChildren();
   notice.hidden = !(last && last.audit_id);
   if (notice.hidden) return;
   const done = last.action === "confirm_flag" ? "Confirmed" : "Dismissed";
-  notice.appendChild(h("span", null, `${done} ${last.flag_id}.`));
+  const what = kind ? ` (${String(kind).replace(/_/g, " ")})` : "";
+  notice.appendChild(h("span", null, `${done} ${last.flag_id}${what}.`));
   const undo = notice.appendChild(button("txp-undo", "Undo", `Take back: ${done.toLowerCase()} ${last.flag_id}`));
   undo.addEventListener("click", () => {
     undo.disabled = true;
@@ -226,14 +227,20 @@ function drawNotice(notice, last, onUndo) {
 export function renderFlagsPanel(model, body) {
   const state = { key: "severity", desc: true, filter: "", view: "triage", open: new Set(), selected: null, flag: null };
   const notice = body.parentNode.insertBefore(h("div", "txp-notice"), body);
+  const kinds = new Map(); // flag id -> its type, kept when decided: a dismissed flag leaves the rows
   const draw = () => {
-    drawNotice(notice, model.get("last_decision"), () => model.send({ type: "undo" }));
+    const last = model.get("last_decision") || {};
+    drawNotice(notice, last, kinds.get(last.flag_id), () => model.send({ type: "undo" }));
     const rows = model.get("rows") || [];
     const raw = model.get("raw") || [];
     if (!rows.length) renderFlags(body, raw, state);
     else renderTriage(body, rows, raw, state, {
       onSelect: (row_id) => model.send({ type: "select", row_id }),
-      onDecide: model.get("can_decide") ? (flag_id, action) => model.send({ type: "decide", flag_id, action }) : null,
+      onDecide: model.get("can_decide") ? (flag_id, action) => {
+        const flag = raw.find((f) => f.flag_id === flag_id);
+        if (flag) kinds.set(flag_id, flag.flag_type);
+        model.send({ type: "decide", flag_id, action });
+      } : null,
     });
   };
   const focus = () => {

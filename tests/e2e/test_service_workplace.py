@@ -244,9 +244,10 @@ def test_an_analyst_confirms_a_flag_on_the_page(page: Any, server: Any) -> None:
     ] == []  # the browser logs the 503 itself
     # the service answers again: the dismissed flag leaves the triage, and Undo brings it back
     page.unroute("**/decision")
+    kind = confirmed.locator(".txp-flag-type").inner_text()
     confirmed.locator('.txp-decide[data-action="dismiss_flag"]').click()
     notice = page.locator("#flags-panel .txp-notice")
-    notice.get_by_text(f"Dismissed {flag_id}.").wait_for(timeout=15_000)
+    notice.get_by_text(f"Dismissed {flag_id} ({kind}).").wait_for(timeout=15_000)  # what it was, too
     assert page.locator("#flags-panel .txp-error").is_hidden()
     notice.locator(".txp-undo").click()
     notice.wait_for(state="hidden", timeout=15_000)
