@@ -129,13 +129,9 @@ class CaseIntegration:
     def decide_flag(self, user: str, case_id: str, flag_id: str, action: str) -> dict[str, Any] | None:
         """The page's Confirm or Dismiss on a flag: ``ws.annotate`` under ``user``'s name; returns the
         flags panel's rows after it. ``None``: not a case for this user; a viewer gets ``ViewOnly``."""
-        case = self.case_for(user, case_id)
+        case = self._deciding(user, case_id)
         if case is None:
             return None
-        if case["role"] not in access.RUNS:
-            raise ViewOnly(
-                f"You may view case {case_id!r} but not decide on its flags (role {case['role']})."
-            )
         try:
             done = self.workspace.annotate(case_id, "flag", flag_id, action, analyst=user)
         except ToolRetry as exc:  # the annotate tool's refusal (an unknown flag): the analyst's too
@@ -149,13 +145,9 @@ class CaseIntegration:
         """The page's Undo: takes back ``user``'s own decision ``audit_id`` on ``flag_id`` (any other
         entry is refused); returns the flags panel's rows after it. ``None`` and ``ViewOnly`` as
         ``decide_flag``."""
-        case = self.case_for(user, case_id)
+        case = self._deciding(user, case_id)
         if case is None:
             return None
-        if case["role"] not in access.RUNS:
-            raise ViewOnly(
-                f"You may view case {case_id!r} but not decide on its flags (role {case['role']})."
-            )
         entry = next((e for e in self.workspace.audit_log(case_id) if e["audit_id"] == audit_id), None)
         if (
             entry is None
@@ -165,6 +157,15 @@ class CaseIntegration:
             raise UserFacingError(f"{audit_id!r} is not a decision of yours on {flag_id}.")
         self.workspace.revert(audit_id, actor=user, case_id=case_id)
         return self._flags_view(case)
+
+    def _deciding(self, user: str, case_id: str) -> dict[str, Any] | None:
+        """The case, for one who may decide on its flags; ``None``: not a case for this user."""
+        case = self.case_for(user, case_id)
+        if case is not None and case["role"] not in access.RUNS:
+            raise ViewOnly(
+                f"You may view case {case_id!r} but not decide on its flags (role {case['role']})."
+            )
+        return case
 
     def _flags_view(self, case: dict[str, Any]) -> dict[str, Any]:
         """The flags panel's data; Confirm / Dismiss for those who may investigate the case."""

@@ -24,6 +24,7 @@ A service of plain chat sessions has no case service: ``/cases`` says so.
 # No `from __future__ import annotations`: FastAPI must see the route's dependency types itself.
 
 import logging
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -187,12 +188,7 @@ async def flag_decision(
     the flags panel's rows after it."""
     if cases is None:
         return _found(None)
-    try:
-        return _found(await _thread(cases.decide_flag, user, case_id, flag_id, body.action))
-    except ViewOnly as exc:
-        raise JobRejected(403, str(exc), "case_id") from None
-    except UserFacingError as exc:  # an unknown flag, a record that cannot be reached
-        raise JobRejected(422, str(exc), "flag_id") from None
+    return await _deciding(cases.decide_flag, "flag_id", user, case_id, flag_id, body.action)
 
 
 @router.post("/cases/{case_id}/flags/{flag_id}/undo")
@@ -201,12 +197,18 @@ async def flag_undo(user: User, cases: Cases, case_id: str, flag_id: str, body: 
     decision's answer); refused when the flag was decided again since. The panel's rows after it."""
     if cases is None:
         return _found(None)
+    return await _deciding(cases.undo_flag_decision, "audit_id", user, case_id, flag_id, body.audit_id)
+
+
+async def _deciding(work: Callable[..., Any], field: str, *args: Any) -> JSONResponse:
+    """A decision on a flag: a viewer gets 403; a refusal (an unknown flag, not one's decision,
+    decided again since) a 422 naming ``field``."""
     try:
-        return _found(await _thread(cases.undo_flag_decision, user, case_id, flag_id, body.audit_id))
+        return _found(await _thread(work, *args))
     except ViewOnly as exc:
         raise JobRejected(403, str(exc), "case_id") from None
-    except UserFacingError as exc:  # not their decision, decided again since, the record unreachable
-        raise JobRejected(422, str(exc), "audit_id") from None
+    except UserFacingError as exc:
+        raise JobRejected(422, str(exc), field) from None
 
 
 @router.get("/conversations")
