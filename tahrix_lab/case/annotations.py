@@ -180,12 +180,14 @@ def revert(db: CaseDB, audit_id: str, *, actor: str, case_id: str | None = None)
     entry = db.one("SELECT * FROM audit_log WHERE audit_id = ?", [audit_id])
     if entry is None or (case_id is not None and entry["case_id"] != case_id):
         raise UserFacingError(f"No audit entry {audit_id!r}" + (f" in case {case_id!r}." if case_id else "."))
-    if entry["reverted_by"]:
-        raise UserFacingError(f"{audit_id} was already reverted by {entry['reverted_by']}.")
     before = json.loads(entry["before"]) if entry["before"] else None
     after = json.loads(entry["after"]) if entry["after"] else None
     cid, kind, target = entry["case_id"], entry["target_kind"], entry["target_id"]
     with db.write() as cur:
+        # checked under the write lock: two Undo clicks at once revert once
+        (reverted_by,) = cur.execute("SELECT reverted_by FROM audit_log WHERE audit_id = ?", [audit_id]).fetchone()
+        if reverted_by:
+            raise UserFacingError(f"{audit_id} was already reverted by {reverted_by}.")
         if kind == "flag" and before:
             now = cur.execute(
                 "SELECT status, updated_by FROM anomaly_flags WHERE case_id = ? AND flag_id = ?",

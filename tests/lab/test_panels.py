@@ -320,3 +320,30 @@ def test_revert_with_a_case_reverts_only_that_cases_entries(case_ws: Any) -> Non
     with pytest.raises(UserFacingError, match=f"No audit entry '{done['audit_id']}' in case 'CASE-999'"):
         case_ws.revert(done["audit_id"], actor="ana", case_id="CASE-999")
     assert case_ws.revert(done["audit_id"], actor="ana", case_id="CASE-001")["reverted"] == done["audit_id"]
+
+
+def test_two_undos_at_once_revert_once(case_ws: Any) -> None:
+    import threading
+
+    from tahrix_lab.agent.errors import UserFacingError
+
+    done = case_ws.annotate("CASE-001", "address", "0x" + "ab" * 20, "add_label", {"label": "desk", "category": "exchange"},
+                            analyst="ana",
+                            chain="ethereum")  # fmt: skip
+    start, outcomes = threading.Barrier(4), []
+
+    def undo() -> None:
+        start.wait()
+        try:
+            outcomes.append(case_ws.revert(done["audit_id"], actor="ana", case_id="CASE-001")["audit_id"])
+        except UserFacingError as exc:
+            outcomes.append(exc.message)
+
+    threads = [threading.Thread(target=undo) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(o.startswith(f"{done['audit_id']} was already reverted by") for o in outcomes) == 3, outcomes
+    reverts = case_ws.cases.rows("SELECT audit_id FROM audit_log WHERE action = 'revert:add_label'")
+    assert len(reverts) == 1
