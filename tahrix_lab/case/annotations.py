@@ -185,7 +185,9 @@ def revert(db: CaseDB, audit_id: str, *, actor: str, case_id: str | None = None)
     cid, kind, target = entry["case_id"], entry["target_kind"], entry["target_id"]
     with db.write() as cur:
         # checked under the write lock: two Undo clicks at once revert once
-        (reverted_by,) = cur.execute("SELECT reverted_by FROM audit_log WHERE audit_id = ?", [audit_id]).fetchone()
+        (reverted_by,) = cur.execute(
+            "SELECT reverted_by FROM audit_log WHERE audit_id = ?", [audit_id]
+        ).fetchone()
         if reverted_by:
             raise UserFacingError(f"{audit_id} was already reverted by {reverted_by}.")
         if kind == "flag" and before:
