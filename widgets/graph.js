@@ -7,7 +7,7 @@
 import { h, button, money, shortAddress, day, when, copyButton, explorerLink } from "./panel_kit.js";
 import {
   GROUPS, GROUP, EDGE_KINDS, MAX_NODES, NODE_FONT, MIN_READABLE_PX, nodeAddress, nodeName,
-  amountText, graphElements, GRAPH_STYLE,
+  amountText, graphElements, GRAPH_STYLE, taintText,
 } from "./graph_model.js";
 import { SEVERITY, flagLine } from "./flags.js";
 
@@ -43,7 +43,7 @@ function nodeDetails(drawer, cy, n, opts) {
     ["address", addr, addrRow], ["chain", n.chain], ["role", n.role], ["label", n.label],
     ["category", n.category ? String(n.category).replace(/_/g, " ") : ""],
     ["label source", [n.label_source, n.label_confidence].filter(Boolean).join(" · ")],
-    ["entity", n.label_entity], ["hop", n.hop], ["tainted", SHOW(n.tainted_usd) ? money(n.tainted_usd) : ""],
+    ["entity", n.label_entity], ["hop", n.hop], ["tainted", taintText(n, money).replace(/^tainted /, "")],
     ["held here", SHOW(n.held_usd) && Number(n.held_usd) > 0 ? money(n.held_usd) : ""],
     ["traced in", node.length ? `${money(sum(node.incomers("edge")))} · ${node.incomers("edge").length} flows` : ""],
     ["traced out", node.length ? `${money(sum(node.outgoers("edge")))} · ${node.outgoers("edge").length} flows` : ""],

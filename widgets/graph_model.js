@@ -37,6 +37,18 @@ export function groupOf(n) {
   return c ? "service" : "hop";
 }
 
+// What a node's taint reads as. Zero is not always "no stolen funds here": none arrives at the
+// trace's start (it sends the taint), and a swap router or a bridge contract passes it on to the
+// swap's or the crossing's recipient, where it is counted.
+export function taintText(n, format) {
+  const known = n.tainted_usd !== undefined && n.tainted_usd !== null && n.tainted_usd !== "";
+  if (known && Number(n.tainted_usd) > 0) return "tainted " + format(n.tainted_usd);
+  if (known && Number(n.hop) === 0) return "trace start";
+  if (n.bridge_contract) return "bridge contract";
+  if (known && /dex|swap/.test(String(n.category ?? "").toLowerCase())) return "swap: passed on";
+  return known ? "tainted " + format(n.tainted_usd) : "";
+}
+
 // The name an analyst uses: the label, else the role, else the hop ("start" only when nothing better is known).
 export function nodeName(n) {
   if (n.name) return String(n.name);
@@ -108,10 +120,8 @@ export function graphElements(graph) {
     const group = groupOf(n);
     const lines = [fitText(nodeName(n), NODE_FONT),
       fitText(shortAddress(nodeAddress(n)) + (n.chain && n.chain !== mainChain ? ` · ${n.chain}` : ""), NODE_FONT, "400")];
-    const taint = Number(n.tainted_usd);
-    if (n.tainted_usd !== undefined && n.tainted_usd !== null && (taint > 0 || !n.bridge_contract)) {
-      lines.push("tainted " + compactUsd(n.tainted_usd));
-    } else if (n.bridge_contract) lines.push("bridge contract");
+    const taint = taintText(n, compactUsd);
+    if (taint) lines.push(taint);
     elements.push({
       group: "nodes",
       data: {

@@ -168,6 +168,28 @@ def test_graph_reads_at_fit_and_clicks_land_after_scrolling(page: Any, widgets_u
     assert page.console_errors == []
 
 
+def test_a_node_never_reads_tainted_0_where_taint_passed(page: Any, widgets_url: str, sample: Any) -> None:
+    """No taint arrives at the trace's start (it sends it) and a swap router passes it on: "tainted $0"
+    there would read as "no stolen funds here"."""
+    mount(page, widgets_url, {"kind": "graph", "graph": sample["graph"]})
+    page.wait_for_function(f"() => {CY} && {CY}.nodes().length === {len(sample['graph']['nodes'])}")
+    shown = page.evaluate(f"() => Object.fromEntries({CY}.nodes().map(n => [n.id(), n.data('display')]))")
+    nodes = {n["id"]: n for n in sample["graph"]["nodes"]}
+    perp = "ethereum:0x33736dcca7f0c99e80b5244a4767e1fa79823eb2"
+    router = next(i for i, n in nodes.items() if n["category"] == "defi_dex" and n["tainted_usd"] == 0)
+    assert nodes[perp]["hop"] == 0 and nodes[perp]["tainted_usd"] == 0  # the trace's start
+    assert shown[perp].endswith("trace start") and shown[router].endswith("swap: passed on")
+    assert not [i for i, text in shown.items() if "tainted $0" in text]
+    assert all(
+        "tainted " in shown[i] for i, n in nodes.items() if (n.get("tainted_usd") or 0) > 0
+    )  # the others keep their figure
+    click_node(page, perp)
+    wait_for_details(page, "perpetrator")
+    row = page.locator(".txp-drawer dt", has_text="tainted").locator("xpath=following-sibling::dd[1]")
+    assert row.inner_text() == "trace start"
+    assert page.console_errors == []
+
+
 def test_an_edge_click_lists_its_transactions(page: Any, widgets_url: str, sample: Any) -> None:
     mount(page, widgets_url, {"kind": "graph", "graph": sample["graph"]})
     page.wait_for_function(f"() => {CY} && {CY}.nodes().length > 3")
