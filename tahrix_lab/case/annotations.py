@@ -185,11 +185,9 @@ def revert(db: CaseDB, audit_id: str, *, actor: str, case_id: str | None = None)
     cid, kind, target = entry["case_id"], entry["target_kind"], entry["target_id"]
     with db.write() as cur:
         # checked under the write lock: two Undo clicks at once revert once
-        (reverted_by,) = cur.execute(
-            "SELECT reverted_by FROM audit_log WHERE audit_id = ?", [audit_id]
-        ).fetchone()
-        if reverted_by:
-            raise UserFacingError(f"{audit_id} was already reverted by {reverted_by}.")
+        now = cur.execute("SELECT reverted_by FROM audit_log WHERE audit_id = ?", [audit_id]).fetchone()
+        if now and now[0]:
+            raise UserFacingError(f"{audit_id} was already reverted by {now[0]}.")
         if kind == "flag" and before:
             now = cur.execute(
                 "SELECT status, updated_by FROM anomaly_flags WHERE case_id = ? AND flag_id = ?",
