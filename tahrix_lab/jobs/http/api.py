@@ -240,7 +240,7 @@ def create_app(service: Service) -> ASGIApp:
         "lasts longer than the `wait` you ask for (at most 25 s).",
     )
     app.state.service = service
-    # Starting and cancelling jobs block (DuckDB, Redis) and run in threads; allow many at once.
+    # Cancelling a job blocks (Redis) and runs in a thread; allow many at once.
     poll_limiter = anyio.CapacityLimiter(2000)
 
     @app.exception_handler(_Refused)
@@ -277,7 +277,7 @@ def create_app(service: Service) -> ASGIApp:
         responses={
             **ERRORS,
             422: {"model": Problem},
-            429: {"model": Problem, "description": "Budget refused."},
+            429: {"model": Problem, "description": "Too many answers running for this user."},
         },
     )
     async def start_job(body: ChatJobBody, user: User) -> dict[str, Any]:

@@ -24,7 +24,6 @@ from tahrix_lab.jobs.contract import (
 @dataclass
 class _MemJob:
     user: str
-    request: dict[str, Any]
     session_id: str | None = None
     fold: Fold = field(default_factory=Fold)
     log: ChunkLog = field(default_factory=ChunkLog)
@@ -78,7 +77,6 @@ class MemoryJobStore(JobStore):
                     raise CapReached(max_running)
             self._jobs[job_id] = _MemJob(
                 user=user,
-                request=request,
                 session_id=request.get("session_id"),
                 queue_position=queue_position,
             )

@@ -194,8 +194,6 @@ class Waker:
                     if time.monotonic() - swept > TAIL_IDLE_S / 3:
                         self._sweep()
                         swept = time.monotonic()
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:  # Redis down or restarted: listen again shortly
                 log.debug("wake-up channel lost: %s", exc)
                 self.listening = False
