@@ -2,7 +2,7 @@
 // Dismiss where the analyst may decide) and the raw table. Text from the case goes in through
 // text nodes only, never innerHTML.
 
-import { h, button, compactUsd, shortAddress, day, copyButton } from "./panel_kit.js";
+import { h, button, compactUsd, plural, shortAddress, day, copyButton } from "./panel_kit.js";
 
 export const SEVERITY = { critical: 5, high: 4, medium: 3, low: 2, info: 1 };
 
@@ -45,7 +45,7 @@ export function renderFlags(el, rows, state = { key: "severity", desc: true }, b
     const shown = list
       .filter((r) => !q || FLAG_COLUMNS.some((c) => String(r[c] ?? "").toLowerCase().includes(q)))
       .sort((a, b) => (state.desc ? -1 : 1) * compare(a, b, state.key));
-    count.textContent = `${shown.length} of ${list.length} flags`;
+    count.textContent = `${shown.length} of ${plural(list.length, "flag")}`;
     head.replaceChildren();
     for (const col of FLAG_COLUMNS) {
       const th = head.appendChild(h("th", null, col.replace("_", " ")));
@@ -154,7 +154,7 @@ export function renderTriage(el, rows, raw, state, opts = {}) {
     const q = (state.filter || "").toLowerCase();
     const shown = rows.filter((r) => !q || [r.label, r.explanation, (r.chains || []).join(" "), r.severity, r.status,
       ...(r.addresses || []), ...(r.flags || []).map((f) => f.flag_id)].some((v) => String(v ?? "").toLowerCase().includes(q)));
-    count.textContent = `${shown.length} of ${rows.length} rows · ${raw.length} flags`;
+    count.textContent = `${shown.length} of ${plural(rows.length, "row")} · ${plural(raw.length, "flag")}`;
     body.replaceChildren();
     for (const row of shown) {
       const open = state.open.has(row.row_id);
@@ -186,8 +186,8 @@ export function renderTriage(el, rows, raw, state, opts = {}) {
       td.colSpan = TRIAGE_COLUMNS.length + 1;
       const addresses = row.addresses || [];
       td.appendChild(h("div", "txp-evidence-head",
-        `${row.flag_count} flag${row.flag_count === 1 ? "" : "s"} · ${(row.flag_types || []).join(", ").replace(/_/g, " ")}` +
-        ` · ${addresses.length} address${addresses.length === 1 ? "" : "es"}` + (row.role ? ` · role: ${row.role}` : "")));
+        `${plural(row.flag_count, "flag")} · ${(row.flag_types || []).join(", ").replace(/_/g, " ")}` +
+        ` · ${plural(addresses.length, "address", "addresses")}` + (row.role ? ` · role: ${row.role}` : "")));
       const ul = td.appendChild(h("ul", "txp-flags"));
       for (const f of row.flags || []) {
         const li = ul.appendChild(flagLine(f, null, opts.onDecide));

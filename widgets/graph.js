@@ -4,7 +4,7 @@
 // it is loaded with a script tag first. Cytoscape draws on a canvas, so labels
 // from the case are never parsed as HTML; the drawer uses text nodes.
 
-import { h, button, money, shortAddress, day, when, copyButton, explorerLink } from "./panel_kit.js";
+import { h, button, money, plural, shortAddress, day, when, copyButton, explorerLink } from "./panel_kit.js";
 import {
   GROUPS, GROUP, EDGE_KINDS, MAX_NODES, NODE_FONT, MIN_READABLE_PX, nodeAddress, nodeName,
   amountText, graphElements, GRAPH_STYLE, taintText,
@@ -45,10 +45,10 @@ function nodeDetails(drawer, cy, n, opts) {
     ["label source", [n.label_source, n.label_confidence].filter(Boolean).join(" · ")],
     ["entity", n.label_entity], ["hop", n.hop], ["tainted", taintText(n, money).replace(/^tainted /, "")],
     ["held here", SHOW(n.held_usd) && Number(n.held_usd) > 0 ? money(n.held_usd) : ""],
-    ["traced in", node.length ? `${money(sum(node.incomers("edge")))} · ${node.incomers("edge").length} flows` : ""],
-    ["traced out", node.length ? `${money(sum(node.outgoers("edge")))} · ${node.outgoers("edge").length} flows` : ""],
-    ["case in", SHOW(n.in_count) ? `${money(n.in_usd)} · ${n.in_count} transfers` : ""],
-    ["case out", SHOW(n.out_count) ? `${money(n.out_usd)} · ${n.out_count} transfers` : ""],
+    ["traced in", node.length ? `${money(sum(node.incomers("edge")))} · ${plural(node.incomers("edge").length, "flow")}` : ""],
+    ["traced out", node.length ? `${money(sum(node.outgoers("edge")))} · ${plural(node.outgoers("edge").length, "flow")}` : ""],
+    ["case in", SHOW(n.in_count) ? `${money(n.in_usd)} · ${plural(n.in_count, "transfer")}` : ""],
+    ["case out", SHOW(n.out_count) ? `${money(n.out_usd)} · ${plural(n.out_count, "transfer")}` : ""],
     ["first seen", when(n.first_time)], ["via bridge", n.via_bridge],
     ["endpoint", n.endpoint === undefined ? "" : n.endpoint ? "yes (trace stops here)" : ""],
   ]);
@@ -318,7 +318,7 @@ export function createGraph(el, opts = {}) {
       cy.add(elements);
     });
     const nodes = graph.nodes.length, drawn = cy.nodes().length;
-    count.textContent = `${drawn} addresses · ${cy.edges().length} flows` +
+    count.textContent = `${plural(drawn, "address", "addresses")} · ${plural(cy.edges().length, "flow")}` +
       (nodes > MAX_NODES ? ` (first ${MAX_NODES} of ${nodes} drawn)` : "");
     note.textContent = text;
     filterHost.replaceChildren();

@@ -14,6 +14,11 @@ export function button(cls, text, title) {
   return b;
 }
 
+// "1 flow", "3 flows", "1 address", "2 addresses".
+export function plural(n, noun, many = noun + "s") {
+  return `${n} ${Number(n) === 1 ? noun : many}`;
+}
+
 export function money(usd) {
   if (usd === null || usd === undefined || usd === "") return "";
   const v = Number(usd);

@@ -97,12 +97,20 @@ def test_the_last_decision_can_be_undone_from_the_panel(
     mount(page, widgets_url, data)
     notice = page.locator(".txp-notice")
     assert notice.is_hidden()
-    flag_id = sample["rows"][0]["flags"][0]["flag_id"]
+    row = sample["rows"][1]
+    flag = row["flags"][0]
+    flag_id = flag["flag_id"]
+    page.locator(f'tr.txp-row[data-row="{row["row_id"]}"]').click()
+    page.locator(f'.txp-flag[data-flag="{flag_id}"] .txp-decide[data-action="dismiss_flag"]').click()
+    assert page.evaluate("() => window.panelSent")[-1]["type"] == "decide"
+    # the kernel recorded it: the rows without the flag, and the decision with its audit id
     page.evaluate(
-        "(f) => window.panelModel.set('last_decision', {flag_id: f, action: 'dismiss_flag', audit_id: 'AUD-1'})",
-        flag_id,
+        """([f, rows]) => { window.panelModel.set('rows', rows);
+          window.panelModel.set('last_decision', {flag_id: f, action: 'dismiss_flag', audit_id: 'AUD-1'}); }""",
+        [flag_id, [r for r in sample["rows"] if r["row_id"] != row["row_id"]]],
     )
-    assert notice.is_visible() and notice.inner_text().startswith(f"Dismissed {flag_id}.")
+    kind = flag["flag_type"].replace("_", " ")
+    assert notice.is_visible() and notice.inner_text().startswith(f"Dismissed {flag_id} ({kind}).")
     page.locator(".txp-panel").screenshot(path=str(SCREENS / "flags-undo.png"))
     notice.locator(".txp-undo").click()
     assert page.evaluate("() => window.panelSent")[-1] == {"type": "undo"}

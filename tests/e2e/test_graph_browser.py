@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -371,3 +372,25 @@ def test_graph_and_flags_in_jupyterlab(jupyter_lab: Any, page: Any) -> None:
         raise
     finally:
         jupyter_lab.shutdown_kernels()
+
+
+def test_counts_read_in_the_singular_for_one(page: Any, widgets_url: str) -> None:
+    """ "1 flows" and "1 transfers" read as careless; one is singular everywhere the panels count."""
+    a, b = "0x" + "a1" * 20, "0x" + "b2" * 20
+    graph = {
+        "nodes": [
+            {"id": f"ethereum:{a}", "chain": "ethereum", "address": a, "role": "perpetrator", "hop": 0,
+             "tainted_usd": 0.0, "in_usd": 10.0, "in_count": 1, "out_usd": 10.0, "out_count": 1},
+            {"id": f"ethereum:{b}", "chain": "ethereum", "address": b, "hop": 1, "tainted_usd": 10.0},
+        ],
+        "edges": [{"source": f"ethereum:{a}", "target": f"ethereum:{b}", "usd": 10.0, "transfers": 1}],
+    }  # fmt: skip
+    mount(page, widgets_url, {"kind": "graph", "graph": graph})
+    assert page.locator(".txp-count").inner_text() == "2 addresses · 1 flow"
+    page.wait_for_function(f"() => {CY} && {CY}.nodes().length === 2")
+    click_node(page, f"ethereum:{a}")
+    wait_for_details(page, "perpetrator")
+    drawer = page.locator(".txp-drawer").inner_text()
+    assert "· 1 flow\n" in drawer + "\n" and "· 1 transfer\n" in drawer + "\n"
+    assert not re.search(r"\b1 (flows|transfers)\b", drawer)
+    assert page.console_errors == []
