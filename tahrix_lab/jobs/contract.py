@@ -39,6 +39,7 @@ looks for cancel marks on quiet jobs (a write reports the mark on the others).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
@@ -68,14 +69,6 @@ class StoreUnavailable(Exception):
     """The job store cannot be reached (Redis down); the API answers 503."""
 
 
-class CapReached(Exception):
-    """The user already runs the allowed number of jobs; the API answers 429."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        super().__init__(CAP_MESSAGE.format(n=cap))
-
-
 @dataclass
 class Lapsed:
     """A job whose worker stopped renewing its lease, as one reaper claimed it."""
@@ -85,6 +78,12 @@ class Lapsed:
     session_id: str | None
     taken_over: bool  # True: it had produced nothing, and the claimer runs it now
     chunks: list[Chunk] = field(default_factory=list)  # the log, to rebuild the in-flight answer
+
+
+def wake(fut: asyncio.Future[None]) -> None:
+    """Settle a parked poll's future (once: a timer and a write may both try)."""
+    if not fut.done():
+        fut.set_result(None)
 
 
 def end_status(status: EndStatus) -> JobStatus:
@@ -259,6 +258,13 @@ class JobRejected(Exception):
         self.status = status
         self.message = message
         self.field = field
+
+
+class CapReached(JobRejected):
+    """The user already runs the allowed number of jobs: a 429."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(429, CAP_MESSAGE.format(n=cap))
 
 
 # -- leases ---------------------------------------------------------------------------

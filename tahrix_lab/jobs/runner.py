@@ -39,7 +39,6 @@ from tahrix_lab.agent.transcript import Message, Session, new_id
 from tahrix_lab.flow import Chunk, to_chunk
 from tahrix_lab.jobs.contract import (
     DEFAULT_LEASE_S,
-    CapReached,
     EndStatus,
     Holder,
     JobRejected,
@@ -168,11 +167,8 @@ class JobRunner:
         ``{"job_id", "meta"}`` at once. Raises ``JobRejected`` (429 at the per-user cap, 503 while
         shutting down)."""
         position = self._position()
-        try:
-            await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(), queue_position=position,
-                                     max_running=self.max_running_per_user)  # fmt: skip
-        except CapReached as exc:
-            raise JobRejected(429, str(exc)) from None
+        await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(), queue_position=position,
+                                 max_running=self.max_running_per_user)  # fmt: skip
         return self._admitted(req, position)
 
     def _position(self) -> int:

@@ -36,7 +36,7 @@ from tahrix_lab.agent.budget import Budget
 from tahrix_lab.agent.errors import ConfigurationError, StoreLockedError
 from tahrix_lab.agent.secrets import redact_url
 from tahrix_lab.agent.storage import TranscriptStore
-from tahrix_lab.jobs.contract import CapReached, JobRejected, JobRequest, JobStore, StoreUnavailable, Watcher
+from tahrix_lab.jobs.contract import JobRequest, JobStore, StoreUnavailable, Watcher
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, offered
 from tahrix_lab.jobs.http.api import Extension, Service, create_app
 from tahrix_lab.jobs.runner import JobRunner
@@ -279,12 +279,9 @@ def redis_submit(store: RedisJobStore, *, backend: str, model: str, max_running_
                  ) -> Callable[[JobRequest], Awaitable[dict[str, Any]]]:  # fmt: skip
     """The API side: admit and enqueue a request in one step; never waits for the worker."""
 
-    async def submit(req: JobRequest) -> dict[str, Any]:
-        try:
-            waiting = await store.acreate(req.job_id, user=req.user, request=req.to_dict(),
-                                          max_running=max_running_per_user, enqueue=True)  # fmt: skip
-        except CapReached as exc:
-            raise JobRejected(429, str(exc)) from None
+    async def submit(req: JobRequest) -> dict[str, Any]:  # CapReached: the 429 at the per-user cap
+        waiting = await store.acreate(req.job_id, user=req.user, request=req.to_dict(),
+                                      max_running=max_running_per_user, enqueue=True)  # fmt: skip
         meta = {"session_id": req.session_id, "backend": backend, "model": model,
                 "queue_position": max(0, waiting - 1)}  # fmt: skip
         return {"job_id": req.job_id, "meta": meta}

@@ -18,6 +18,7 @@ from tahrix_lab.jobs.contract import (
     JobStore,
     end_status,
     state,
+    wake,
 )
 
 
@@ -35,13 +36,8 @@ class _MemJob:
 
     def wake(self) -> None:
         for loop, fut in self.waiters:
-            loop.call_soon_threadsafe(_resolve, fut)
+            loop.call_soon_threadsafe(wake, fut)
         self.waiters.clear()
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 class MemoryJobStore(JobStore):

@@ -31,6 +31,7 @@ from tahrix_lab.jobs.contract import (
     Lapsed,
     StoreUnavailable,
     state,
+    wake,
 )
 from tahrix_lab.jobs.stores import scripts as lua
 from tahrix_lab.jobs.stores.wake import ScriptBatcher, Waker
@@ -87,11 +88,6 @@ def packing_with_hiredis(base: type) -> type:
         return packed
 
     return type(base.__name__, (base,), {"pack_command": pack_command, "__module__": __name__})
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 RESTARTED = "Redis restarted empty moments ago and this job may not be written back yet"
@@ -307,7 +303,7 @@ class RedisJobStore(JobStore):
                 if remaining <= 0:
                     break
                 # One timer resolves the wake-up future at the deadline (cheaper than wait_for).
-                timer = loop.call_at(deadline, _resolve, fut)
+                timer = loop.call_at(deadline, wake, fut)
                 try:
                     await fut
                 finally:

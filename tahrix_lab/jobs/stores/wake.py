@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tahrix_lab.flow import Chunk, ChunkLog, Fold
-from tahrix_lab.jobs.contract import KEY_PREFIX, TERMINAL
+from tahrix_lab.jobs.contract import KEY_PREFIX, TERMINAL, wake
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +174,7 @@ class Waker:
     def _wake(self, job_ids: list[str] | None = None) -> None:
         for job_id in self.waiters if job_ids is None else job_ids:
             for fut in self.waiters.get(job_id, ()):
-                if not fut.done():
-                    fut.set_result(None)
+                wake(fut)
 
     async def _listen(self) -> None:
         while True:
