@@ -172,8 +172,8 @@ def overturn_summary(args: dict[str, Any], before: dict[str, Any]) -> str:
 
 def revert(db: CaseDB, audit_id: str, *, actor: str, case_id: str | None = None) -> dict[str, Any]:
     """Undo one audited write (itself audited); returns the effect to refresh views. With
-    ``case_id``, only an entry of that case. A flag decided again since is not reverted: that
-    would silently overturn the later decision."""
+    ``case_id``, only an entry of that case. A flag decided again since, or an address whose
+    role was set again since, is not reverted: that would silently overturn the later write."""
     if db.record_elsewhere:  # the entry may have been written on another host
         for case in [{"case_id": case_id}] if case_id else db.list_cases():
             sync_annotations(db, case["case_id"])
@@ -207,6 +207,16 @@ def revert(db: CaseDB, audit_id: str, *, actor: str, case_id: str | None = None)
             cur.execute("DELETE FROM labels WHERE case_id = ? AND label_id = ?", [cid, target])
             effect = {"type": "labels_changed", "case_id": cid, "label_ids": [target]}
         elif kind == "case_address" and after:
+            now = cur.execute(
+                "SELECT role, note, added_by FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?",
+                [cid, after["chain"], after["address"]],
+            ).fetchone()
+            if now is None or tuple(now) != (after["role"], after.get("note"), after["added_by"]):
+                since = f"{now[0]} by {now[2]}" if now is not None else "no role now"
+                raise UserFacingError(
+                    f"{target}'s role was set again since ({since}), so {audit_id} was not reverted: "
+                    "set its role instead."
+                )
             cur.execute(
                 "DELETE FROM case_addresses WHERE case_id = ? AND chain = ? AND address = ?",
                 [cid, after["chain"], after["address"]],

@@ -8,6 +8,7 @@ import pytest
 
 from tahrix_lab.agent import FakeBackend, Part, Session, run_tool
 from tahrix_lab.agent.backends.fake import text, tool_call
+from tahrix_lab.agent.errors import UserFacingError
 from tahrix_lab.case.context import ToolContext
 from tahrix_lab.case.generator import INJECTION
 from tahrix_lab.case.tools import CASE_TOOLS, register_case_tools
@@ -280,6 +281,26 @@ def test_annotate_audit_revert_and_confirmation(ws: Workspace, ground_truth: dic
         "dismiss_flag",
         "note",
     ]
+
+
+def test_revert_of_a_role_set_again_since_is_refused(ws: Workspace, ground_truth: dict[str, Any]) -> None:
+    """Undoing ana's role after bob set another would silently put back what bob replaced."""
+    a0 = ground_truth["actors"]["A0"]
+    role_of = "SELECT role, added_by FROM case_addresses WHERE address = ?"
+    ana = ws.annotate(
+        "CASE-001", "address", a0, "set_role", {"role": "suspect"}, analyst="ana", chain="ethereum"
+    )
+    bob = ws.annotate(
+        "CASE-001", "address", a0, "set_role", {"role": "victim"}, analyst="bob", chain="ethereum"
+    )
+    with pytest.raises(UserFacingError, match=r"role was set again since \(victim by bob\)"):
+        ws.revert(ana["audit_id"], actor="ana")
+    assert ws.cases.rows(role_of, [a0]) == [{"role": "victim", "added_by": "bob"}]
+    assert not ws.cases.scalar("SELECT count(*) FROM audit_log WHERE action = 'revert:set_role'")
+    # bob's own write is still his to undo, and then ana's is the current one again
+    ws.revert(bob["audit_id"], actor="bob")
+    ws.revert(ana["audit_id"], actor="ana")
+    assert ws.cases.scalar("SELECT role FROM case_addresses WHERE address = ?", [a0]) == "perpetrator"
 
 
 def test_seen_addresses_dedup_across_calls(ws: Workspace, ground_truth: dict[str, Any]) -> None:
