@@ -1,40 +1,23 @@
-"""The chunk-log contract every job store keeps (memory, Redis).
+"""The chunk-log contract every job store keeps (memory, Redis), and the lease watcher.
 
-A job is an append-only log of chunks plus a summary folded from it. State of
-one job, as the service returns it::
+A job is an append-only log of chunks plus a summary folded from it (``state``;
+docs/service.md has the design). Rules every store keeps:
 
-    {"status": "streaming"|"done"|"error", "stop_reason": str|None, "content": str,
-     "reasoning": str, "chunks": [...], "next": int, "tool_calls": [{"id", "name", "status"}],
-     "usage": {...}, "session_id": str|None, "queue_position": int}
-
-Rules every store keeps:
-
-* Chunk ``n`` keeps index ``n`` for the life of the job: a client that passes
-  ``since`` never misses a chunk and never sees one twice. When Redis loses a
-  job (restarted empty), its writer writes the whole log again under the same
-  indexes, so numbering continues and the end chunk reaches every client at its
-  ``since`` (the one rule; there is no reset).
-* A job ends with a terminal chunk (``done`` or ``error``) and a terminal
-  status. A stopped job ends ``done`` with ``stop_reason: "cancelled"``: a
-  client written to the seed's contract (which knows ``streaming|done|error``)
-  stops on it.
+* Chunk ``n`` keeps index ``n`` for the life of the job, so a client passing
+  ``since`` never misses a chunk nor sees one twice; a job Redis lost is written
+  again under the same indexes (the one rule; there is no reset).
+* A job ends with a terminal chunk and status (``done`` or ``error``); a stopped
+  job ends ``done`` with ``stop_reason: "cancelled"`` (the seed's clients stop on it).
 * ``usage`` carries the seed's ``prompt_tokens``/``completion_tokens`` beside
-  the neutral ``input_tokens``/``output_tokens`` (unknown stays ``None``).
-* Consecutive text deltas of one kind (``content``, ``reasoning``) written in
-  one batch may arrive merged into one chunk (``flow.chunklog.merge``, the one
-  rule): the text is the same, in order. The summary is ``flow.chunklog.Fold``.
+  ``input_tokens``/``output_tokens`` (unknown stays ``None``).
+* Consecutive text deltas of one kind in one batch may arrive merged
+  (``flow.chunklog.merge``); the summary is ``flow.chunklog.Fold``.
 * Clients ignore chunk types they do not know.
 
-Leases (a shared store): every live process runs one ``Watcher`` thread that
-claims, once a second, the jobs whose worker stopped renewing: one that had
-produced nothing is run again by a worker, any other ends with a calm
-``error`` chunk, so a job whose worker died ends within a lease and a second
-even when no worker is alive (API processes claim too). In a worker (a
-``Holder`` given) it also renews the leases of the process's jobs (every
-``lease_s / 3``, and at once when Redis restarted empty and forgot the worker:
-that writes its jobs anew), keeps the interrupted answers of jobs a reaper
-ended (``JobStore.unsaved``; an API process never opens the transcripts), and
-looks for cancel marks on quiet jobs (a write reports the mark on the others).
+Leases (a shared store): each live process runs one ``Watcher`` thread that
+claims, once a second, the jobs whose worker stopped renewing. In a worker (a
+``Holder`` given) it also renews the process's leases, stores the answers a
+reaper interrupted and looks for cancel marks on quiet jobs.
 """
 
 from __future__ import annotations
@@ -109,11 +92,9 @@ def state(header: dict[str, Any], chunks: list[Chunk], since: int, total: int) -
 
 
 class JobStore(ABC):
-    """Where jobs live. The runner writes (one writer per job); the API reads.
-
-    ``append`` does not wait for the write: a store may batch writes of many
-    jobs. ``finish`` waits until the end is written (or the store gives up).
-    """
+    """Where jobs live. The runner writes (one writer per job); the API reads. ``append`` does
+    not wait for the write (a store may batch many jobs'); ``finish`` waits until the end is
+    written (or the store gives up)."""
 
     ttl: float
 
@@ -122,15 +103,13 @@ class JobStore(ABC):
         self, job_id: str, *, user: str, request: dict[str, Any], queue_position: int = 0,
         max_running: int | None = None, enqueue: bool = False,
     ) -> int:  # fmt: skip
-        """Admit a job (queued, no session yet). Raises ``CapReached`` when ``user`` already
-        has ``max_running`` jobs that have not ended. With ``enqueue`` (a shared store) the
-        request is also queued for a worker process; returns that queue's length."""
+        """Admit a job; ``CapReached`` when ``user`` has ``max_running`` jobs not ended. With
+        ``enqueue`` (a shared store) also queue it for a worker; returns that queue's length."""
 
     async def acreate(
         self, job_id: str, *, user: str, request: dict[str, Any], queue_position: int = 0,
         max_running: int | None = None, enqueue: bool = False,
     ) -> int:  # fmt: skip
-        """``create`` for an event loop (the in-process store answers inline)."""
         return self.create(job_id, user=user, request=request, queue_position=queue_position,
                            max_running=max_running, enqueue=enqueue)  # fmt: skip
 
@@ -138,12 +117,11 @@ class JobStore(ABC):
         """A worker of this process runs the job from now on."""
 
     @abstractmethod
-    def set_session(self, job_id: str, session_id: str, *, message: str, history_len: int) -> None:
-        """The worker started the job's session: poll answers and the history endpoint know it."""
+    def set_session(self, job_id: str, session_id: str, *, message: str, history_len: int) -> None: ...
 
     @abstractmethod
     def append(self, job_id: str, chunks: list[Chunk]) -> bool:
-        """Queue chunks for writing, in order; returns True once a cancel was seen."""
+        """Queue chunks for writing, in order; True once a cancel was seen."""
 
     @abstractmethod
     def finish(self, job_id: str, status: EndStatus, chunks: list[Chunk]) -> None:
@@ -158,10 +136,9 @@ class JobStore(ABC):
         self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
         linger: float = 0.0,
     ) -> dict[str, Any] | None:  # fmt: skip
-        """``read`` for an event loop, parking no thread: with ``wait`` > 0 and no chunk from
-        ``since`` yet on a running job, until one exists or ``wait`` seconds pass. With ``user``,
-        another user's job reads as ``None``. ``linger``: after a wake-up, wait this long for
-        more chunks."""
+        """``read`` parking no thread: a running job with no chunk from ``since`` yet is waited on
+        until one exists (then ``linger`` s more for others) or ``wait`` s pass. Another ``user``'s
+        job reads as ``None``."""
 
     @abstractmethod
     def request_cancel(self, job_id: str) -> bool:
@@ -185,20 +162,17 @@ class JobStore(ABC):
     def claim_lapsed(
         self, worker_id: str, lease_s: float, message: str, held: list[str] | None = None
     ) -> list[Lapsed]:
-        """Jobs whose lease lapsed: each is ended with an ``error`` chunk carrying ``message``,
-        or, if it had produced nothing, handed to ``worker_id`` (``""``: an API process, which
-        leaves those for a worker). The ``held`` jobs (the claimer's own) are renewed first and
-        never claimed. The ended ones are kept for ``unsaved``."""
+        """End each lapsed job with an ``error`` chunk of ``message`` (kept for ``unsaved``) or,
+        if it had produced nothing, hand it to ``worker_id`` (``""``: an API process leaves it
+        for a worker). The ``held`` jobs (the claimer's own) are renewed first, never claimed."""
         return []
 
     def unsaved(self, limit: int = 50) -> list[Lapsed]:
-        """Jobs a reaper ended mid-answer, each handed to one caller with its chunk log, so
-        that the caller (a worker) keeps the interrupted answer in the transcript."""
+        """Jobs a reaper ended mid-answer, each handed to one worker to store the answer."""
         return []
 
     def forgot(self, worker_id: str) -> bool:
-        """True when the store no longer knows this worker (Redis restarted empty): its jobs
-        are to be written anew now."""
+        """Redis restarted empty and lost this worker: its jobs are to be written anew."""
         return False
 
     def workers_alive(self) -> int:
@@ -220,9 +194,8 @@ class JobStore(ABC):
 
 @dataclass
 class JobRequest:
-    """One question to answer, or with ``decision`` ({call_id, approve, reason}) the user's decision on
-    a call of ``session_id`` that waits for approval, and the run that follows it (``message`` is
-    then empty); ``job_id`` is chosen by whoever accepts the request."""
+    """A question to answer or, with ``decision`` ({call_id, approve, reason}, ``message`` empty),
+    the user's decision on a call of ``session_id`` waiting for approval and the run after it."""
 
     user: str
     message: str
@@ -239,15 +212,8 @@ class JobRequest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobRequest:
-        return cls(
-            user=str(data["user"]),
-            message=str(data["message"]),
-            case_id=data.get("case_id"),
-            session_id=data.get("session_id"),
-            history=data.get("history"),
-            job_id=data.get("job_id") or new_id(),
-            decision=data.get("decision"),
-        )
+        optional = {k: data.get(k) for k in ("case_id", "session_id", "history", "decision")}
+        return cls(str(data["user"]), str(data["message"]), job_id=data.get("job_id") or new_id(), **optional)
 
 
 class JobRejected(Exception):
@@ -331,20 +297,15 @@ class Watcher:
     def _forgotten(self, holder: Holder) -> bool:
         """Redis lost this worker (it restarted empty): checked every tick while jobs run here,
         so that their polls find them again within a tick, not at the next renewal."""
-        if not holder.held():
-            return False
         try:
-            return self.store.forgot(holder.worker_id)
+            return bool(holder.held()) and self.store.forgot(holder.worker_id)
         except StoreUnavailable:
             return False
 
     def _claim(self) -> None:
-        holder = self.holder
-        if holder is None:  # an API process: it ends lapsed jobs and leaves the rest to a worker
-            lapsed = self.store.claim_lapsed("", self.lease_s, LAPSED_MESSAGE)
-        else:
-            lapsed = self.store.claim_lapsed(holder.worker_id, self.lease_s, LAPSED_MESSAGE, holder.held())
-        for item in lapsed:
+        holder = self.holder  # None: an API process, which leaves lapsed jobs not begun to a worker
+        worker_id, held = (holder.worker_id, holder.held()) if holder is not None else ("", None)
+        for item in self.store.claim_lapsed(worker_id, self.lease_s, LAPSED_MESSAGE, held):
             if item.taken_over and holder is not None:
                 log.warning("job %s: its worker stopped before it began; running it here", item.job_id)
                 holder.take_over(JobRequest.from_dict(item.request), item.session_id)
@@ -373,10 +334,8 @@ class Watcher:
         # Only quiet jobs need a look (in a tool, waiting for the model, queued): an
         # append already reports the cancel mark, and this also refreshes their TTL.
         ids = holder.quiet(time.monotonic() - self.interval)
-        if not ids:
-            return
         try:
-            wanted = self.store.cancel_requested(ids)
+            wanted = self.store.cancel_requested(ids) if ids else set()
         except StoreUnavailable:
             return
         if wanted:

@@ -1,10 +1,5 @@
-"""How a domain plugs into the job service without the service importing it,
-and the tools the service's fake scripts call (``FakeBackend.from_script``).
-
-The service knows sessions, tools and the loop; a domain (the case package)
-knows what a session is *about*. It passes an object that satisfies
-``JobIntegration`` (structurally: no import of this module is needed).
-"""
+"""How a domain (the case package) plugs into the job service without the service importing
+it (``JobIntegration``, satisfied structurally), and the tools the fake scripts call."""
 
 from __future__ import annotations
 
@@ -20,20 +15,16 @@ from tahrix_lab.agent.transcript import Session
 
 @runtime_checkable
 class JobIntegration(Protocol):
-    """``start_session`` may raise ``UserFacingError`` (the API answers 422 with its message).
-
-    Optional methods, found with ``offered``: ``offline_backend() -> Backend`` (the model run
-    when no provider is configured and no fake script given); ``answer_events(session,
+    """What a session is about. Optional methods, found with ``offered``: ``offline_backend()``
+    (the model run when no provider and no fake script is given); ``answer_events(session,
     events)`` (the run's events as published: a case adds its citations line);
-    ``may_open_session(user, session)`` (False: the session reads as someone else's, 404, and
-    is left out of the conversations list). The page's routes, which show a case, are the
-    composition root's (``Service.extend``).
+    ``may_open_session(user, session)`` (False: the session reads as someone else's, a 404).
     """
 
     purpose: str
 
     def start_session(self, store: TranscriptStore, *, user: str, case_id: str | None) -> Session:
-        """A new session for a job, with no messages yet (the runner adds history and question)."""
+        """A new session with no messages yet; ``UserFacingError`` answers 422 with its message."""
         ...
 
     def context_for(self, store: TranscriptStore, session: Session) -> Any:
@@ -44,8 +35,7 @@ class JobIntegration(Protocol):
 
 
 def layers(integration: Any) -> Iterator[Any]:
-    """The integration and, outermost first, what the wrappers around it keep in ``inner``
-    (``WithDemoTools``)."""
+    """The integration and, outermost first, what its wrappers keep in ``inner``."""
     while integration is not None:
         yield integration
         integration = getattr(integration, "inner", None)
@@ -90,16 +80,10 @@ def demo_registry(purposes: tuple[str, ...] = ("chat",), base: ToolRegistry | No
     """Tools for scripts, beside the tools of ``base``: ``pause`` (sleeps: slow and cancellable
     runs) and ``echo``, offered to sessions of ``purposes``."""
     reg = ToolRegistry(base or ())
+    seconds = {"type": "number", "minimum": 0, "maximum": 30}
+    pause_args = {"type": "object", "properties": {"seconds": seconds}, "required": ["seconds"]}
 
-    @reg.register(
-        purposes=purposes,
-        parameters={
-            "type": "object",
-            "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 30}},
-            "required": ["seconds"],
-        },
-        timeout=35,
-    )
+    @reg.register(purposes=purposes, parameters=pause_args, timeout=35)
     def pause(args: dict[str, Any], ctx: Any) -> dict[str, Any]:
         """Wait a number of seconds, then say so."""
         time.sleep(float(args["seconds"]))

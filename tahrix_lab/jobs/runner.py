@@ -1,17 +1,12 @@
 """The runner: admits jobs at once, runs ``run_agent`` for each in a bounded pool.
 
 ``asubmit`` only admits (the per-user cap, the job in the store, a place in the
-queue), so a POST never waits on DuckDB. One of ``workers`` threads then starts
-the job (session, budget check, the user's message in the transcript; a
-refusal ends it with an ``error`` chunk of ``kind: "refused"`` carrying the
-HTTP ``status`` and ``field``) and drives the run (``steps.StreamSteps``),
-appending each loop event to the store as a chunk. A job ends ``done``
-(``stop_reason`` says why, ``cancelled`` when stopped) or ``error``.
-
+queue), so a POST never waits on DuckDB. A worker thread then starts the job
+(session, budget, the user's message; a refusal ends it with an ``error`` chunk
+of ``kind: "refused"``) and drives the run through ``steps.StreamSteps``.
 Cancelling is cooperative: the API marks the job in the store; the runner sees
 the mark (reported by the writes, or by the ``contract.Watcher`` when the run
-is quiet, e.g. in a tool) and sets the loop's ``cancel`` event; the loop keeps
-what was produced and stops.
+is quiet) and sets the loop's ``cancel`` event.
 """
 
 from __future__ import annotations
@@ -108,14 +103,13 @@ class JobRunner:
         )
         transcripts.group_writes()  # the loops' answers and turn ends, from many run threads
         self._burst = BurstGate()
-        self._published: dict[str, int] = {}  # queue positions as last written (absent: 0)
-        self._unpublished: set[str] = set()  # queued here, their position not written yet
+        self._published: dict[str, int] = {}  # queue positions as last written (absent: 0, -1: not yet)
         self._running: dict[str, _Job] = {}
         self._cond = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watcher: Watcher | None = None
-        self._streams = StreamSteps()  # the one way a job is driven (steps.py)
+        self._streams = StreamSteps()
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> JobRunner:
@@ -163,30 +157,23 @@ class JobRunner:
 
     # -- admission ----------------------------------------------------------
     async def asubmit(self, req: JobRequest) -> dict[str, Any]:
-        """Admit a job and queue it, on the API's event loop (admission parks no thread); returns
-        ``{"job_id", "meta"}`` at once. Raises ``JobRejected`` (429 at the per-user cap, 503 while
-        shutting down)."""
-        position = self._position()
-        await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(), queue_position=position,
-                                 max_running=self.max_running_per_user)  # fmt: skip
-        return self._admitted(req, position)
-
-    def _position(self) -> int:
+        """Admit and queue a job on the API's event loop (parking no thread); returns ``{"job_id",
+        "meta"}`` at once. Raises ``JobRejected`` (429 at the per-user cap, 503 while stopping)."""
         if self._stopping.is_set():
             raise JobRejected(503, "The job service is shutting down. Please try again in a moment.")
         with self._cond:
-            return max(0, len(self._pending) + 1 - (self.workers - len(self._running)))
-
-    def admitted(self) -> None:
-        """Note an admission made elsewhere (an API process): starts wait while they come in a burst."""
-        self._burst.admitted()
-
-    def _admitted(self, req: JobRequest, position: int) -> dict[str, Any]:
-        self._burst.admitted()
+            position = max(0, len(self._pending) + 1 - (self.workers - len(self._running)))
+        await self.store.acreate(req.job_id, user=req.user, request=req.to_dict(), queue_position=position,
+                                 max_running=self.max_running_per_user)  # fmt: skip
+        self.admitted()
         self.enqueue(req)
         meta = {"session_id": req.session_id, "backend": self.backend.name, "model": self.model,
                 "queue_position": position}  # fmt: skip
         return {"job_id": req.job_id, "meta": meta}
+
+    def admitted(self) -> None:
+        """Note an admission (here or in an API process): starts wait while they come in a burst."""
+        self._burst.admitted()
 
     def enqueue(self, req: JobRequest, *, resume_session: str | None = None) -> None:
         """Queue an admitted job for a worker thread (from ``submit``, the Redis intake, a takeover)."""
@@ -195,14 +182,13 @@ class JobRunner:
                 return  # claimed after its lease lapsed and popped from the queue: run it once
             self.store.take(req.job_id, user=req.user, request=req.to_dict())
             self._pending[req.job_id] = _Job(req, resume_session)
-            self._unpublished.add(req.job_id)  # not known here yet: published once at the next change
+            self._published[req.job_id] = -1  # not written by this runner yet: at the next change
             if not self._burst.watching:  # else the watcher wakes the others when it pauses
                 self._cond.notify()
 
     def prepare(self, req: JobRequest) -> Prepared:
-        """The start of a run: session, budget check, the user's message stored. Returns the
-        session, the loop's context, how many messages came before the question and, for a new
-        session, every message it holds (the loop need not read them back)."""
+        """Session, budget check, the user's message stored: a ``Prepared`` (a new session's
+        messages are handed to the loop, which need not read them back)."""
         session, written = self._session_for(req)
         if self.budget is not None:
             try:
@@ -227,7 +213,6 @@ class JobRunner:
             )  # fmt: skip
 
     def _session_for(self, req: JobRequest) -> tuple[Session, list[Message] | None]:
-        """The job's session and, for a new one, the messages written to it (else None)."""
         if req.session_id is None:
             try:
                 session = self.integration.start_session(self.transcripts, user=req.user, case_id=req.case_id)
@@ -242,11 +227,9 @@ class JobRunner:
         return self.own_session(req.session_id, req.user), None
 
     def own_session(self, session_id: str, user: str) -> Session:
-        found: Session | None
-        try:
+        found: Session | None = None
+        with contextlib.suppress(ConfigurationError):
             found = self.transcripts.get_session(session_id)
-        except ConfigurationError:
-            found = None
         if found is None or found.user != user or not self.may_open(user, found):
             raise JobRejected(404, "There is no conversation with this session_id.", "session_id")
         return found
@@ -285,17 +268,12 @@ class JobRunner:
                 self._publish_positions(positions)
 
     def _positions(self) -> dict[str, int]:
-        """The queue positions that changed since last published (under the lock). Only the
-        changes: a burst of n jobs would otherwise write n positions at each of n starts."""
+        """Under the lock: the queue positions that changed since last published (only those: a
+        burst of n jobs would otherwise write n positions at each of n starts). They count up
+        only while every worker is busy; otherwise each is 0."""
         busy = len(self._running) >= self.workers
-        # Only while all workers are busy do positions count up (then every start moves them
-        # all); otherwise each is 0 and only the ones not yet written as 0 are written.
         now = {k: i + 1 for i, k in enumerate(self._pending)} if busy else {}
-        changed = {k: v for k, v in now.items() if self._published.get(k) != v}
-        for k in (*self._published, *self._unpublished):
-            if k not in now and k in self._pending:
-                changed[k] = 0
-        self._unpublished.clear()
+        changed = {k: now.get(k, 0) for k in self._pending if self._published.get(k, 0) != now.get(k, 0)}
         self._published = now
         return changed
 
@@ -324,33 +302,26 @@ class JobRunner:
         with contextlib.suppress(StoreUnavailable):
             self.store.set_queue_position(positions)
 
-    def _start(self, job: _Job) -> tuple[Session, Any, list[Message] | None]:
-        session, context, before, history = self._starts.run(job)
-        if before is not None:  # the question is committed: say where its session is
-            with contextlib.suppress(StoreUnavailable):
-                self.store.set_session(job.job_id, session.id, message=job.req.message, history_len=before)
-        return session, context, history
-
-    def _start_one(self, job: _Job) -> Prepared | tuple[Session, Any, None, None]:
-        """Inside the group's transaction: session, context and (for a new question) how many
-        messages came before it."""
-        req = job.req
+    def _start_one(self, job: _Job) -> Prepared:  # inside the group's transaction
         if job.resume_session is not None:  # taken over: the question is already stored
-            session = self.own_session(job.resume_session, req.user)
+            session = self.own_session(job.resume_session, job.req.user)
             return session, self.integration.context_for(self.transcripts, session), None, None
-        return self.prepare(req)
+        return self.prepare(job.req)
 
     def _run(self, job: _Job) -> None:
         if job.cancel.is_set():  # cancelled while it waited
             self._end(job, "cancelled", [{"type": "done", "stop_reason": "cancelled"}])
             return
         try:
-            session, context, history = self._start(job)
+            session, context, before, history = self._starts.run(job)
         except JobRejected as exc:
             refused = {"type": "error", "message": exc.message, "kind": "refused", "status": exc.status,
                        "field": exc.field}  # fmt: skip
             self._end(job, "error", [refused])
             return
+        if before is not None:  # the question is committed: say where its session is
+            with contextlib.suppress(StoreUnavailable):
+                self.store.set_session(job.job_id, session.id, message=job.req.message, history_len=before)
         status: EndStatus = "done"
         last: list[Chunk] = []
 
@@ -409,11 +380,7 @@ CLIENT_HISTORY = "Earlier conversation, as supplied by the client (not checked; 
 
 
 def client_history(items: list[dict[str, Any]]) -> Message:
-    """A client's ``history`` as ONE user message that says where it came from: a client cannot
-    write an ``assistant`` turn, so nothing it sends is stored or shown as the model's output."""
-    lines = [CLIENT_HISTORY]
-    for item in items:
-        # The seed's chat messages say `content`; ours say `text`.
-        text = str(item.get("text") or item.get("content") or "")
-        lines.append(f"[{item.get('role')}] {text}")
-    return Message.user("\n".join(lines))
+    """A client's ``history`` as ONE user message saying where it came from: a client cannot
+    write an ``assistant`` turn. (The seed's chat messages say ``content``; ours say ``text``.)"""
+    lines = [f"[{item.get('role')}] {item.get('text') or item.get('content') or ''}" for item in items]
+    return Message.user("\n".join([CLIENT_HISTORY, *lines]))

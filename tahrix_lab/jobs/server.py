@@ -1,20 +1,6 @@
-"""Building and running the job service (HTTP API, page, workers) for ``tahrix serve``.
-
-Roles (see docs/service.md):
-
-* ``all`` (default): the API and the workers in one process. Without
-  ``--redis-url`` jobs live in memory; with it, jobs go through Redis and this
-  process is the one that writes the transcripts. A second ``--role all``
-  process on the same database finds the file taken and serves the API only.
-* ``api``: the API only (needs ``--redis-url``); never opens DuckDB.
-* ``worker``: takes jobs from Redis and writes the transcripts; no HTTP.
-
-DuckDB lets one process write a database file, so with ``--redis-url`` the
-transcripts have one writer, the worker. An API process admits a request (the
-per-user cap, the job's record and a push on ``chatjob:queue``, in one script:
-``RedisSubmitter``) and answers at once; the worker's ``RedisIntake`` pops it
-and queues it on its ``JobRunner``. A start refused there (unknown session,
-budget) ends the job with an ``error`` chunk naming the reason.
+"""Building and running the job service for ``tahrix serve``: settings, wiring by role (``all``,
+``api``, ``worker``), the API-to-worker queue through Redis, and the HTTP server. The roles and why
+there is one transcript writer: docs/service.md ("Several processes").
 """
 
 from __future__ import annotations
@@ -27,7 +13,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,7 +24,7 @@ from tahrix_lab.agent.secrets import redact_url
 from tahrix_lab.agent.storage import TranscriptStore
 from tahrix_lab.jobs.contract import JobRequest, JobStore, StoreUnavailable, Watcher
 from tahrix_lab.jobs.domain import ChatIntegration, JobIntegration, offered
-from tahrix_lab.jobs.http.api import Extension, Service, create_app
+from tahrix_lab.jobs.http.api import Extension, Service, Submit, create_app
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.jobs.stores.memory import MemoryJobStore
 from tahrix_lab.jobs.stores.redis import QUEUE_KEY, RedisJobStore
@@ -97,12 +83,11 @@ def build(
     role = settings.role
     store: JobStore
     if settings.redis_url:
-        redis_store = RedisJobStore(settings.redis_url, ttl=settings.job_ttl_s, lease_s=settings.lease_s)
+        store = RedisJobStore(settings.redis_url, ttl=settings.job_ttl_s, lease_s=settings.lease_s)
         try:
-            redis_store.check()
+            store.check()
         except StoreUnavailable as exc:
             raise ConfigurationError(str(exc)) from None
-        store = redis_store
     else:
         if role != "all":
             raise ConfigurationError(
@@ -111,7 +96,6 @@ def build(
         store = MemoryJobStore(ttl=settings.job_ttl_s)
 
     notes: list[str] = []
-    api_only = False
     transcripts: TranscriptStore | None = None
     runner: JobRunner | None = None
     intake: RedisIntake | None = None
@@ -121,7 +105,7 @@ def build(
         except StoreLockedError:
             if role != "all" or not settings.redis_url:
                 raise
-            api_only = True
+            role = "api"
             notes.append("another process writes the transcripts: serving the API only")
     if transcripts is not None:
         integration: JobIntegration = (
@@ -134,19 +118,16 @@ def build(
             from tahrix_lab.jobs.domain import WithDemoTools
 
             integration = WithDemoTools(integration)  # scripts may call pause/echo
-        budget = None
-        if not settings.has_budget() and settings.backend_name != "fake":
+        budget = settings.budget()
+        if budget is None and settings.backend_name != "fake":
             # A real model without a budget is an open bill: never unlimited by silence.
-            settings.budget_monthly_usd = settings.default_monthly_usd
-            notes.append(unbudgeted_warning(settings.default_monthly_usd))
-            log.warning("%s", notes[-1])
-        if settings.has_budget():
-            budget = Budget(
-                per_minute_tokens=settings.budget_minute_tokens,
-                per_hour_tokens=settings.budget_hour_tokens,
-                monthly_usd=settings.budget_monthly_usd,
-                global_monthly_usd=settings.budget_global_monthly_usd,
+            settings.budget_monthly_usd = cap = settings.default_monthly_usd
+            notes.append(
+                f"WARNING: no budget was set for a real model; each user is capped at {cap:g} USD a "
+                "month. Raise it with --budget-monthly-usd or $TAHRIX_BUDGET_MONTHLY_USD."
             )
+            log.warning("%s", notes[-1])
+            budget = settings.budget()
         runner = JobRunner(
             store,
             transcripts=transcripts,
@@ -165,17 +146,11 @@ def build(
     if role != "worker":
         # The process that runs jobs starts its own requests directly; the others send
         # theirs through Redis to it.
-        submit: Callable[[JobRequest], Awaitable[dict[str, Any]]]
         if runner is not None:
-            submit = runner.asubmit
+            submit: Submit = runner.asubmit
         else:
             assert isinstance(store, RedisJobStore)  # without a runner this is an API process
-            try:
-                model = settings.model_name
-            except ConfigurationError:
-                model = ""  # the worker knows; an API process only admits
-            submit = redis_submit(store, backend=settings.backend_name, model=model,
-                                  max_running_per_user=settings.max_running_per_user)  # fmt: skip
+            submit = redis_submit(store, settings)
         service = Service(
             store=store,
             submit=submit,
@@ -184,7 +159,7 @@ def build(
             limits=settings.limits,
             max_wait_s=settings.max_wait_s,
             api_docs=settings.api_docs,
-            role="api" if api_only else role,
+            role=role,
             extend=extend,
         )
     # Without a runner (an API process) this process still ends the jobs of dead workers.
@@ -192,19 +167,9 @@ def build(
     return Built(service, runner, store, transcripts, intake, notes, reaper)
 
 
-DEFAULT_MONTHLY_USD = 20.0  # per user, for a real backend started without any budget
-MONTHLY_USD_ENV = "TAHRIX_BUDGET_MONTHLY_USD"
-
-
-def unbudgeted_warning(cap: float) -> str:
-    return (f"WARNING: no budget was set for a real model; each user is capped at {cap:g} USD a month. "
-            f"Raise it with --budget-monthly-usd or ${MONTHLY_USD_ENV}.")  # fmt: skip
-
-
 def settle_heap() -> None:
-    """Take what start-up built (the app, schemas, parsers: about 250,000 objects) out of the
-    cyclic garbage collector's view. Under load, with hundreds of run threads waiting for the
-    interpreter lock, each full collection over that heap paused a worker for 0.1 to 1.2 s."""
+    """Take start-up's heap out of the collector's view: under load each full collection over it
+    paused a worker for 0.1 to 1.2 s (docs/service.md, "A settled heap")."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
@@ -226,7 +191,7 @@ def serve(
     for note in built.notes:
         print(f"tahrix serve: {note}", flush=True)
     try:
-        if built.service is None or settings.role == "worker":
+        if built.service is None:  # a worker
             print(f"tahrix serve: worker running ({where}, transcripts in {built.transcripts and built.transcripts.path})",
                   flush=True)  # fmt: skip
             stop = threading.Event()
@@ -264,24 +229,25 @@ def run_http(service: Service, sock: socket.socket, settings: Settings | None = 
         timeout_graceful_shutdown=2,
         **uvicorn_limits((settings or Settings()).limits),  # slow or idle clients are closed
         backlog=4096,
-        # At the warning level no access line is written, but uvicorn would still build each
-        # one's fields; and no client address is used, so X-Forwarded-For is not parsed.
+        # Neither is used, and uvicorn would still pay for them on each request.
         access_log=False,
         proxy_headers=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
 
 
-# -- several processes, one transcript writer --------------------------------------
-
-
-def redis_submit(store: RedisJobStore, *, backend: str, model: str, max_running_per_user: int | None
-                 ) -> Callable[[JobRequest], Awaitable[dict[str, Any]]]:  # fmt: skip
+def redis_submit(store: RedisJobStore, settings: Settings) -> Submit:
     """The API side: admit and enqueue a request in one step; never waits for the worker."""
+    backend, cap = settings.backend_name, settings.max_running_per_user
+    try:
+        model = settings.model_name
+    except ConfigurationError:
+        model = ""  # the worker knows; an API process only admits
 
     async def submit(req: JobRequest) -> dict[str, Any]:  # CapReached: the 429 at the per-user cap
-        waiting = await store.acreate(req.job_id, user=req.user, request=req.to_dict(),
-                                      max_running=max_running_per_user, enqueue=True)  # fmt: skip
+        waiting = await store.acreate(
+            req.job_id, user=req.user, request=req.to_dict(), max_running=cap, enqueue=True
+        )
         meta = {"session_id": req.session_id, "backend": backend, "model": model,
                 "queue_position": max(0, waiting - 1)}  # fmt: skip
         return {"job_id": req.job_id, "meta": meta}
@@ -292,22 +258,19 @@ def redis_submit(store: RedisJobStore, *, backend: str, model: str, max_running_
 class RedisIntake:
     """The worker side: a thread that pops requests and queues them on the runner."""
 
-    def __init__(self, store: RedisJobStore, runner: JobRunner, *, poll_s: float = 1.0) -> None:
+    def __init__(self, store: RedisJobStore, runner: JobRunner) -> None:
         self.store = store
         self.runner = runner
-        self.poll_s = poll_s
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = threading.Thread(target=self._loop, name="tahrix-intake", daemon=True)
 
     def start(self) -> RedisIntake:
-        self._thread = threading.Thread(target=self._loop, name="tahrix-intake", daemon=True)
         self._thread.start()
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._thread.join(5.0)
 
     def _loop(self) -> None:
         import redis
@@ -316,7 +279,7 @@ class RedisIntake:
         failing = False
         while not self._stop.is_set():
             try:
-                got = client.blpop([QUEUE_KEY], timeout=self.poll_s)
+                got = client.blpop([QUEUE_KEY], timeout=1.0)
                 if failing:
                     log.warning("Redis at %s is reachable again; taking jobs", redact_url(self.store.url))
                     failing = False
@@ -338,15 +301,12 @@ class RedisIntake:
                 log.error("dropped an unreadable job request: %.200s", got[1])
 
 
-Role = Literal["all", "api", "worker"]
-
-
 @dataclass
 class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int = 4
-    role: Role = "all"
+    role: Literal["all", "api", "worker"] = "all"
     redis_url: str | None = None
     tokens: dict[str, str] = field(default_factory=dict)
     backend: str | None = None
@@ -361,7 +321,7 @@ class Settings:
     budget_hour_tokens: int | None = None
     budget_monthly_usd: float | None = None
     budget_global_monthly_usd: float | None = None
-    default_monthly_usd: float = DEFAULT_MONTHLY_USD  # used when a real backend has no budget
+    default_monthly_usd: float = 20.0  # per user, when a real backend is started without a budget
     limits: Limits = field(default_factory=Limits)  # body size, timeouts, connections, sign-ins
     api_docs: bool = False  # serve /docs and /openapi.json
 
@@ -378,13 +338,12 @@ class Settings:
             return "fake-model"
         raise ConfigurationError("Set the model id with --model or TAHRIX_MODEL for this backend.")
 
-    def has_budget(self) -> bool:
-        return any(
-            v is not None
-            for v in (
-                self.budget_minute_tokens,
-                self.budget_hour_tokens,
-                self.budget_monthly_usd,
-                self.budget_global_monthly_usd,
-            )
+    def budget(self) -> Budget | None:
+        """The caps set (in ``Budget``'s order), or None when none is."""
+        caps = (
+            self.budget_minute_tokens,
+            self.budget_hour_tokens,
+            self.budget_monthly_usd,
+            self.budget_global_monthly_usd,
         )
+        return Budget(*caps) if any(cap is not None for cap in caps) else None

@@ -1,28 +1,17 @@
 """Streamed steps on one event loop: the one way the runner drives a job.
 
-A run of the loop is a plain synchronous generator, and the runner gives each
-job a thread to advance it. With hundreds of jobs streaming, a thread per job
-woken for every token costs more than the tokens themselves: at 500 jobs x 20
-tokens a second, 10,000 wake-ups a second fighting for the interpreter lock,
-which starves the Redis writer that must publish them.
-
-So every model stream is read asynchronously (``astream``, see
-``backends.base.AsyncStreaming``: every adapter has it; a backend without it
-is read through ``stream_in_thread``) on one event loop thread
-(``StreamSteps``), and that thread also takes
-each *streamed step* of the run: resuming the generator when the event it
-will consume is already here and is text, reasoning or a tool call, after
-which the loop only yields it (no I/O, no waiting). Every other step (the
-start, the first event of a call, persisting, tools, retries, a cancel, the
-end) is taken by the job's own thread, which sleeps in between. The loop is
-unchanged and never advanced by two threads at once.
+A run is a synchronous generator with its own thread, but a thread woken for every token
+costs more than the tokens (500 jobs x 20 tokens/s: 10,000 wake-ups a second starving the
+Redis writer). So one event loop thread (``StreamSteps``) reads every model stream and takes
+each *streamed step*: the next event already read is text, reasoning or a tool call, which the
+loop only yields. Every other step is the job's own thread's, so the loop never runs on two
+threads at once. docs/service.md ("Runs stream on one event loop") has the measurements.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 import time
 from collections import deque
@@ -32,8 +21,6 @@ from typing import Any
 from tahrix_lab.agent.backends.base import Backend, stream_in_thread
 from tahrix_lab.agent.errors import BackendError
 from tahrix_lab.agent.loop import LoopEvent
-
-log = logging.getLogger(__name__)
 
 # Loop events yielded straight from one backend event (after which the loop reads the stream).
 STREAMED = frozenset({"token", "reasoning", "tool_use"})
@@ -45,8 +32,7 @@ CANCELLED = "The answer was stopped before its first word."
 
 
 class _Run:
-    """One run between its thread and the event loop (``feed``, ``parked``, ``stepping`` and
-    ``failure`` change under ``cond``)."""
+    """One run between its thread and the event loop (the state below changes under ``cond``)."""
 
     def __init__(self, events_for: Callable[[Backend], Iterator[LoopEvent]], backend: Any,
                  handle: Callable[[str, dict[str, Any]], None], cancel: threading.Event, steps: StreamSteps) -> None:  # fmt: skip
@@ -61,7 +47,7 @@ class _Run:
 
 
 class _Feed:
-    """One model call's stream as the loop reads it: the events the event loop has read."""
+    """One model call's stream as the loop reads it: the events read on the event loop so far."""
 
     def __init__(self, run: _Run, steps: StreamSteps) -> None:
         self.run = run
@@ -77,8 +63,7 @@ class _Feed:
         with self.run.cond:
             while not self.items:  # only the run's thread waits here (the first event of a call)
                 if self.run.cancel.is_set():  # stopped before the model said anything: stop it
-                    self.closed = True
-                    self.steps.cancel(self)
+                    self.close()
                     raise BackendError(CANCELLED, retryable=False)  # the loop ends it as cancelled
                 if not self.run.cond.wait(1.0) and not self.items and not self.steps.running():
                     raise BackendError(STOPPING, retryable=False)  # no event loop to read it
@@ -90,7 +75,7 @@ class _Feed:
         return item
 
     def close(self) -> None:
-        """The loop stops reading (cancelled, or done with it): stop reading the provider."""
+        """The loop stops reading (cancelled, or done): stop reading the provider."""
         self.closed = True
         self.steps.cancel(self)
 
@@ -123,8 +108,7 @@ class _RunBackend:
 
 
 class StreamSteps:
-    """See the module docstring. ``drive`` from a job's thread; the event loop thread starts on
-    first use and stops with ``close``."""
+    """``drive`` from a job's thread; the event loop thread starts on first use, stops at ``close``."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -141,11 +125,7 @@ class StreamSteps:
         with self._lock:
             self._runs.add(run)
         try:
-            while True:
-                try:
-                    event, payload = next(run.events)
-                except StopIteration:
-                    return
+            for event, payload in run.events:  # advanced on the event loop too while parked
                 handle(event, payload)
                 if event in STREAMED:
                     self._park(run)
@@ -284,13 +264,11 @@ class StreamSteps:
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
-
         backends = list(self._backends.values())
 
         async def stop() -> None:
-            for task in asyncio.all_tasks(loop):
-                if task is not asyncio.current_task():
-                    task.cancel()
+            for task in asyncio.all_tasks(loop) - {asyncio.current_task()}:
+                task.cancel()
             await asyncio.sleep(0.1)  # the pumps see their cancel and close their streams
             for backend in backends:  # e.g. OpenAIBackend's AsyncOpenAI, made on this loop
                 aclose = getattr(backend, "aclose", None)
@@ -312,11 +290,10 @@ def _plain(item: Any) -> bool:
 
 
 class BurstGate:
-    """Admissions first: while requests arrive in a burst, a worker about to take a job waits
-    (until ``quiet_s`` passes with no admission, at most ``max_s``), so the burst gets its job
-    ids at once and its jobs start right after, instead of hundreds of woken threads taking the
-    interpreter lock from the admissions. ``admitted()`` at each admission; ``wait()`` before
-    taking a job; ``watching``: one worker waits, so the runner wakes no more."""
+    """Admissions first: while requests arrive in a burst, a worker about to take a job
+    (``wait()``) waits until ``quiet_s`` passes with no ``admitted()`` (at most ``max_s``), so
+    hundreds of woken threads do not take the interpreter lock from the admissions.
+    ``watching``: one worker waits, so the runner wakes no more."""
 
     def __init__(self, *, quiet_s: float = 0.005, max_s: float = 0.25) -> None:
         self.quiet_s = quiet_s

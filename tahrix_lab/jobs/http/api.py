@@ -1,18 +1,8 @@
-"""The HTTP API (FastAPI): start a job, long-poll its chunks, cancel it.
+"""The HTTP API (FastAPI): start a job, long-poll its chunks, cancel it (docs/service.md).
 
-    POST   /api/v1/agent/chat-stream-job               {message, case_id?, session_id?, history?}
-                                                       -> {job_id, meta}
-    GET    /api/v1/agent/chat-stream-job/{job_id}?since=N&wait=S
-    DELETE /api/v1/agent/chat-stream-job/{job_id}
-    POST   /api/v1/agent/chat-stream                   {message, ...} -> text/event-stream (same admission)
-    GET    /healthz, /readyz                            liveness; readiness (store, worker, transcripts)
-    GET    /, /static/..., /api/v1/agent/me, /sessions/{id}, /cases, /conversations, ...
-                                                        the page and its data: added by the composition
-                                                        root through ``Service.extend`` (app/workplace.py)
-
-Every ``/api`` call needs ``Authorization: Bearer <token>``. A job is visible
-only to the user who created it: anyone else gets the same 404 as for an
-unknown or expired job.
+Every ``/api`` call needs ``Authorization: Bearer <token>``. A job is visible only to the user who
+created it: anyone else gets the same 404 as for an unknown or expired job. The page's routes join
+through ``Service.extend`` (app/workplace.py).
 """
 
 from __future__ import annotations
@@ -37,16 +27,22 @@ from starlette.types import ASGIApp
 
 from tahrix_lab.flow import chunks
 from tahrix_lab.jobs.contract import JobRejected, JobRequest, JobStore, StoreUnavailable
-from tahrix_lab.jobs.http.fastpaths import FastPaths
+from tahrix_lab.jobs.http.fastpaths import STORE_DOWN, FastPaths
 from tahrix_lab.jobs.runner import JobRunner
 from tahrix_lab.web.guards import BodyLimit, Limits, SecurityHeaders, SignInThrottle
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1/agent"
-# -- the OpenAPI models ----------------------------------------------------------------
-
 MAX_TEXT = 32_000
+CONTENT_HELP = (
+    "false: leave out `content` and `reasoning`, the whole text so far, which the chunks carry "
+    "piece by piece; a client that keeps the chunks then receives each word once, not once per poll."
+)
+LOST = "The answer's stream was interrupted; its job may still finish (see the job API)."
+Submit = Callable[[JobRequest], Awaitable[dict[str, Any]]]  # admits at once: {"job_id", "meta"}
+# More routes on the app, inside its outer layers: the composition root's page (app/workplace.py).
+Extension = Callable[[FastAPI], None]
 
 
 class HistoryItem(BaseModel):
@@ -95,12 +91,6 @@ class ToolCallState(BaseModel):
     status: str
 
 
-CONTENT_HELP = (
-    "false: leave out `content` and `reasoning`, the whole text so far, which the chunks carry "
-    "piece by piece; a client that keeps the chunks then receives each word once, not once per poll."
-)
-
-
 class JobState(BaseModel):
     status: Literal["streaming", "done", "error"]
     stop_reason: str | None = Field(description="From the last chunk: end_turn, cancelled, error...")
@@ -135,7 +125,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def sse_events(events: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[str]:
-    """``text/event-stream`` frames, one per chunk: ``id`` is the chunk index, ``data`` its JSON."""
     for i, chunk in enumerate(chunks(events)):
         yield sse_frame(i, chunk)
 
@@ -145,21 +134,14 @@ def sse_frame(index: int, chunk: dict[str, Any]) -> str:
     return f"id: {index}\ndata: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
 
-LOST = "The answer's stream was interrupted; its job may still finish (see the job API)."
-
-
-# More routes on the app, inside its outer layers: the composition root's page (app/workplace.py).
-Extension = Callable[[FastAPI], None]
-
-
 @dataclass
 class Service:
     """What the API needs: where jobs live, how to start one, who may call."""
 
     store: JobStore
-    submit: Callable[[JobRequest], Awaitable[dict[str, Any]]]  # admits at once: no DuckDB, no worker
+    submit: Submit  # no DuckDB, no worker
     tokens: dict[str, str]
-    runner: JobRunner | None = None  # set when this process runs jobs itself (SSE needs it)
+    runner: JobRunner | None = None  # set when this process runs jobs itself
     limits: Limits = field(default_factory=Limits)  # the body limit and the sign-in throttle
     max_wait_s: float = 25.0
     api_docs: bool = False  # serve /docs and /openapi.json (tahrix serve --api-docs)
@@ -184,18 +166,8 @@ class Service:
         return self.linger_s * min(1.0, self.waiting / 500)
 
 
-# -- plumbing ------------------------------------------------------------------------
-
-
 def problem(status: int, detail: str, field: str | None = None, **headers: str) -> JSONResponse:
     return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers or None)
-
-
-class _Refused(Exception):
-    """An answer with headers of its own (the 401's ``WWW-Authenticate``)."""
-
-    def __init__(self, response: JSONResponse) -> None:
-        self.response = response
 
 
 _bearer = HTTPBearer(auto_error=False, description="A token from the server's tokens file.")
@@ -207,13 +179,7 @@ async def current_user(  # async: a sync dependency would cost a thread hop per 
     tokens: dict[str, str] = request.app.state.service.tokens
     user = tokens.get(creds.credentials) if creds is not None else None
     if user is None:
-        raise _Refused(
-            problem(
-                401,
-                "Send a valid token as 'Authorization: Bearer <token>'.",
-                **{"WWW-Authenticate": "Bearer"},
-            )
-        )
+        raise JobRejected(401, "Send a valid token as 'Authorization: Bearer <token>'.")
     return user
 
 
@@ -243,10 +209,6 @@ def create_app(service: Service) -> ASGIApp:
     # Cancelling a job blocks (Redis) and runs in a thread; allow many at once.
     poll_limiter = anyio.CapacityLimiter(2000)
 
-    @app.exception_handler(_Refused)
-    async def _refused(request: Request, exc: _Refused) -> JSONResponse:
-        return exc.response
-
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
@@ -262,11 +224,12 @@ def create_app(service: Service) -> ASGIApp:
     @app.exception_handler(StoreUnavailable)
     async def _store_down(request: Request, exc: StoreUnavailable) -> JSONResponse:
         log.error("job store unavailable: %s", exc)
-        return problem(503, "The job store is unreachable right now. Please try again in a moment.")
+        return problem(503, STORE_DOWN)
 
     @app.exception_handler(JobRejected)
     async def _rejected(request: Request, exc: JobRejected) -> JSONResponse:
-        return problem(exc.status, exc.message, exc.field)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}  # current_user's refusal
+        return problem(exc.status, exc.message, exc.field, **headers)
 
     async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(fn, *args, limiter=poll_limiter)
@@ -274,11 +237,7 @@ def create_app(service: Service) -> ASGIApp:
     @app.post(
         f"{PREFIX}/chat-stream-job",
         response_model=JobCreated,
-        responses={
-            **ERRORS,
-            422: {"model": Problem},
-            429: {"model": Problem, "description": "Too many answers running for this user."},
-        },
+        responses={**ERRORS, 422: {"model": Problem}},
     )
     async def start_job(body: ChatJobBody, user: User) -> dict[str, Any]:
         """Start answering ``message``; returns at once with the job id."""
@@ -326,10 +285,10 @@ def create_app(service: Service) -> ASGIApp:
     async def cancel_job(job_id: str, user: User) -> dict[str, Any]:
         """Ask the job to stop; what was produced so far is kept."""
         state = await own_state(job_id, user, 0, 0.0)
-        if state["status"] != "streaming":
-            return {"job_id": job_id, "status": state["status"], "cancel_requested": False}
-        await in_thread(service.store.request_cancel, job_id)
-        return {"job_id": job_id, "status": state["status"], "cancel_requested": True}
+        requested = state["status"] == "streaming"
+        if requested:
+            await in_thread(service.store.request_cancel, job_id)
+        return {"job_id": job_id, "status": state["status"], "cancel_requested": requested}
 
     @app.post(
         f"{PREFIX}/chat-stream",
@@ -378,12 +337,11 @@ def create_app(service: Service) -> ASGIApp:
 
     @app.get("/healthz", include_in_schema=False)
     async def health() -> dict[str, Any]:
-        """Liveness: the process answers (``pid``: which one, behind a shared port)."""
+        # pid: which process answered, behind a shared port
         return {"ok": True, "role": service.role, "pid": os.getpid()}
 
     @app.get("/readyz", include_in_schema=False)
     async def ready() -> JSONResponse:
-        """Readiness: the job store answers, a worker runs, the transcript writer answers."""
         checks: dict[str, bool] = {}
         try:
             # asyncio's thread wait gives up at the deadline (the thread finishes on its own).
@@ -405,8 +363,7 @@ def create_app(service: Service) -> ASGIApp:
     if service.extend is not None:
         service.extend(app)
     app.add_middleware(BodyLimit, limit=service.limits.max_body_bytes)  # before anything parses a body
-    # An outer ASGI app, around FastAPI and all its layers: a well-formed poll or start skips
-    # them all (the routes above stay the contract and answer everything else).
+    # Around FastAPI and all its layers: a well-formed poll or start skips them (fastpaths.py).
     fast = FastPaths(app, prefix=PREFIX, tokens=service.tokens, read=own_state, admit=admit,
                      body_model=ChatJobBody, max_body=service.limits.max_body_bytes)  # fmt: skip
     return SecurityHeaders(SignInThrottle(fast, service.limits.failed_sign_ins_per_minute), docs=docs)

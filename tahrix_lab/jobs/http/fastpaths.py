@@ -1,20 +1,19 @@
-"""``FastPaths``, the outer ASGI app around the FastAPI app (composed, not patched).
+"""``FastPaths``: the outer ASGI app that answers a well-formed poll or start before FastAPI.
 
-Under load nearly every request is a long-poll answer or, in a burst, a start,
-and FastAPI's layers (middlewares, dependency solving, validation) cost several
-times the work of the answer. A well-formed poll or start with a known token is
-answered here with the routes' own functions (the same ownership check,
-deadline, admission and JSON; the POST body checked by the route's pydantic
-model). Anything else goes on to FastAPI, which answers it as documented (401,
-413, 422, ...): the OpenAPI routes stay the contract. The guards every server
-puts around its app are ``tahrix_lab.web.guards``.
+Under load nearly every request is a long-poll answer or, in a burst, a start, and FastAPI's layers
+(middlewares, dependency solving, validation) cost several times the work of the answer. This one
+calls the routes' own functions (the same ownership check, deadline, admission and JSON; the POST
+body checked by the route's pydantic model); anything else goes on to FastAPI, which answers it as
+documented (401, 413, 422, ...): the OpenAPI routes stay the contract.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -27,43 +26,27 @@ from tahrix_lab.web.guards import read_body, replaying, send_json
 log = logging.getLogger(__name__)
 
 _JOB_ID = re.compile(r"[^/]+")
-# What FastAPI reads as a bool query parameter; anything else goes to it (and is a 422).
-_BOOLS = {
-    "1": True,
-    "true": True,
-    "on": True,
-    "yes": True,
-    "0": False,
-    "false": False,
-    "off": False,
-    "no": False,
-}
+# Bool query values FastAPI reads the same way; any other goes on to FastAPI (which may answer 422).
+_BOOLS = dict.fromkeys(("1", "true", "on", "yes"), True) | dict.fromkeys(("0", "false", "off", "no"), False)
 STORE_DOWN = "The job store is unreachable right now. Please try again in a moment."
 
 
+@dataclass(eq=False)
 class FastPaths:
-    """See the module docstring. ``read(job_id, user, since, wait, content)`` and ``admit(body,
-    user)`` are the routes' functions; they refuse with ``JobRejected``."""
+    """``read(job_id, user, since, wait, content)`` and ``admit(body, user)`` are the routes'
+    functions; they refuse with ``JobRejected``."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        prefix: str,
-        tokens: dict[str, str],
-        read: Callable[[str, str, int, float, bool], Awaitable[dict[str, Any]]],
-        admit: Callable[[Any, str], Awaitable[dict[str, Any]]],
-        body_model: type[BaseModel],
-        max_body: int,
-    ) -> None:
-        self.app = app
-        self.start_path = f"{prefix}/chat-stream-job"
+    app: ASGIApp
+    prefix: str
+    tokens: dict[str, str]
+    read: Callable[[str, str, int, float, bool], Awaitable[dict[str, Any]]]
+    admit: Callable[[Any, str], Awaitable[dict[str, Any]]]
+    body_model: type[BaseModel]
+    max_body: int
+
+    def __post_init__(self) -> None:
+        self.start_path = f"{self.prefix}/chat-stream-job"
         self.path_prefix = self.start_path + "/"
-        self.tokens = tokens
-        self.read = read
-        self.admit = admit
-        self.body_model = body_model
-        self.max_body = max_body
 
     def _user(self, scope: Scope) -> str | None:
         for name, value in scope["headers"]:
@@ -73,13 +56,10 @@ class FastPaths:
         return None
 
     def _poll(self, scope: Scope) -> tuple[str, str, int, float, bool] | None:
-        """(job id, user, since, wait, content) of a well-formed poll, else None (FastAPI
-        answers it)."""
+        """(job id, user, since, wait, content) of a well-formed poll, else None (FastAPI answers it)."""
         job_id = scope["path"][len(self.path_prefix) :]
-        if not _JOB_ID.fullmatch(job_id):
-            return None
         user = self._user(scope)
-        if user is None:
+        if user is None or not _JOB_ID.fullmatch(job_id):
             return None
         since, wait, content = 0, 0.0, True
         try:
@@ -112,7 +92,7 @@ class FastPaths:
             if method == "GET" and path.startswith(self.path_prefix):
                 poll = self._poll(scope)
                 if poll is not None:
-                    await self._answer(scope, receive, send, self.read(*poll))
+                    await self._answer(send, self.read(*poll))
                     return
             elif method == "POST" and path == self.start_path and self._json_post(scope):
                 await self._start(scope, receive, send)
@@ -124,18 +104,16 @@ class FastPaths:
         if raw is None:
             return
         user = self._user(scope)
-        body: Any = None
+        body: BaseModel | None = None
         if user is not None and len(raw) <= self.max_body:
-            try:
+            with contextlib.suppress(ValidationError):
                 body = self.body_model.model_validate_json(raw)
-            except ValidationError:
-                body = None
         if body is None or user is None:  # FastAPI answers it (401, 413, 422) from the same bytes
             await self.app(scope, replaying(raw, receive), send)
             return
-        await self._answer(scope, receive, send, self.admit(body, user))
+        await self._answer(send, self.admit(body, user))
 
-    async def _answer(self, scope: Scope, receive: Receive, send: Send, result: Awaitable[Any]) -> None:
+    async def _answer(self, send: Send, result: Awaitable[Any]) -> None:
         try:
             answer = await result
         except StoreUnavailable as exc:

@@ -57,9 +57,8 @@ class MemoryJobStore(JobStore):
         return job
 
     def _purge(self) -> None:
-        now = time.monotonic()
-        for job_id in [k for k, j in self._jobs.items() if j.expires is not None and j.expires <= now]:
-            del self._jobs[job_id]
+        for job_id in list(self._jobs):
+            self._get(job_id)  # drops it if it expired
 
     def create(
         self, job_id: str, *, user: str, request: dict[str, Any], queue_position: int = 0,
@@ -71,11 +70,7 @@ class MemoryJobStore(JobStore):
                 running = sum(1 for j in self._jobs.values() if j.user == user and j.status not in TERMINAL)
                 if running >= max_running:
                     raise CapReached(max_running)
-            self._jobs[job_id] = _MemJob(
-                user=user,
-                session_id=request.get("session_id"),
-                queue_position=queue_position,
-            )
+            self._jobs[job_id] = _MemJob(user, request.get("session_id"), queue_position=queue_position)
             return 0
 
     def set_session(self, job_id: str, session_id: str, *, message: str, history_len: int) -> None:
@@ -163,18 +158,17 @@ class MemoryJobStore(JobStore):
                         job.waiters.remove((loop, fut))
 
     def _snapshot(self, job: _MemJob, since: int) -> dict[str, Any]:
-        with self._cond:
-            header = {"status": job.status, **job.fold.summary(), "session_id": job.session_id,
-                      "queue_position": job.queue_position, "user": job.user}  # fmt: skip
-            return state(header, job.log.since(since), since, job.log.next)
+        """The job's state (under the lock)."""
+        header = {"status": job.status, **job.fold.summary(), "session_id": job.session_id,
+                  "queue_position": job.queue_position, "user": job.user}  # fmt: skip
+        return state(header, job.log.since(since), since, job.log.next)
 
     def request_cancel(self, job_id: str) -> bool:
         with self._cond:
             job = self._get(job_id)
-            if job is None:
-                return False
-            job.cancel = True
-            return True
+            if job is not None:
+                job.cancel = True
+            return job is not None
 
     def cancel_requested(self, job_ids: list[str]) -> set[str]:
         with self._cond:

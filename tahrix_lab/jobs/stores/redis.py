@@ -1,12 +1,6 @@
-"""Jobs in Redis, shared by several processes (key layout and Lua in ``scripts``).
-
-Writes go through ``writer``: one thread, one script call per batch, and a job
-Redis lost is written anew under the same indexes. Reads (the API, ``aread``):
-one script returns the state and the chunks from ``since``; a long-poll waits
-for its job's wake-up and answers from the tail the messages keep, reading
-Redis only when the tail cannot answer (``wake``). Commands have short socket
-timeouts and a dead pooled connection is retried once; no command blocks in
-Redis, so no request outlives its ``wait`` by more than the socket timeout.
+"""Jobs in Redis, shared by several processes: key layout and Lua in ``scripts``, the batched
+writes in ``writer``, long-poll wake-ups and tails in ``wake`` (the design: docs/service.md).
+No command blocks in Redis, so no request outlives its ``wait`` by more than the socket timeout.
 """
 
 from __future__ import annotations
@@ -47,8 +41,8 @@ ASYNC_POOL = 64
 
 
 def _options(module: Any) -> dict[str, Any]:
-    """Short timeouts; one retry, only for a connection that died in the pool (not for a
-    timeout: a frozen server would double every wait). ``module``: redis or redis.asyncio."""
+    """One retry, only for a connection that died in the pool (not for a timeout: a frozen
+    server would double every wait). ``module``: redis or redis.asyncio."""
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -59,9 +53,8 @@ def _options(module: Any) -> dict[str, Any]:
 
 
 def _make_async_client(url: str) -> Any:
-    """The API's client: a bounded pool that queues for a free connection. Commands are
-    short (waiting polls hold none), so a few dozen serve hundreds of polls, and a burst of
-    POSTs does not open hundreds of connections at once."""
+    """The API's client: a bounded pool that queues for a free connection (waiting polls hold
+    none), so a burst of POSTs does not open hundreds of connections at once."""
     import redis.asyncio
 
     pool = redis.asyncio.BlockingConnectionPool.from_url(
@@ -81,7 +74,7 @@ def packing_with_hiredis(base: type) -> type:
 
     if not HIREDIS_AVAILABLE:
         return base
-    serializer = HiredisRespSerializer()
+    serializer = HiredisRespSerializer()  # type: ignore[no-untyped-call]
 
     def pack_command(self: Any, *args: Any) -> list[bytes]:
         packed: list[bytes] = serializer.pack(*args)
@@ -90,23 +83,8 @@ def packing_with_hiredis(base: type) -> type:
     return type(base.__name__, (base,), {"pack_command": pack_command, "__module__": __name__})
 
 
-RESTARTED = "Redis restarted empty moments ago and this job may not be written back yet"
-
-
-def _parse(reply: list[Any], since: int) -> dict[str, Any] | None:
-    flat, entries = reply[0], reply[1]
-    header = dict(zip(flat[0::2], flat[1::2], strict=True))
-    if not header:
-        return None
-    for name, empty in (("tool_calls", "[]"), ("usage", "{}"), ("stop_reason", "null")):
-        header[name] = json.loads(header.get(name) or empty)
-    chunks = [json.loads(fields["c"] if isinstance(fields, dict) else fields[1]) for _id, fields in entries]
-    return state(header, chunks, since, int(header.get("next", 0)))
-
-
 def _admitted(got: int, cap: int | None) -> int:
-    """CREATE's answer: the queue's length, or -1 when the cap refused."""
-    if got < 0:
+    if got < 0:  # CREATE's answer: -1 when the cap refused, else the queue's length
         raise CapReached(cap or 0)
     return got
 
@@ -119,8 +97,6 @@ class _OnLoop:
     client: Any
     calls: ScriptBatcher
     waker: Waker
-    read: Any  # the READ and CREATE scripts, registered with this client
-    create: Any
 
 
 class RedisJobStore(JobStore):
@@ -134,7 +110,6 @@ class RedisJobStore(JobStore):
         self.lease_s = lease_s
         self.url = url
         self.ttl = ttl
-        self.grace_s = grace_s
         self._redis = redis
         self.client: Any = redis.Redis.from_url(url, max_connections=MAX_CONNECTIONS, **_options(redis))
         self._scripts = {name: self.client.register_script(getattr(lua, name)) for name in
@@ -154,21 +129,29 @@ class RedisJobStore(JobStore):
             raise self._err(exc) from exc
 
     def _parse(self, reply: list[Any], since: int) -> dict[str, Any] | None:
-        """The job's state from a READ reply; ``None`` for a job Redis does not hold, unless
-        Redis restarted empty since this process first looked, less than a lease (and some
-        slack) ago: then it may be a running job whose worker has not written it anew yet
-        (workers do at once, or at their next renewal), and the poll is answered as during an
-        outage (503, retryable) rather than 404."""
-        got = _parse(reply, since)
-        if got is None and len(reply) > 2:
+        """The job's state from a READ reply; ``None`` for a job Redis does not hold, unless Redis
+        restarted empty less than a lease (and some slack) ago: its worker may not have written
+        it anew yet (at once, or at its next renewal), so the poll gets a retryable 503, not 404."""
+        flat, entries = reply[0], reply[1]
+        header = dict(zip(flat[0::2], flat[1::2], strict=True))
+        if not header:  # READ then also answers Redis's epoch and its age
             epoch, age = str(reply[2]), int(reply[3])
-            if self._epoch is None:
-                self._epoch = epoch
-            elif epoch != self._epoch:
-                if age < (self.lease_s + 5.0) * 1000:
-                    raise StoreUnavailable(RESTARTED)
-                self._epoch = epoch
-        return got
+            if self._epoch is not None and epoch != self._epoch and age < (self.lease_s + 5.0) * 1000:
+                raise StoreUnavailable(
+                    "Redis restarted empty moments ago and this job may not be written back yet"
+                )
+            self._epoch = epoch
+            return None
+        for name, empty in (("tool_calls", "[]"), ("usage", "{}"), ("stop_reason", "null")):
+            header[name] = json.loads(header.get(name) or empty)
+        chunks = [json.loads(fields[1]) for _id, fields in entries]  # fields: ["c", chunk JSON]
+        return state(header, chunks, since, int(header.get("next", 0)))
+
+    async def _acall(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        try:  # the calls of one event-loop turn share one pipeline
+            return await self._on_loop().calls.call(self._scripts[name], keys, args)
+        except self._redis.RedisError as exc:
+            raise self._err(exc) from exc
 
     def _ttl(self) -> int:
         return max(1, round(self.ttl))
@@ -200,13 +183,8 @@ class RedisJobStore(JobStore):
         max_running: int | None = None, enqueue: bool = False,
     ) -> int:  # fmt: skip
         """``create`` on the event loop (a POST parks no thread)."""
-        on = self._on_loop()
         keys, args = self._create_args(job_id, user, request, queue_position, max_running, enqueue)
-        try:  # a burst of POSTs shares one pipeline
-            got = int(await on.calls.call(on.create, keys, args))
-        except self._redis.RedisError as exc:
-            raise self._err(exc) from exc
-        return _admitted(got, max_running)
+        return _admitted(int(await self._acall("CREATE", keys, args)), max_running)
 
     def _create_args(
         self, job_id: str, user: str, request: dict[str, Any], position: int, cap: int | None, enqueue: bool
@@ -232,12 +210,9 @@ class RedisJobStore(JobStore):
         header = {"session_id": session_id, "message": message, "history_len": str(history_len)}
         self._writer.note_session(job_id, header)
         keys = [job_key(job_id), f"{KEY_PREFIX}session:{session_id}"]
+        args = [job_id, session_id, message, history_len, self._ttl()]
         with contextlib.suppress(StoreUnavailable):  # a restore writes it again
-            self._call(
-                self._scripts["SESSION"],
-                keys=keys,
-                args=[job_id, session_id, message, history_len, self._ttl()],
-            )
+            self._call(self._scripts["SESSION"], keys=keys, args=args)
 
     def session_job(self, session_id: str) -> dict[str, Any] | None:
         job_id = self._call(self.client.get, f"{KEY_PREFIX}session:{session_id}")
@@ -251,28 +226,27 @@ class RedisJobStore(JobStore):
     # -- reading -----------------------------------------------------------------
     def read(self, job_id: str, since: int = 0) -> dict[str, Any] | None:
         key = job_key(job_id)
-        return self._parse(
-            self._call(self._scripts["READ"], keys=[key, key + ":chunks"], args=[since]), since
-        )
+        reply = self._call(self._scripts["READ"], keys=[key, key + ":chunks"], args=[since])
+        return self._parse(reply, since)
 
     def _on_loop(self) -> _OnLoop:
         loop = asyncio.get_running_loop()
         if self._async is None or self._async.loop is not loop:
             client = _make_async_client(self.url)
-            self._async = _OnLoop(loop, client, ScriptBatcher(client, self._redis), Waker(client),
-                                  client.register_script(lua.READ), client.register_script(lua.CREATE))  # fmt: skip
+            self._async = _OnLoop(loop, client, ScriptBatcher(client, self._redis), Waker(client))
         return self._async
 
     async def aread(
         self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
         linger: float = 0.0,
     ) -> dict[str, Any] | None:  # fmt: skip
-        on = self._on_loop()
-        waker = on.waker
+        waker = self._on_loop().waker
         key = job_key(job_id)
         since = max(0, since)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, wait)
+        # Listen before reading: a write between the read and the wait still wakes us.
+        fut = waker.register(job_id) if wait > 0 else None
 
         async def once(news: bool) -> dict[str, Any] | None:
             # A long-poll answers from the tail the wake-ups keep (wake.py) when it can.
@@ -280,27 +254,17 @@ class RedisJobStore(JobStore):
             if got is not None:
                 return got
             asked = waker.messages
-            try:
-                reply = await on.calls.call(on.read, [key, key + ":chunks"], [since])
-            except self._redis.RedisError as exc:
-                raise self._err(exc) from exc
-            got = self._parse(reply, since)
+            got = self._parse(await self._acall("READ", [key, key + ":chunks"], [since]), since)
             if got is not None and fut is not None:
                 waker.keep(job_id, got, since, asked)
             return got
 
-        def ready(got: dict[str, Any] | None) -> bool:
-            return got is None or bool(got["chunks"]) or got["status"] in TERMINAL
-
-        # Listen before reading: a write between the read and the wait still wakes us.
-        fut = waker.register(job_id) if wait > 0 else None
         try:
             got = await once(news=False)
             if got is None or (user is not None and got.get("user") != user):
                 return None
-            while not ready(got) and fut is not None:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
+            while fut is not None and not got["chunks"] and got["status"] not in TERMINAL:
+                if loop.time() >= deadline:
                     break
                 # One timer resolves the wake-up future at the deadline (cheaper than wait_for).
                 timer = loop.call_at(deadline, wake, fut)

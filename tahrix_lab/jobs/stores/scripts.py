@@ -41,9 +41,7 @@ end
 # session id (or ''), enqueue ('1': push the request for a worker), lease ms. The job is leased
 # from the start, so it is claimed even if its worker dies before the first renewal.
 # Returns -1 when the cap refuses, else the queue length (or 0).
-CREATE = (
-    _NOW
-    + f"""
+CREATE = f"""{_NOW}
 local cap = tonumber(ARGV[6])
 if cap > 0 then
   local n = 0
@@ -63,18 +61,14 @@ redis.call('ZADD', '{P}leases', now + tonumber(ARGV[9]), ARGV[1])
 if ARGV[8] == '1' then return redis.call('RPUSH', KEYS[3], ARGV[3]) end
 return 0
 """
-)
 
 # ARGV: ttl, then per job: job id, status ('' keeps it), expected next, content delta,
 # reasoning delta, n chunks, chunk JSON x n, tool_calls, usage, stop_reason (JSON), news.
-# One call for a whole batch of the writer. Returns per job -1: the job is gone (Redis lost
-# it); -2: the log is not where the writer thinks (an earlier write's answer was lost); -3: it
-# already ended (a reaper ended it); else the cancel flag (0/1). The writer answers -1 and -2 by
-# writing the whole log again (RESTORE). Then publishes one wake-up with the news of the jobs
-# whose chunks landed (wake.py): after the writes, so a woken poll finds them.
-APPENDS = (
-    _ENDED
-    + f"""
+# Returns per job -1: the job is gone (Redis lost it); -2: the log is not where the writer
+# thinks (an earlier write's answer was lost); -3: it already ended (a reaper ended it); else
+# the cancel flag (0/1). Publishes the news of the jobs whose chunks landed after the writes,
+# so a woken poll finds them.
+APPENDS = f"""{_ENDED}
 local ttl = tonumber(ARGV[1])
 local codes, news = {{}}, {{}}
 local i = 2
@@ -115,13 +109,10 @@ if #news > 0 then
 end
 return codes
 """
-)
 
 # KEYS: hash, stream. ARGV: ttl, status, n chunks, chunk JSON x n, then every header field/value.
-# The whole job written anew under the same indexes (after Redis lost it).
-RESTORE = (
-    _ENDED
-    + f"""
+# The whole job written anew under the same indexes.
+RESTORE = f"""{_ENDED}
 local cancel = redis.call('HGET', KEYS[1], 'cancel')
 redis.call('DEL', KEYS[1], KEYS[2])
 local n = tonumber(ARGV[3])
@@ -141,7 +132,6 @@ end
 if cancel == '1' then return 1 end
 return 0
 """
-)
 
 # When this Redis began holding jobs ({p}epoch: set by the first process to look after it
 # started empty), and how long ago (ms).
@@ -152,12 +142,9 @@ local epoch = redis.call('GET', '{P}epoch')
 
 EPOCH = _NOW + _EPOCH + "return {epoch, now - tonumber(epoch)}\n"
 
-# KEYS: hash, stream. ARGV: since. The state and the chunks from `since`, in one step. For a
-# job Redis does not hold, the epoch and its age: a process that knew an earlier epoch knows
-# Redis restarted empty since, and a running job lost then is written anew within a lease.
-READ = (
-    _NOW
-    + f"""
+# KEYS: hash, stream. ARGV: since. The state and the chunks from `since`; for a job Redis does
+# not hold, the epoch and its age (a process that knew an earlier epoch sees Redis restarted).
+READ = f"""{_NOW}
 local h = redis.call('HGETALL', KEYS[1])
 if #h == 0 then
   {_EPOCH}
@@ -165,7 +152,6 @@ if #h == 0 then
 end
 return {{h, redis.call('XRANGE', KEYS[2], '(0-' .. ARGV[1], '+')}}
 """
-)
 
 # KEYS: hash. Set the cancel flag only on a job that exists.
 CANCEL = """
@@ -175,7 +161,7 @@ return 1
 """
 
 # ARGV: ttl, job ids... Which of the jobs were asked to cancel, refreshing their TTL on the way
-# (quiet jobs, e.g. inside a long tool call, write nothing that would). One call for them all.
+# (quiet jobs, e.g. inside a long tool call, write nothing that would).
 CANCELS = f"""
 local ttl = tonumber(ARGV[1])
 local out = {{}}
@@ -212,9 +198,7 @@ return 1
 
 # ARGV: worker id, lease ms, job ids... Renews the leases and the worker's heartbeat; returns
 # the jobs Redis no longer holds (it restarted empty), for their writer to write anew.
-RENEW = (
-    _NOW
-    + f"""
+RENEW = f"""{_NOW}
 local deadline = now + tonumber(ARGV[2])
 redis.call('SET', '{P}epoch', now, 'NX')
 redis.call('ZADD', '{P}workers', now, ARGV[1])
@@ -229,7 +213,6 @@ for i = 3, #ARGV do
 end
 return missing
 """
-)
 
 # ARGV: lease ms. How many workers renewed within one lease.
 WORKERS = _NOW + f"return redis.call('ZCOUNT', '{P}workers', now - tonumber(ARGV[1]), '+inf')\n"
@@ -237,15 +220,11 @@ WORKERS = _NOW + f"return redis.call('ZCOUNT', '{P}workers', now - tonumber(ARGV
 # ARGV: worker id ('' for an API process, which cannot run a job and only ends them), lease ms,
 # error chunk JSON, ttl, then the jobs the claimer holds (their leases are renewed first, so a
 # live worker never claims its own). Claims up to 200 lapsed jobs: one that produced nothing is
-# leased to a worker claimer (it runs it; one still queued leaves the queue, so it runs once,
-# and one popped but never renewed gets one more lease first) and left lapsed for a worker by an
-# API claimer; any other ends with the error chunk and joins {p}unsaved, where a worker finds
-# it to keep its interrupted answer in the transcript (UNSAVED). Returns {job id,
-# 'take'|'end', request, session id} per claimed job.
-CLAIM = (
-    _NOW
-    + _ENDED
-    + f"""
+# leased to a worker claimer (it runs it) and left lapsed for a worker by an API claimer; any
+# other ends with the error chunk and joins {p}unsaved, where a worker finds it to keep its
+# interrupted answer in the transcript (UNSAVED). Returns {job id, 'take'|'end', request,
+# session id} per claimed job.
+CLAIM = f"""{_NOW}{_ENDED}
 local out = {{}}
 local woken = {{}}
 for i = 5, #ARGV do redis.call('ZADD', '{P}leases', 'XX', now + tonumber(ARGV[2]), ARGV[i]) end
@@ -285,7 +264,6 @@ end
 if #woken > 0 then redis.call('PUBLISH', '{P}wake', table.concat(woken, ' ')) end
 return out
 """
-)
 
 # ARGV: how many. Jobs a reaper ended mid-answer whose answer no worker has kept yet: popped
 # (so one worker keeps each), with their session. Returns {job id, session id} per job.

@@ -1,25 +1,14 @@
 """The API's event-loop side of Redis: batched script calls, and wake-ups for long-polls.
 
-``ScriptBatcher``: the reads and admissions asked in one event-loop turn share
-one pipeline.
+``ScriptBatcher``: the reads and admissions asked in one event-loop turn share one pipeline.
 
-``Waker``: one pubsub connection per event loop, the wake-ups carrying the news.
-
-After each batch the Redis writer publishes on ``chatjob:wake`` what the batch
-appended, as JSON: ``{"w": [[job, first index, status, [chunk...], tool_calls,
-usage, stop_reason], ...]}``, only the appends Redis accepted. A job whose state
-changed otherwise (written anew after Redis lost it, its session set, ended by
-a reaper) is named by its id alone, space-separated ids being the other form.
-
-Each API process listens on one connection. For a job one of its long-polls
-reads, it keeps the tail of the log (``Tail``: the state and the chunks from
-the latest poll's ``since``), seeded by a Redis read and extended by the
-messages, so a woken poll answers without reading Redis again: under load that
-is one Redis read less per answer, twice. A tail is kept only while it is
-exact: a message that does not continue it (a gap: a lost answer, a restart)
-or names its job by id drops it; after a reconnect every tail is dropped and
-every waiting poll reads Redis. A woken poll that finds nothing new in its
-tail reads Redis too, so a tail seeded a moment too early is mended at once.
+``Waker``: one pubsub connection per event loop. After each batch the writer publishes on
+``chatjob:wake`` what landed, as JSON: ``{"w": [[job, first index, status, [chunk...],
+tool_calls, usage, stop_reason], ...]}``; a job whose state changed otherwise (written anew,
+its session set, ended by a reaper) is named by its id alone (space-separated ids). For a job
+its polls read, the Waker keeps the log's tail (``Tail``), seeded by a Redis read and extended
+by the messages, so a woken poll answers without reading Redis. A tail is kept only while it
+is exact: a gap, a job named by id or a reconnect drops it (docs/service.md has the story).
 """
 
 from __future__ import annotations
@@ -60,8 +49,8 @@ class Tail:
         fresh = chunks[self.log.next - first :]
         self.fold.extend(fresh)
         self.log.append(fresh)
-        f = self.fold  # the writer's fold of the whole log says the rest (a tool call ended with it)
-        f.tool_calls, f.usage, f.stop_reason = fields
+        # The writer's fold of the whole log says the rest (a tool call ended with it).
+        self.fold.tool_calls, self.fold.usage, self.fold.stop_reason = fields
         self.header["queue_position"] = 0
         if status:
             self.header["status"] = status
@@ -72,8 +61,6 @@ class Tail:
 
 
 class Waker:
-    """See the module docstring."""
-
     def __init__(self, client: Any) -> None:
         self.client = client
         self.waiters: dict[str, set[asyncio.Future[None]]] = {}
@@ -168,8 +155,7 @@ class Waker:
 
     def _sweep(self) -> None:
         old = time.monotonic() - TAIL_IDLE_S
-        for job_id in [j for j, t in self.tails.items() if t.used < old]:
-            del self.tails[job_id]
+        self.tails = {job_id: tail for job_id, tail in self.tails.items() if tail.used >= old}
 
     def _wake(self, job_ids: list[str] | None = None) -> None:
         for job_id in self.waiters if job_ids is None else job_ids:
@@ -195,15 +181,13 @@ class Waker:
                         swept = time.monotonic()
             except Exception as exc:  # Redis down or restarted: listen again shortly
                 log.debug("wake-up channel lost: %s", exc)
-                self.listening = False
-                self.tails.clear()  # messages will be missed: no tail stays exact
-                self._wake()
-                await asyncio.sleep(0.5)
+                self._wake()  # the polls run at the next await, after the finally dropped the tails
             finally:
                 self.listening = False
-                self.tails.clear()
+                self.tails.clear()  # messages will be missed: no tail stays exact
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(pubsub.aclose(), CLOSE_TIMEOUT_S)
+            await asyncio.sleep(0.5)
 
     async def close(self) -> None:
         if self.task is not None:
@@ -233,11 +217,10 @@ class ScriptBatcher:
         return await fut
 
     def _kick(self) -> None:
-        batch, self.pending = self.pending, []
-        if batch:
-            task = asyncio.get_running_loop().create_task(self._flush(batch))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+        batch, self.pending = self.pending, []  # never empty: ``call`` filled it
+        task = asyncio.get_running_loop().create_task(self._flush(batch))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     async def _send(self, batch: list[_Call]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
@@ -249,7 +232,7 @@ class ScriptBatcher:
         try:
             results = await self._send(batch)
             if any(isinstance(r, self.redis.exceptions.NoScriptError) for r in results):
-                for script in {id(c[0]): c[0] for c in batch}.values():  # a fresh or restarted Redis
+                for script in {call[0] for call in batch}:  # a fresh or restarted Redis
                     await self.client.script_load(script.script)
                 results = await self._send(batch)
         except Exception as exc:  # unreachable, timed out: each call raises it

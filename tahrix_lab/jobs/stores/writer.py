@@ -1,19 +1,9 @@
-"""The Redis store's writes: one script call per batch, for every job with news.
-
-The runner's ``append`` only queues chunks. One writer thread sends, per
-batch, one ``APPENDS`` call holding every job that has news (its consecutive
-text deltas merged): each job's append is checked and applied on its own, and
-the script publishes one wake-up carrying what landed (``wake``), so
-the API answers woken polls without reading Redis again. Idle, a batch is one
-chunk and leaves at once; under load (many jobs streaming) the writer waits a
-short window after each batch so chunks gather: the writes and wake-ups per
-second stay bounded however many jobs stream.
-
-The writer keeps each running job's whole log (``Mirror``). When Redis loses
-a job (it restarted empty) or a write's answer was lost, the next write finds
-the log elsewhere than expected and the writer writes the job anew under the
-same indexes: numbering continues. While Redis is down the run goes on and
-the writer retries; ``finish`` waits (at most ``grace_s``) for the end to land.
+"""The Redis store's writes: one writer thread, one ``APPENDS`` call per batch for every job
+with news (its text deltas merged); the script publishes what landed (``wake``). Under load the
+writer waits a short window after each batch so chunks gather. It keeps each running job's
+whole log (``Mirror``): a job Redis lost, or whose write's answer was lost, is written anew
+under the same indexes. While Redis is down the run goes on and the writer retries; ``finish``
+waits (at most ``grace_s``) for the end to land. The design: docs/service.md.
 """
 
 from __future__ import annotations
@@ -81,7 +71,7 @@ class Writer:
     def __init__(self, client: Any, redis_module: Any, scripts: dict[str, Any], url: str, grace_s: float,
                  ttl: Callable[[], int]) -> None:  # fmt: skip
         self.client = client
-        self.url = url
+        self.where = redact_url(url)
         self.grace_s = grace_s
         self._ttl = ttl
         self._redis = redis_module
@@ -95,9 +85,6 @@ class Writer:
         self._closing = False
         self._inflight = False
 
-    def _where(self) -> str:
-        return redact_url(self.url)
-
     # -- what the store tells its writer ----------------------------------------
     def take(self, job_id: str, user: str, request: dict[str, Any]) -> None:
         """This process writes the job from now on (the writer keeps its log)."""
@@ -107,8 +94,7 @@ class Writer:
     def note_session(self, job_id: str, header: dict[str, str]) -> None:
         """The job's session, written again with it if Redis loses the job."""
         with self._cond:
-            mirror = self._mirrors.get(job_id)
-            if mirror is not None:
+            if (mirror := self._mirrors.get(job_id)) is not None:
                 mirror.header = header
 
     def cancelled(self, job_ids: set[str]) -> None:
@@ -147,18 +133,14 @@ class Writer:
 
     def finish(self, job_id: str, status: EndStatus, chunks: list[Chunk]) -> None:
         with self._cond:
-            mirror = self._mirrors.get(job_id)
-            if mirror is None:
-                mirror = self._mirrors[job_id] = Mirror(user="", request={})
+            mirror = self._mirrors.setdefault(job_id, Mirror(user="", request={}))
         self._inbox.append((job_id, chunks, status))  # after this job's earlier chunks
         self._kick()
         if not mirror.written.wait(self.grace_s):
             with self._cond:
                 self._mirrors.pop(job_id, None)
                 self._dirty.pop(job_id, None)
-            raise StoreUnavailable(
-                f"Redis at {self._where()} stayed unreachable; the job's end was not written"
-            )
+            raise StoreUnavailable(f"Redis at {self.where} stayed unreachable; the job's end was not written")
 
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until every chunk queued so far is written (tests; a clean shutdown)."""
@@ -216,15 +198,12 @@ class Writer:
                     self._cond.notify_all()
             if not ok:
                 if not failing:
-                    log.error(
-                        "Redis at %s is unreachable; the runs go on and their chunks wait",
-                        self._where(),
-                    )
+                    log.error("Redis at %s is unreachable; the runs go on and their chunks wait", self.where)
                 failing = True
                 time.sleep(0.5)
                 continue
             if failing:
-                log.warning("Redis at %s answers again; writing the waiting chunks", self._where())
+                log.warning("Redis at %s answers again; writing the waiting chunks", self.where)
                 failing = False
             streaming = len(self._mirrors)
             if streaming >= BUSY_JOBS:
@@ -239,8 +218,9 @@ class Writer:
             m.thought_delta += thought
             m.log.append(_to_json(chunk))
         m.pending = []
-        status = end_status(m.end) if m.end is not None else ""
+        status = ""
         if m.end is not None:
+            status = end_status(m.end)
             m.fold.end(m.end == "cancelled")
         key = job_key(job_id)
         folded = m.fold.fields()
@@ -251,14 +231,11 @@ class Writer:
                 args += [k, v]
             return "RESTORE", [key, key + ":chunks"], args
         unsent = m.log[m.sent :]
-        content, reasoning = m.text_delta, m.thought_delta
-        tool_calls, usage, stop_reason = folded["tool_calls"], folded["usage"], folded["stop_reason"]
+        fields = [folded["tool_calls"], folded["usage"], folded["stop_reason"]]  # JSON
         # The news for the API's tails (wake.py), published by the script if the append lands.
-        news = (f'[{_to_json(job_id)},{m.sent},"{status}",[{",".join(unsent)}],'
-                f"{tool_calls},{usage},{stop_reason}]")  # fmt: skip
-        group = [job_id, status, m.sent, content, reasoning, len(unsent), *unsent, tool_calls, usage,
-                 stop_reason, news]  # fmt: skip
-        return "APPENDS", [], group
+        news = f'[{_to_json(job_id)},{m.sent},"{status}",[{",".join(unsent)}],{",".join(fields)}]'
+        args = [job_id, status, m.sent, m.text_delta, m.thought_delta, len(unsent), *unsent, *fields, news]
+        return "APPENDS", [], args
 
     def _pipelined(self, ops: list[tuple[str, Op]]) -> list[Any]:
         """One ``APPENDS`` call for every append of the batch, one ``RESTORE`` per job written
@@ -278,8 +255,7 @@ class Writer:
         codes = got.pop() if n_appends else []
         if not isinstance(codes, list):  # the batch call failed: each of its jobs sees why
             codes = [codes] * n_appends
-        restores = iter(got)
-        appended = iter(codes)
+        restores, appended = iter(got), iter(codes)
         return [next(appended) if op[0] == "APPENDS" else next(restores) for _job_id, op in ops]
 
     def _publish(self, changed: list[str]) -> None:
@@ -294,14 +270,12 @@ class Writer:
     def _send(self, ops: list[tuple[str, Op]]) -> bool:
         try:
             # EVALSHA straight away: a pipeline of Script objects would first ask SCRIPT EXISTS,
-            # one more round trip per batch. After a Redis restart the scripts are loaded again
-            # and the batch is retried (a script that was not found did not run).
+            # one more round trip per batch. A fresh or restarted Redis has not loaded the
+            # scripts yet: load them and send again at once (a script not found did not run).
             results = self._pipelined(ops)
             if any(isinstance(r, self._redis.exceptions.NoScriptError) for r in results):
                 for script in self._scripts.values():
                     self.client.script_load(script.script)
-                # Again at once: a script that was not found did not run (no backoff, no
-                # "unreachable": a fresh or restarted Redis simply had not loaded them yet).
                 results = self._pipelined(ops)
         except self._redis.RedisError as exc:
             results = [exc] * len(ops)
@@ -316,12 +290,12 @@ class Writer:
                     continue
                 if isinstance(res, Exception):
                     # Unknown whether it landed: the next write checks where the log is.
-                    if not isinstance(res, self._redis.ResponseError):
-                        ok = False  # unreachable: back off before the next try
                     self._dirty[job_id] = None
                     if isinstance(res, self._redis.ResponseError):
                         log.error("job %s: Redis refused a write: %s", job_id, res)
                         m.restore = True
+                    else:
+                        ok = False  # unreachable: back off before the next try
                     continue
                 code = int(res)
                 if code == -1 and not m.user:  # never taken here (it expired): nothing to restore
