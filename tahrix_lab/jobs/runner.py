@@ -103,7 +103,8 @@ class JobRunner:
         )
         transcripts.group_writes()  # the loops' answers and turn ends, from many run threads
         self._burst = BurstGate()
-        self._published: dict[str, int] = {}  # queue positions as last written (absent: 0, -1: not yet)
+        self._published: dict[str, int] = {}  # queue positions as last written (absent: 0)
+        self._unpublished: set[str] = set()  # queued here, their position not written yet
         self._running: dict[str, _Job] = {}
         self._cond = threading.Condition()
         self._stopping = threading.Event()
@@ -182,7 +183,7 @@ class JobRunner:
                 return  # claimed after its lease lapsed and popped from the queue: run it once
             self.store.take(req.job_id, user=req.user, request=req.to_dict())
             self._pending[req.job_id] = _Job(req, resume_session)
-            self._published[req.job_id] = -1  # not written by this runner yet: at the next change
+            self._unpublished.add(req.job_id)  # not written by this runner yet: at the next change
             if not self._burst.watching:  # else the watcher wakes the others when it pauses
                 self._cond.notify()
 
@@ -268,12 +269,16 @@ class JobRunner:
                 self._publish_positions(positions)
 
     def _positions(self) -> dict[str, int]:
-        """Under the lock: the queue positions that changed since last published (only those: a
-        burst of n jobs would otherwise write n positions at each of n starts). They count up
-        only while every worker is busy; otherwise each is 0."""
+        """Under the lock: the queue positions that changed since last published, looking only at
+        what can have changed (a burst of n jobs would otherwise scan and write n positions at each
+        of n starts). They count up only while every worker is busy; otherwise each is 0."""
         busy = len(self._running) >= self.workers
         now = {k: i + 1 for i, k in enumerate(self._pending)} if busy else {}
-        changed = {k: now.get(k, 0) for k in self._pending if self._published.get(k, 0) != now.get(k, 0)}
+        changed = {k: v for k, v in now.items() if self._published.get(k) != v}
+        for k in (*self._published, *self._unpublished):
+            if k not in now and k in self._pending:
+                changed[k] = 0
+        self._unpublished.clear()
         self._published = now
         return changed
 
