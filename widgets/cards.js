@@ -25,9 +25,10 @@ const EVM_HASH = /^0x[0-9a-fA-F]{64}$/;
 const BARE_HASH = /^[0-9a-fA-F]{64}$/;
 const TRON_ADDRESS = /^T[1-9A-HJ-NP-Za-km-z]{33}$/;
 const BTC_ADDRESS = /^(bc1[02-9ac-hj-np-z]{11,87}|[13][1-9A-HJ-NP-Za-km-z]{25,34})$/;
+const FLAG_ID = /^FLG-[0-9a-f]{10}$/;
 // Where chips are found in running text (the answer): whole tokens only. A bare 64-hex hash
 // (Bitcoin, Tron) gets its explorer link once the citations line says which chain holds it.
-export const CHIP_IN_TEXT = /(?<![0-9A-Za-z])(0x[0-9a-fA-F]{64}|0x[0-9a-fA-F]{40}|T[1-9A-HJ-NP-Za-km-z]{33}|bc1[02-9ac-hj-np-z]{25,87}|[0-9a-fA-F]{64})(?![0-9A-Za-z])/g;
+export const CHIP_IN_TEXT = /(?<![0-9A-Za-z])(FLG-[0-9a-f]{10}|0x[0-9a-fA-F]{64}|0x[0-9a-fA-F]{40}|T[1-9A-HJ-NP-Za-km-z]{33}|bc1[02-9ac-hj-np-z]{25,87}|[0-9a-fA-F]{64})(?![0-9A-Za-z])/g;
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -36,9 +37,10 @@ function el(tag, cls, text) {
   return node;
 }
 
-/** "address" | "tx" | null, and the chain the value itself implies (null for EVM). */
+/** "address" | "tx" | "flag" | null, and the chain the value itself implies (null for EVM). */
 export function idKind(value) {
   const v = String(value || "");
+  if (FLAG_ID.test(v)) return { kind: "flag", chain: null };
   if (EVM_ADDRESS.test(v)) return { kind: "address", chain: null };
   if (EVM_HASH.test(v)) return { kind: "tx", chain: null };
   if (TRON_ADDRESS.test(v)) return { kind: "address", chain: "tron" };
@@ -48,6 +50,7 @@ export function idKind(value) {
 }
 
 export function explorerUrl(value, kind, chain) {
+  if (kind !== "tx" && kind !== "address") return null; // a flag id is the case's, not a chain's
   const ex = EXPLORERS[chain];
   if (ex) {
     const base = typeof ex === "string" ? ex : ex.base;
@@ -87,10 +90,11 @@ function copy(text, node) {
   else fallback();
 }
 
-/** A chip for a hash or an address; plain text when the value is neither. */
+/** A chip for a hash, an address or a flag id; plain text when the value is none of them. */
 export function chip(value, chain) {
   const id = idKind(value);
   if (!id) return document.createTextNode(String(value));
+  if (id.kind === "flag") return flagChip(String(value));
   const wrap = el("span", "tx-chip");
   wrap.dataset.value = String(value);
   wrap.dataset.kind = id.kind;
@@ -103,6 +107,27 @@ export function chip(value, chain) {
     copy(String(value), wrap);
   });
   return linkChip(wrap, chain || id.chain);
+}
+
+// A flag id opens in the flags panel that holds it (flags.js listens for "tahrix:flag" on the
+// document, in a notebook as on the service page); none open: the chip says so.
+function flagChip(flagId) {
+  const wrap = el("span", "tx-chip tx-flag-chip");
+  wrap.dataset.value = flagId;
+  wrap.dataset.kind = "flag";
+  const text = wrap.appendChild(el("button", "tx-chip-text", flagId));
+  text.type = "button";
+  text.title = "Show this flag in the flags panel";
+  text.addEventListener("click", (ev) => {
+    ev.preventDefault();
+    ev.stopPropagation();
+    const ask = new CustomEvent("tahrix:flag", { bubbles: true, cancelable: true, detail: { flag_id: flagId } });
+    if (!wrap.dispatchEvent(ask)) return; // a panel claimed it
+    text.title = "No flags panel of this case is open here";
+    wrap.classList.add("tx-missing");
+    setTimeout(() => wrap.classList.remove("tx-missing"), 1200);
+  });
+  return wrap;
 }
 
 /** The chip's chain and its explorer link for it (null: Blockscan for an EVM value, else none). */

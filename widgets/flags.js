@@ -243,23 +243,41 @@ export function renderFlagsPanel(model, body) {
       } : null,
     });
   };
-  const focus = () => {
-    const f = model.get("focus_request") || {};
-    if (!f.n) return;
-    if (f.row_id) {
+  const show = (row_id, flag_id) => {
+    if (row_id) {
       state.view = "triage";
       state.filter = "";
-      state.open.add(f.row_id);
-      state.selected = f.row_id;
-      state.flag = f.flag_id || null;
+      state.open.add(row_id);
+      state.selected = row_id;
+      state.flag = flag_id || null;
       draw();
-      const tr = body.querySelector(`tr.txp-row[data-row="${CSS.escape(String(f.row_id))}"]`);
+      const tr = body.querySelector(`tr.txp-row[data-row="${CSS.escape(String(row_id))}"]`);
       if (tr) tr.scrollIntoView({ block: "nearest" });
-    } else if (f.flag_id) {
+    } else if (flag_id) {
       state.view = "raw";
-      state.raw = { key: "severity", desc: true, filter: String(f.flag_id) };
+      state.raw = { key: "severity", desc: true, filter: String(flag_id) };
       draw();
+      body.scrollIntoView({ block: "nearest" });
     }
   };
-  return { draw, focus };
+  const focus = () => {
+    const f = model.get("focus_request") || {};
+    if (f.n) show(f.row_id, f.flag_id);
+  };
+  // A flag id clicked in an answer (cards.js): the panel holding the flag opens it and claims the click.
+  const onFlag = (ev) => {
+    const flagId = ev.detail && ev.detail.flag_id;
+    const row = rowOfFlag(model.get("rows") || [], flagId);
+    if (!row && !(model.get("raw") || []).some((f) => f.flag_id === flagId)) return; // another case's
+    ev.preventDefault();
+    show(row ? row.row_id : null, flagId);
+  };
+  document.addEventListener("tahrix:flag", onFlag);
+  return { draw, focus, destroy: () => document.removeEventListener("tahrix:flag", onFlag) };
+}
+
+/** The triage row holding ``flagId`` among its flags or its related rows' flags, or undefined. */
+export function rowOfFlag(rows, flagId) {
+  return rows.find((r) => [...(r.flags || []), ...(r.related || []).flatMap((x) => x.flags || [])]
+    .some((f) => f.flag_id === flagId));
 }

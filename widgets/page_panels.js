@@ -2,6 +2,7 @@
 // each on a plain object standing in for the anywidget model, linked as FlagsPanel.link links
 // them in a notebook, with "Trace onward" asked of the service (page.js passes traceFrom).
 import panels from "/static/panels.js";
+import { rowOfFlag } from "/static/flags.js";
 
 // panels.js renders an anywidget model; here a plain object stands in for it.
 function pageModel(values, onMessage) {
@@ -114,8 +115,7 @@ export function showCasePanels({ flagsHost, graphHost, flags, graph, traceFrom, 
     if (msg.type === "trace") return traceOnward(graphModel, String(msg.node), traceFrom);
     if (msg.type !== "flag") return;
     // a flag clicked in a node's details opens its row
-    const row = flags.rows.find((r) => [...(r.flags || []), ...(r.related || []).flatMap((x) => x.flags || [])]
-      .some((f) => f.flag_id === msg.flag_id));
+    const row = rowOfFlag(flags.rows, msg.flag_id);
     flagsModel.set("focus_request", { n: ++n, row_id: row ? row.row_id : null, flag_id: msg.flag_id });
   });
   flagsHost.replaceChildren();

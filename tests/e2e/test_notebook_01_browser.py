@@ -133,6 +133,15 @@ def check_notebook_01(page: Any, server: Any, url: str, shot: str) -> None:
     page.locator(".txp-triage tr.txp-row td.txp-status", has_text="confirmed").first.wait_for(timeout=30_000)
     assert page.locator(".txp-triage .txp-flag", has_text="confirmed").count() == 1
     assert page.locator(".txp-panel .txp-error").first.inner_text() == ""
+
+    # a flag id in the answer is a link: the flags panel (another output of the notebook) opens it
+    chip = chat.locator(".tx-content .tx-flag-chip").first
+    flag_id = chip.get_attribute("data-value")
+    chip.locator("button").click()
+    page.locator(
+        f'.txp-panel .txp-flag.txp-selected[data-flag="{flag_id}"], .txp-panel tr[data-flag="{flag_id}"]'
+    ).first.wait_for(state="visible", timeout=10_000)
+    assert "tx-missing" not in (chip.get_attribute("class") or "")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
 

@@ -288,3 +288,58 @@ def test_a_plain_chat_service_shows_the_chat_without_case_panels(page: Any, tmp_
             assert page.console_errors == []
     finally:
         built.close()
+
+
+@pytest.fixture(scope="module")
+def fourth_row(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The sample case's fourth triage row and its first flag (flag ids are the same on every load)."""
+    with Workspace(str(tmp_path_factory.mktemp("fourth") / "ws.duckdb")) as ws:
+        row = ws.triage(ws.load_sample_case())["rows"][3]
+        return {"row_id": str(row["row_id"]), "flag_id": str(row["flags"][0]["flag_id"])}
+
+
+def test_a_flag_id_in_the_answer_opens_its_row_in_the_flags_panel(
+    page: Any, tmp_path: Path, fourth_row: dict[str, str]
+) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({TOKEN: "alice"}))
+    tokens.chmod(0o600)
+    script = tmp_path / "script.json"
+    answer = f"Start with flag {fourth_row['flag_id']}; flag `FLG-0000000000` is not in this case."
+    script.write_text(json.dumps({"turns": [[{"kind": "text", "text": answer}]]}))
+    srv = _svc.Serve("--tokens-file", str(tokens), "--fake-script", str(script),
+                     db=tmp_path / "t.duckdb", cwd=tmp_path).wait_listening()  # fmt: skip
+    try:
+        signed_in(page, srv.url + "/?case=CASE-001")
+        page.locator("#flags-panel tr.txp-row").first.wait_for(timeout=15_000)
+        assert page.locator("#flags-panel tr.txp-row.txp-selected").count() == 0
+        page.locator("#chat textarea.tx-text").fill("Which flag first?")
+        page.locator("#chat textarea.tx-text").press("Enter")
+        page.locator("#chat .tx-content .tx-flag-chip").first.wait_for(timeout=30_000)
+        idle(page)
+        chips = page.locator("#chat .tx-content .tx-flag-chip")
+        assert chips.evaluate_all("cs => cs.map(c => c.dataset.value)") == [
+            fourth_row["flag_id"],
+            "FLG-0000000000",
+        ]
+
+        chips.nth(0).locator("button").click()  # its row opens, selected, the flag marked in it
+        selected = page.locator("#flags-panel tr.txp-row.txp-selected")
+        selected.wait_for(timeout=5_000)
+        assert selected.get_attribute("data-row") == fourth_row["row_id"]
+        marked = page.locator(f'#flags-panel .txp-flag.txp-selected[data-flag="{fourth_row["flag_id"]}"]')
+        assert marked.count() == 1 and marked.is_visible()
+        assert "tx-missing" not in (chips.nth(0).get_attribute("class") or "")
+        assert chips.locator("a").count() == 0  # no explorer knows a flag id (verified: its chain is bsc)
+
+        chips.nth(1).locator("button").click()  # no panel holds it: the chip says so, nothing moves
+        page.wait_for_function("() => document.querySelectorAll('.tx-flag-chip.tx-missing').length === 1")
+        assert (
+            chips.nth(1).locator("button").get_attribute("title")
+            == "No flags panel of this case is open here"
+        )
+        assert selected.get_attribute("data-row") == fourth_row["row_id"]
+        page.screenshot(path=str(SCREENS / "service-page-flag-link.png"))
+        assert page.console_errors == []
+    finally:
+        srv.stop()
