@@ -94,40 +94,30 @@ function copy(text, node) {
 export function chip(value, chain) {
   const id = idKind(value);
   if (!id) return document.createTextNode(String(value));
-  if (id.kind === "flag") return flagChip(String(value));
-  const wrap = el("span", "tx-chip");
+  const flag = id.kind === "flag";
+  const wrap = el("span", flag ? "tx-chip tx-flag-chip" : "tx-chip");
   wrap.dataset.value = String(value);
   wrap.dataset.kind = id.kind;
   const text = wrap.appendChild(el("button", "tx-chip-text", shortId(value)));
   text.type = "button";
-  text.title = `${value}\nClick to copy`;
+  text.title = flag ? "Show this flag in the flags panel" : `${value}\nClick to copy`;
   text.addEventListener("click", (ev) => {
     ev.preventDefault();
     ev.stopPropagation();
-    copy(String(value), wrap);
+    if (flag) showFlag(String(value), wrap);
+    else copy(String(value), wrap);
   });
-  return linkChip(wrap, chain || id.chain);
+  return linkChip(wrap, chain || id.chain); // a flag id gets no link (explorerUrl)
 }
 
 // A flag id opens in the flags panel that holds it (flags.js listens for "tahrix:flag" on the
 // document, in a notebook as on the service page); none open: the chip says so.
-function flagChip(flagId) {
-  const wrap = el("span", "tx-chip tx-flag-chip");
-  wrap.dataset.value = flagId;
-  wrap.dataset.kind = "flag";
-  const text = wrap.appendChild(el("button", "tx-chip-text", flagId));
-  text.type = "button";
-  text.title = "Show this flag in the flags panel";
-  text.addEventListener("click", (ev) => {
-    ev.preventDefault();
-    ev.stopPropagation();
-    const ask = new CustomEvent("tahrix:flag", { bubbles: true, cancelable: true, detail: { flag_id: flagId } });
-    if (!wrap.dispatchEvent(ask)) return; // a panel claimed it
-    text.title = "No flags panel of this case is open here";
-    wrap.classList.add("tx-missing");
-    setTimeout(() => wrap.classList.remove("tx-missing"), 1200);
-  });
-  return wrap;
+function showFlag(flagId, wrap) {
+  const ask = new CustomEvent("tahrix:flag", { bubbles: true, cancelable: true, detail: { flag_id: flagId } });
+  if (!wrap.dispatchEvent(ask)) return; // a panel claimed it
+  wrap.firstChild.title = "No flags panel of this case is open here";
+  wrap.classList.add("tx-missing");
+  setTimeout(() => wrap.classList.remove("tx-missing"), 1200);
 }
 
 /** The chip's chain and its explorer link for it (null: Blockscan for an EVM value, else none). */
