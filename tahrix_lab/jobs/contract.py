@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -67,6 +67,47 @@ def wake(fut: asyncio.Future[None]) -> None:
     """Settle a parked poll's future (once: a timer and a write may both try)."""
     if not fut.done():
         fut.set_result(None)
+
+
+async def long_poll(
+    read: Callable[[bool], Awaitable[dict[str, Any] | None]],
+    register: Callable[[], asyncio.Future[None]],
+    unregister: Callable[[asyncio.Future[None]], None],
+    wait: float,
+    user: str | None,
+    linger: Callable[[], float],
+) -> dict[str, Any] | None:
+    """Every store's ``aread``: ``read(woken=False)`` the state; while the job runs with no
+    chunk from ``since`` yet, wait (parking no thread) for a write to settle a ``register``-ed
+    future or for ``wait`` s to pass, then ``linger()`` s more for others, and ``read(True)``
+    again. Another ``user``'s job reads as ``None``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, wait)
+    fut = register() if wait > 0 else None  # before reading: a write in between still wakes it
+    try:
+        got = await read(False)
+        if got is None or (user is not None and got.get("user") != user):
+            return None
+        while fut is not None and not got["chunks"] and got["status"] not in TERMINAL:
+            if loop.time() >= deadline:
+                break
+            timer = loop.call_at(deadline, wake, fut)  # one timer: cheaper than wait_for
+            try:
+                await fut
+            finally:
+                timer.cancel()
+            if loop.time() < deadline:
+                unregister(fut)
+                fut = register()
+                if (pause := linger()) > 0:  # under load: more chunks gather into this answer
+                    await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+            got = await read(True)
+            if got is None:
+                return None
+        return got
+    finally:
+        if fut is not None:
+            unregister(fut)
 
 
 def end_status(status: EndStatus) -> JobStatus:
@@ -136,9 +177,7 @@ class JobStore(ABC):
         self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
         linger: float = 0.0,
     ) -> dict[str, Any] | None:  # fmt: skip
-        """``read`` parking no thread: a running job with no chunk from ``since`` yet is waited on
-        until one exists (then ``linger`` s more for others) or ``wait`` s pass. Another ``user``'s
-        job reads as ``None``."""
+        """``read`` as a long-poll parking no thread (``long_poll``, with ``linger`` s under load)."""
 
     @abstractmethod
     def request_cancel(self, job_id: str) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from tahrix_lab.jobs.contract import (
     EndStatus,
     JobStore,
     end_status,
+    long_poll,
     state,
     wake,
 )
@@ -126,36 +126,24 @@ class MemoryJobStore(JobStore):
         self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
         linger: float = 0.0,
     ) -> dict[str, Any] | None:  # fmt: skip
-        # The lock is only ever held briefly, so reading inline on the loop is fine;
-        # waiting is a future that the writer resolves, not a parked thread.
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(wait, 0.0)
-        woken = False
-        while True:
+
+        async def read(woken: bool) -> dict[str, Any] | None:  # the lock is only ever held briefly
+            return self.read(job_id, since)
+
+        def register() -> asyncio.Future[None]:
+            fut: asyncio.Future[None] = loop.create_future()
             with self._cond:
-                job = self._get(job_id)
-                if job is None or (user is not None and job.user != user):
-                    return None
-                remaining = deadline - loop.time()
-                ready = job.log.next > since or job.status in TERMINAL or remaining <= 0
-                lingering = ready and woken and linger > 0 and job.status not in TERMINAL and remaining > 0
-                if ready and not lingering:
-                    return self._snapshot(job, since)
-                if not ready:
-                    fut: asyncio.Future[None] = loop.create_future()
+                if (job := self._get(job_id)) is not None:
                     job.waiters.append((loop, fut))
-            if lingering:  # woken under load: gather a little more, then answer
-                await asyncio.sleep(min(linger, remaining))
-                woken = False
-                continue
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(fut, remaining)
-                woken = True
-            finally:
-                with self._cond:
-                    if (loop, fut) in job.waiters:
-                        job.waiters.remove((loop, fut))
+            return fut
+
+        def unregister(fut: asyncio.Future[None]) -> None:
+            with self._cond:
+                if (job := self._jobs.get(job_id)) is not None and (loop, fut) in job.waiters:
+                    job.waiters.remove((loop, fut))
+
+        return await long_poll(read, register, unregister, wait, user, lambda: linger)
 
     def _snapshot(self, job: _MemJob, since: int) -> dict[str, Any]:
         """The job's state (under the lock)."""

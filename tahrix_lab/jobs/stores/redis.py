@@ -18,14 +18,13 @@ from tahrix_lab.jobs.contract import (
     DEFAULT_LEASE_S,
     DEFAULT_TTL_S,
     KEY_PREFIX,
-    TERMINAL,
     CapReached,
     EndStatus,
     JobStore,
     Lapsed,
     StoreUnavailable,
+    long_poll,
     state,
-    wake,
 )
 from tahrix_lab.jobs.stores import scripts as lua
 from tahrix_lab.jobs.stores.wake import ScriptBatcher, Waker
@@ -243,49 +242,22 @@ class RedisJobStore(JobStore):
         waker = self._on_loop().waker
         key = job_key(job_id)
         since = max(0, since)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0.0, wait)
-        # Listen before reading: a write between the read and the wait still wakes us.
-        fut = waker.register(job_id) if wait > 0 else None
 
-        async def once(news: bool) -> dict[str, Any] | None:
+        async def read(woken: bool) -> dict[str, Any] | None:
             # A long-poll answers from the tail the wake-ups keep (wake.py) when it can.
-            got = waker.answer(job_id, since, news=news) if fut is not None else None
+            got = waker.answer(job_id, since, news=woken) if wait > 0 else None
             if got is not None:
                 return got
             asked = waker.messages
             got = self._parse(await self._acall("READ", [key, key + ":chunks"], [since]), since)
-            if got is not None and fut is not None:
+            if got is not None and wait > 0:
                 waker.keep(job_id, got, since, asked)
             return got
 
-        try:
-            got = await once(news=False)
-            if got is None or (user is not None and got.get("user") != user):
-                return None
-            while fut is not None and not got["chunks"] and got["status"] not in TERMINAL:
-                if loop.time() >= deadline:
-                    break
-                # One timer resolves the wake-up future at the deadline (cheaper than wait_for).
-                timer = loop.call_at(deadline, wake, fut)
-                try:
-                    await fut
-                finally:
-                    timer.cancel()
-                if loop.time() < deadline:
-                    waker.unregister(job_id, fut)
-                    fut = waker.register(job_id)
-                    # Under load: let more chunks gather into this answer, if more wake-ups
-                    # come within the linger (the writer's batches may already be further apart).
-                    if linger > 0 and waker.gap < linger / 2:
-                        await asyncio.sleep(min(linger, max(0.0, deadline - loop.time())))
-                got = await once(news=True)
-                if got is None:
-                    return None
-            return got
-        finally:
-            if fut is not None:
-                waker.unregister(job_id, fut)
+        # Under load a woken poll lingers only if more wake-ups come within the linger (the
+        # writer's batches may already be further apart).
+        return await long_poll(read, lambda: waker.register(job_id), lambda fut: waker.unregister(job_id, fut),
+                               wait, user, lambda: linger if waker.gap < linger / 2 else 0.0)  # fmt: skip
 
     def request_cancel(self, job_id: str) -> bool:
         return bool(self._call(self._scripts["CANCEL"], keys=[job_key(job_id)]))
