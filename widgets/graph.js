@@ -226,6 +226,11 @@ export function createGraph(el, opts = {}) {
   const wrap = el.appendChild(h("div", "txp-graph-wrap"));
   const box = wrap.appendChild(h("div", "txp-graph"));
   const drawer = wrap.appendChild(h("aside", "txp-drawer"));
+  // Fit stops at readable text, so a large graph opens with part of it out of view: say how much.
+  const outside = wrap.appendChild(h("div", "txp-outside"));
+  outside.hidden = true;
+  const outsideText = outside.appendChild(h("span"));
+  const showAll = outside.appendChild(button("txp-show-all", "Show all", "Zoom out until every address is in view (labels get small)"));
   // in the bar, not over the canvas, where it would cover the nodes at the top right
   const hint = bar.insertBefore(h("span", "txp-hint", "Click an address or a flow for its details."), tools);
   const legendHost = el.appendChild(h("div", "txp-legend-host"));
@@ -297,6 +302,22 @@ export function createGraph(el, opts = {}) {
     cy.edges().toggleClass("txp-full", full);
     declutter(cy);
   });
+  let counting = false;
+  const countOutside = () => {
+    counting = false;
+    if (cy.destroyed()) return;
+    const view = cy.extent();
+    const out = cy.nodes().filter((n) => {
+      const b = n.boundingBox({ includeLabels: false });
+      return !n.hasClass("txp-hidden") && (b.x1 < view.x1 || b.x2 > view.x2 || b.y1 < view.y1 || b.y2 > view.y2);
+    }).length;
+    outsideText.textContent = out ? `${plural(out, "address", "addresses")} cut off or out of view: drag to pan` : "";
+    outside.hidden = out === 0;
+  };
+  cy.on("viewport resize", () => {
+    if (!counting) { counting = true; requestAnimationFrame(countOutside); }
+  });
+  showAll.addEventListener("click", () => cy.fit(cy.elements().filter((e) => !e.hasClass("txp-hidden")), 24));
   const zoomBy = (f) => cy.zoom({ level: cy.zoom() * f, renderedPosition: { x: cy.width() / 2, y: cy.height() / 2 } });
   zoomIn.addEventListener("click", () => zoomBy(1.25));
   zoomOut.addEventListener("click", () => zoomBy(0.8));
@@ -322,7 +343,7 @@ export function createGraph(el, opts = {}) {
       (nodes > MAX_NODES ? ` (first ${MAX_NODES} of ${nodes} drawn)` : "");
     note.textContent = text;
     filterHost.replaceChildren();
-    readFilters = filterBar(filterHost, graph, () => { applyFilters(cy, readFilters()); declutter(cy); fitReadable(cy); });
+    readFilters = filterBar(filterHost, graph, () => { applyFilters(cy, readFilters()); declutter(cy); fitReadable(cy); countOutside(); });
     if (legendBox) legendBox.remove();
     legendBox = legend(legendHost, cy);
     cy.layout({ name: "dagre", rankDir: "LR", nodeSep: 18, rankSep: 150, edgeSep: 10, fit: false, animate: false }).run();
@@ -336,6 +357,7 @@ export function createGraph(el, opts = {}) {
     fitted = box.clientWidth > 0;
     if (fresh.length) fitReadable(cy, fresh.union(keep), 40); // what the trace added, not a full re-fit
     else fitReadable(cy);
+    countOutside(); // the viewport may not have moved, while the nodes did
     if (openId && cy.getElementById(openId).length) {
       const el2 = cy.getElementById(openId);
       if (el2.isNode()) showNode(el2); else showEdge(el2);

@@ -394,3 +394,51 @@ def test_counts_read_in_the_singular_for_one(page: Any, widgets_url: str) -> Non
     assert "· 1 flow\n" in drawer + "\n" and "· 1 transfer\n" in drawer + "\n"
     assert not re.search(r"\b1 (flows|transfers)\b", drawer)
     assert page.console_errors == []
+
+
+OUTSIDE = f"""() => {{ const cy = {CY}, v = cy.extent();
+  return cy.nodes().filter(n => {{ const b = n.boundingBox({{includeLabels: false}});
+    return !n.hasClass('txp-hidden') && (b.x1 < v.x1 || b.x2 > v.x2 || b.y1 < v.y1 || b.y2 > v.y2); }}).length; }}"""
+
+
+def test_a_graph_wider_than_its_panel_says_what_is_out_of_view(
+    page: Any, widgets_url: str, sample: Any
+) -> None:
+    """Fit stops at readable text, so in a narrow panel part of the graph opens out of view: the
+    panel says how many addresses are not wholly in view, "Show all" brings them in, and the note
+    goes when every one is."""
+    mount(page, widgets_url, {"kind": "graph", "graph": sample["graph"]})
+    page.set_viewport_size({"width": 560, "height": 1000})  # the service page's graph is about this wide
+    page.wait_for_function(f"() => {CY} && {CY}.nodes().length > 3")
+    page.locator(".txp-fit").click()
+    pill = page.locator(".txp-outside")
+    pill.wait_for()
+    out = page.evaluate(OUTSIDE)
+    assert out > 0
+    page.wait_for_function(
+        "(n) => document.querySelector('.txp-outside').textContent.startsWith(n + ' address')", arg=out
+    )
+    assert "cut off or out of view: drag to pan" in pill.inner_text()
+    page.locator(".txp-panel").screenshot(path=str(SCREENS / "graph-outside.png"))
+    # drag the graph: the count follows the view
+    box = page.locator(".txp-graph").bounding_box()
+    page.mouse.move(box["x"] + 40, box["y"] + 60)  # an empty corner: the drag pans, not a node
+    page.mouse.down()
+    page.mouse.move(box["x"] - 200, box["y"] + 60, steps=8)
+    page.mouse.up()
+    moved = page.evaluate(OUTSIDE)
+    page.wait_for_function(
+        "(n) => n === 0 ? document.querySelector('.txp-outside').hidden"
+        " : document.querySelector('.txp-outside').textContent.startsWith(n + ' address')",
+        arg=moved,
+    )
+    page.locator(".txp-show-all").click()
+    page.wait_for_function("() => document.querySelector('.txp-outside').hidden")
+    assert page.evaluate(OUTSIDE) == 0
+    page.locator(".txp-fit").click()  # readable again: part of the graph out of view again
+    page.wait_for_function("() => !document.querySelector('.txp-outside').hidden")
+    page.set_viewport_size({"width": 2400, "height": 1000})  # wide enough for all at readable size
+    page.locator(".txp-fit").click()
+    page.wait_for_function("() => document.querySelector('.txp-outside').hidden")
+    assert page.evaluate(OUTSIDE) == 0
+    assert page.console_errors == []
