@@ -3,15 +3,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-stages lint typecheck contracts unit bench lab serve clean
+.PHONY: demo test test-stages lint typecheck contracts unit bench lab serve clean constraints
 
 # Each stage of `make test` prints its duration; the summary comes at the end.
 export TAHRIX_STAGE_LOG ?= $(CURDIR)/.stage-times
 TIMED := scripts/timed.sh
 
-$(BIN)/tahrix: pyproject.toml
+# constraints.txt: the versions the suite last passed with, so a fresh clone tests what was tested.
+$(BIN)/tahrix: pyproject.toml constraints.txt
 	$(TIMED) install sh -c "test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
-	  $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e '.[dev]'"
+	  $(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e '.[dev]' -c constraints.txt"
 	touch $@
 
 demo: $(BIN)/tahrix
@@ -46,6 +47,11 @@ lab: $(BIN)/tahrix
 
 serve: $(BIN)/tahrix
 	$(BIN)/tahrix serve
+
+# After a full `make test` passes on upgraded packages: pin what it passed with.
+constraints: $(BIN)/tahrix
+	{ sed -n '1,2p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable; } > constraints.new
+	mv constraints.new constraints.txt
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
