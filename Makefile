@@ -50,7 +50,7 @@ serve: $(BIN)/tahrix
 
 # After a full `make test` passes on upgraded packages: pin what it passed with.
 constraints: $(BIN)/tahrix
-	{ sed -n '1,2p' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable; } > constraints.new
+	{ grep '^#' constraints.txt; $(BIN)/python -m pip freeze --exclude-editable; } > constraints.new
 	mv constraints.new constraints.txt
 
 clean:

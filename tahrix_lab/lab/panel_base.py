@@ -22,7 +22,9 @@ log = logging.getLogger("tahrix_lab.lab.panels")
 
 class Panel(anywidget.AnyWidget):
     # each module after what it imports; the graph panel adds its library
-    _esm = widget_bundle("panel_kit.js", "flags.js", "graph_model.js", "graph.js", "panels.js")
+    _esm = widget_bundle(
+        "panel_kit.js", "flags.js", "graph_model.js", "graph_details.js", "graph.js", "panels.js"
+    )
     _css = widget_file("panels.css").read_text(encoding="utf-8")
 
     kind = traitlets.Unicode("").tag(sync=True)
