@@ -227,6 +227,9 @@ class JobStore(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
+    async def aopen(self) -> None:  # noqa: B027 - optional hook
+        """Ready what ``aread`` uses on the current event loop, before the first request."""
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what ``aread`` opened on the current event loop."""
 

@@ -191,6 +191,7 @@ def create_app(service: Service) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await service.store.aopen()
         yield
         await service.store.aclose()
 

@@ -235,6 +235,23 @@ class RedisJobStore(JobStore):
             self._async = _OnLoop(loop, client, ScriptBatcher(client, self._redis), Waker(client))
         return self._async
 
+    async def aopen(self) -> None:
+        """Ready this event loop's side before the first request: the wake-ups subscribed, the
+        scripts loaded (else a burst's first calls each pay a NOSCRIPT round trip) and half the
+        pool connected (a burst on a cold pool opened its connections while admitting)."""
+        on = self._on_loop()
+        on.waker.listen()  # the long-polls' wake-ups, subscribed before the first poll
+        client = on.client
+        try:
+            async with asyncio.timeout(SOCKET_TIMEOUT_S):  # a frozen Redis must not hold up start-up
+                pipe = client.pipeline(transaction=False)
+                for script in self._scripts.values():
+                    pipe.script_load(script.script)
+                await pipe.execute()
+                await asyncio.gather(*(client.ping() for _ in range(ASYNC_POOL // 2)))
+        except (self._redis.RedisError, TimeoutError) as exc:  # the first requests connect instead
+            log.warning("Redis at %s: no warm-up (%r)", redact_url(self.url), exc)
+
     async def aread(
         self, job_id: str, since: int = 0, wait: float = 0.0, *, user: str | None = None,
         linger: float = 0.0,

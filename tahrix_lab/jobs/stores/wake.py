@@ -76,11 +76,14 @@ class Waker:
         self.gap = 1.0
         self._last_at: float | None = None
 
-    def register(self, job_id: str) -> asyncio.Future[None]:
-        loop = asyncio.get_running_loop()
+    def listen(self) -> None:
+        """Subscribe (once per event loop; again if the listener ended)."""
         if self.task is None or self.task.done():
-            self.task = loop.create_task(self._listen())
-        fut: asyncio.Future[None] = loop.create_future()
+            self.task = asyncio.get_running_loop().create_task(self._listen())
+
+    def register(self, job_id: str) -> asyncio.Future[None]:
+        self.listen()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiters.setdefault(job_id, set()).add(fut)
         return fut
 
